@@ -1,0 +1,3 @@
+from madengine_rocprof.cli import main
+
+raise SystemExit(main())
