@@ -1,0 +1,66 @@
+"""`madengine-rocprof report RUN...`: hotspots per run and a comparison across runs.
+
+Prints Markdown; `--html`, `--json`, `--markdown` and `--perfetto` write files (atomically, after
+everything was read and checked, so a bad input leaves nothing half-written).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from madengine_rocprof.errors import UserError
+from madengine_rocprof.reports import build_report, html_page, load_runs, markdown, perfetto
+from madengine_rocprof.reports.output import write_text
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "report",
+        help="hotspots, categories, counters and a run-vs-run comparison from profiler output",
+        description="Read profiler output below each RUN directory (run directories, rocprofv3/rocprof output "
+        "trees, the wrapper's OUT) and report hotspots per run and a comparison against a baseline.",
+    )
+    parser.add_argument("runs", nargs="+", metavar="RUN", type=Path, help="directory holding profiler output")
+    parser.add_argument("--baseline", metavar="RUN", help="run to compare against (label or path; default: the first)")
+    parser.add_argument("--top", type=int, default=10, metavar="N", help="kernels listed per run (default 10)")
+    parser.add_argument("--html", type=Path, metavar="FILE", help="write a self-contained HTML page with charts")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="write the full report as JSON")
+    parser.add_argument("--markdown", type=Path, metavar="FILE", help="write the Markdown to FILE as well")
+    parser.add_argument("--perfetto", type=Path, metavar="DIR",
+                        help="write DIR/<run>.perfetto.json per run (open in ui.perfetto.dev)")
+    parser.add_argument("--name-width", type=int, default=70, metavar="N", help="shorten kernel names to N characters in tables")
+    parser.add_argument("-q", "--quiet", action="store_true", help="do not print the Markdown")
+    parser.set_defaults(func=run)
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "run"
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.top < 1:
+        raise UserError("--top must be at least 1", where="--top")
+    runs = load_runs(args.runs)
+    report = build_report(runs, args.baseline)
+    text = markdown.render(report, top=args.top, name_width=args.name_width)
+    page = html_page.render(report, top=max(args.top, 15)) if args.html else None
+    if args.json:
+        write_text(args.json, json.dumps(report, indent=1) + "\n")
+    if page is not None:
+        write_text(args.html, page)
+    if args.markdown:
+        write_text(args.markdown, text)
+    if args.perfetto:
+        for data in runs:
+            if not perfetto.has_timeline(data):
+                print(f"perfetto: {data.label} has no per-dispatch trace, skipped", file=sys.stderr)
+                continue
+            target = args.perfetto / f"{_slug(data.label)}.perfetto.json"
+            events = perfetto.write_trace(data, target)
+            print(f"perfetto: wrote {target} ({events:,} kernel events)", file=sys.stderr)
+    if not args.quiet:
+        sys.stdout.write(text)
+    return 0

@@ -1,0 +1,86 @@
+"""`madengine-rocprof validate FILE...`: check configs, tool files and counter files (kind detected by content)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from madengine_rocprof.errors import UserError, UserErrors
+from madengine_rocprof.models._common import parse_json_object, read_text_file
+from madengine_rocprof.models.context import validate_context
+from madengine_rocprof.registry import resolve_tools
+from madengine_rocprof.registry.store import check_tool_references, tool_from_data
+
+TOOL_ONLY_KEYS = {"profiler", "trace", "counters", "pc_sampling", "output_formats", "overhead", "vendors", "core_profile"}
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("validate", help="validate profiling configs, tool files and counter files",
+                              description="Each FILE is detected by content: a JSON object with 'name' and tool fields is a "
+                                          "tool definition, any other JSON object an additional-context config, and "
+                                          "'pmc:' text a counter file. Exit 0 when all are valid.")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--arch", action="append", metavar="gfxNNN", help="architecture(s) for counter files (default: the file's own)")
+    p.add_argument("--counter-defs", metavar="YAML", help="counter_defs.yaml for counter files")
+    p.set_defaults(func=run)
+
+
+def detect_kind(path: str, text: str) -> str:
+    """'context', 'tool' or 'counters'."""
+    stripped = text.lstrip()
+    if path.endswith(".txt") or (stripped and stripped[0] not in "{["):
+        return "counters"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return "context"  # the JSON parser then reports line and column
+    if isinstance(data, dict) and "name" in data and "tools" not in data and TOOL_ONLY_KEYS & data.keys():
+        return "tool"
+    return "context"
+
+
+def validate_file(path: str, archs: list[str] | None = None, counter_defs: str | None = None) -> str:
+    """Validate one file; returns a one-line summary (warnings on extra lines), raises UserError(s)."""
+    text = read_text_file(path)
+    kind = detect_kind(path, text)
+    if kind == "counters":
+        from madengine_rocprof.cli.counters import check_file
+        from madengine_rocprof.registry import load_counter_file
+
+        profile, _ = load_counter_file(path)
+        if not (archs or profile.architectures):
+            return f"OK {path}: counter file, {len(profile.passes)} pass(es) (no architecture given: syntax checked only)"
+        return f"OK {path}: counter file\n  " + "\n  ".join(check_file(Path(path), archs, counter_defs))
+    data = parse_json_object(text, path)
+    if kind == "tool":
+        tool = tool_from_data(data, path, text)
+        check_tool_references(tool, path)
+        return f"OK {path}: tool '{tool.name}' ({tool.profiler}, overhead {tool.overhead})"
+    ctx, warnings = validate_context(data, path, text)
+    resolved = resolve_tools(ctx, source=path)
+    problems = []
+    for i, r in enumerate(resolved):
+        if ctx.gpu_vendor and ctx.gpu_vendor not in r.definition.vendors:
+            problems.append(UserError(f"tool '{r.name}' does not support {ctx.gpu_vendor} (supports {', '.join(r.definition.vendors)})",
+                                      file=path, where=f"tools[{i}].name", fix="remove it or pick a tool for this vendor"))
+        if r.cmd_overridden and r.cmd.strip() and not r.cmd.rstrip().endswith("--"):
+            warnings.append(f"{path}: tools[{i}].cmd does not end with '--': rocprofv3 would read the model command "
+                            "as an option value (add ' --' at the end)")
+    if problems:
+        raise UserErrors(problems)
+    summary = f"OK {path}: config, tools: {', '.join(r.name for r in resolved) or '(none)'}"
+    return "\n".join([summary] + [f"  warning: {w}" for w in warnings])
+
+
+def run(args) -> int:
+    failed = 0
+    for path in args.files:
+        try:
+            print(validate_file(path, args.arch, args.counter_defs))
+        except UserError as err:
+            failed += 1
+            print(f"error: {err}", file=sys.stderr)
+    if failed:
+        print(f"{failed} of {len(args.files)} file(s) invalid", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,131 @@
+"""Helpers shared by the models: strict JSON reading and pydantic errors turned into UserErrors."""
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from pydantic import ValidationError
+
+from madengine_rocprof.errors import UserError, UserErrors
+
+
+def closest(name: str, choices: Iterable[str]) -> str | None:
+    """The choice that looks most like `name` (for 'did you mean' hints), or None."""
+    choices = list(choices)
+    by_lower = {c.lower(): c for c in choices}
+    match = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.5)
+    return by_lower[match[0]] if match else None
+
+
+def unknown_name(kind: str, name: str, choices: Iterable[str], list_command: str, **where: Any) -> UserError:
+    """'unknown tool 'x'' with the closest known name and the command that lists them all."""
+    guess = closest(name, choices)
+    return UserError(f"unknown {kind} '{name}'",
+                     fix=(f"did you mean '{guess}'? " if guess else "") + f"`{list_command}` shows them all", **where)
+
+
+def json_path(loc: Iterable[Any]) -> str:
+    """('tools', 1, 'env_vars', 'X') -> 'tools[1].env_vars.X'."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += ("." if text else "") + str(part)
+    return text
+
+
+def read_text_file(path: str | os.PathLike[str], kind: str = "file") -> str:
+    """Read a UTF-8 text file; missing files and directories are user errors."""
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"{kind} not found", file=str(p), fix="check the path (relative paths start at the current directory)")
+    if p.is_dir():
+        raise UserError(f"is a directory, expected a {kind}", file=str(p), fix="name a file inside it")
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise UserError(f"not UTF-8 text ({err.reason} at byte {err.start})", file=str(p), fix="save the file as UTF-8") from None
+    except OSError as err:
+        raise UserError(f"cannot read {kind}: {err.strerror}", file=str(p)) from None
+
+
+def parse_json_object(text: str, source: str) -> dict[str, Any]:
+    """Parse JSON text whose top level must be an object; errors carry line and column."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserError(
+            f"invalid JSON: {err.msg}", file=source, line=err.lineno, column=err.colno,
+            fix="check commas, quotes and brackets near that place (JSON allows no comments or trailing commas)",
+        ) from None
+    if not isinstance(data, dict):
+        raise UserError(
+            f"top level must be a JSON object {{...}}, got {type(data).__name__ if data is not None else 'null'}",
+            file=source, fix='wrap the content in {...}, e.g. {"tools": [{"name": "rocprofv3_compute"}]}',
+        )
+    return data
+
+
+_TYPE_FIXES = {
+    "string_type": "use a JSON string in quotes, e.g. \"0.1\"",
+    "int_type": "use a whole number without quotes",
+    "int_parsing": "use a whole number without quotes",
+    "bool_type": "use true or false without quotes",
+    "bool_parsing": "use true or false without quotes",
+    "list_type": "use a JSON array [...]",
+    "dict_type": "use a JSON object {...}",
+    "model_type": "use a JSON object {...}",
+    "literal_error": "use one of the values listed",
+    "enum": "use one of the values listed",
+    "greater_than": "use a larger value",
+    "greater_than_equal": "use a larger value",
+    "less_than_equal": "use a smaller value",
+    "string_pattern_mismatch": "use letters, digits, '_', '.' and '-' only",
+    "too_short": "add at least one item",
+    "float_type": "use a number without quotes",
+    "float_parsing": "use a number without quotes",
+}
+
+
+def validation_errors(err: ValidationError, source: str | None, known_fields: dict[tuple, Iterable[str]] | None = None,
+                      text: str | None = None) -> UserErrors:
+    """Convert a pydantic ValidationError into UserErrors with JSON paths and fixes.
+
+    With the source `text`, each error also gets the line and column of the value (or of its nearest parent)."""
+    from madengine_rocprof.models.json_positions import value_positions
+
+    positions = value_positions(text) if text is not None else {}
+    out: list[UserError] = []
+    for e in err.errors(include_url=False):
+        loc = [p for p in e["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-")))]
+        where = json_path(loc) or "(top level)"
+        kind = e["type"]
+        msg = e["msg"]
+        fix = _TYPE_FIXES.get(kind)
+        if kind == "extra_forbidden":
+            msg = f"unknown key '{loc[-1]}'"
+            parent = tuple(p for p in loc[:-1] if not isinstance(p, int))
+            names = list((known_fields or {}).get(parent, []))
+            guess = closest(str(loc[-1]), names) if names else None
+            fix = f"did you mean '{guess}'?" if guess else ("known keys: " + ", ".join(sorted(names)) if names else "remove it")
+        elif kind == "missing":
+            msg = "required key is missing"
+            fix = f"add \"{loc[-1]}\"" if loc else None
+        elif kind.startswith("value_error") or kind == "assertion_error":
+            msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+            if " (fix: " in msg:
+                msg, fix = msg.split(" (fix: ", 1)
+                fix = fix.rstrip(")")
+        if "input" in e and kind.endswith("_type"):
+            msg += f" (got {json.dumps(e['input'])[:60]})"
+        line = column = None
+        for cut in range(len(loc), -1, -1):  # the value itself, else its closest parent present in the file
+            if tuple(loc[:cut]) in positions:
+                line, column = positions[tuple(loc[:cut])]
+                break
+        out.append(UserError(msg, file=source, where=where, fix=fix, line=line, column=column))
+    return UserErrors(out)

@@ -1,0 +1,240 @@
+"""Turn RunData into the report: one JSON-ready dict that the Markdown, HTML and JSON writers all render.
+
+Times are nanoseconds in the dict; renderers choose display units.
+"""
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+from madengine_rocprof.errors import UserError
+from madengine_rocprof.reports.categories import CATEGORIES, categorize
+from madengine_rocprof.reports.model import CounterStats, KernelStats, RunData
+
+SCHEMA_VERSION = 1
+COUNTERS_PER_KERNEL = 8  # counter columns kept per top kernel
+
+
+def merge_kernels(run: RunData) -> dict[str, KernelStats]:
+    merged: dict[str, KernelStats] = {}
+    for source in run.timing:
+        for name, stats in source.kernels.items():
+            merged.setdefault(name, KernelStats()).merge(stats)
+    return merged
+
+
+def merge_counters(run: RunData):
+    counters: dict[str, CounterStats] = {}
+    by_kernel: dict[tuple[str, str], CounterStats] = {}
+    kernel_time: dict[str, list] = {}
+    for source in run.counters:
+        for name, stats in source.counters.items():
+            counters.setdefault(name, CounterStats()).merge(stats)
+        for key, stats in source.by_kernel.items():
+            by_kernel.setdefault(key, CounterStats()).merge(stats)
+        for name, (calls, total) in source.kernel_time.items():
+            entry = kernel_time.setdefault(name, [0, 0])
+            entry[0] += calls
+            entry[1] += total
+    return counters, by_kernel, kernel_time
+
+
+def derived_metrics(counters: dict[str, CounterStats], kernel_time: dict[str, list]) -> list[dict]:
+    """Metrics computed from counter totals, only where every input counter is present."""
+    total = {name: stats.total for name, stats in counters.items()}
+    out = []
+
+    def add(name, value, unit, formula):
+        out.append({"name": name, "value": value, "unit": unit, "formula": formula})
+
+    for hit, miss in (("TCC_HIT_sum", "TCC_MISS_sum"), ("GL2C_HIT_sum", "GL2C_MISS_sum")):
+        if hit in total and miss in total and total[hit] + total[miss] > 0:
+            add("L2 cache hit rate", 100.0 * total[hit] / (total[hit] + total[miss]), "%", f"{hit} / ({hit} + {miss})")
+    waves = total.get("SQ_WAVES", 0)
+    if waves > 0:
+        for counter, name in (
+            ("SQ_INSTS_VALU", "VALU instructions per wave"),
+            ("SQ_INSTS_SALU", "SALU instructions per wave"),
+            ("SQ_INSTS_VMEM_RD", "vector memory reads per wave"),
+            ("SQ_INSTS_VMEM_WR", "vector memory writes per wave"),
+            ("SQ_WAVE_CYCLES", "wave cycles per wave"),
+        ):
+            if counter in total:
+                add(name, total[counter] / waves, "per wave", f"{counter} / SQ_WAVES")
+    if "FETCH_SIZE" in total and "WRITE_SIZE" in total:
+        kilobytes = total["FETCH_SIZE"] + total["WRITE_SIZE"]
+        add("memory traffic", kilobytes / 1e6, "GB", "(FETCH_SIZE + WRITE_SIZE) [KB] / 1e6")
+        timed_ns = sum(t for _, t in kernel_time.values())
+        if timed_ns > 0:
+            add("achieved memory bandwidth", kilobytes * 1e3 / timed_ns, "GB/s",
+                "(FETCH_SIZE + WRITE_SIZE) x 1000 B / kernel time of the counted dispatches")
+    return out
+
+
+def _workload_summary(run: RunData) -> dict | None:
+    if run.workload is None:
+        return None
+    metrics = run.workload.get("metrics") or {}
+    step = metrics.get("step_time_ms") or {}
+    device = run.workload.get("device") or {}
+    return {
+        "file": run.workload_path,
+        "model": run.workload.get("model"),
+        "version": run.workload.get("version"),
+        "status": run.workload.get("status"),
+        "device": device.get("name") if isinstance(device, dict) else device,
+        "tokens_per_second": _number(metrics.get("tokens_per_second")),
+        "samples_per_second": _number(metrics.get("samples_per_second")),
+        "step_time_ms_median": _number(step.get("median") if isinstance(step, dict) else step),
+        "peak_memory_allocated_bytes": _number(metrics.get("peak_memory_allocated_bytes")),
+        "mfu": _number(metrics.get("mfu")),
+    }
+
+
+def _number(value):
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def analyze_run(run: RunData) -> dict:
+    kernels = merge_kernels(run)
+    gpu_time = sum(k.total_ns for k in kernels.values())
+    dispatches = sum(k.calls for k in kernels.values())
+    rows = sorted(kernels.items(), key=lambda item: (-item[1].total_ns, item[0]))
+    kernel_rows = [
+        {
+            "name": name,
+            "category": categorize(name),
+            "calls": k.calls,
+            "total_ns": k.total_ns,
+            "average_ns": k.average_ns,
+            "min_ns": k.min_ns,
+            "max_ns": k.max_ns,
+            "share": k.total_ns / gpu_time if gpu_time else 0.0,
+        }
+        for name, k in rows
+    ]
+    by_category = {c: {"category": c, "calls": 0, "total_ns": 0, "kernels": 0} for c in CATEGORIES}
+    for row in kernel_rows:
+        entry = by_category[row["category"]]
+        entry["calls"] += row["calls"]
+        entry["total_ns"] += row["total_ns"]
+        entry["kernels"] += 1
+    categories = [dict(e, share=e["total_ns"] / gpu_time if gpu_time else 0.0) for e in by_category.values()]
+
+    counters, by_kernel, kernel_time = merge_counters(run)
+    counter_rows = [
+        {"name": n, "dispatches": s.dispatches, "total": s.total, "mean": s.mean, "min": s.min, "max": s.max}
+        for n, s in sorted(counters.items())
+    ]
+    counter_names = sorted(counters)[:COUNTERS_PER_KERNEL]
+    kernel_counters = {}
+    for name in [r["name"] for r in kernel_rows[:20]] or sorted({k for k, _ in by_kernel}):
+        values = {c: by_kernel[(name, c)].mean for c in counter_names if (name, c) in by_kernel}
+        if values:
+            kernel_counters[name] = values
+
+    spans = [s.last_end_ns - s.first_start_ns for s in run.timing if s.first_start_ns is not None and s.last_end_ns is not None]
+    fmts = sorted({s.fmt for s in run.timing})
+    notes = list(run.notes)
+    manifest = run.manifest or {}
+    if isinstance(manifest.get("dispatch_count"), int) and run.timing and manifest["dispatch_count"] != dispatches:
+        notes.append(f"the wrapper's manifest says {manifest['dispatch_count']} dispatches, the files hold {dispatches}")
+    if any(s.cpu_operators for s in run.timing):
+        notes.append("no GPU: the embedded tracer recorded CPU operators; nested operators are all listed, "
+                     "so their times overlap and the total exceeds the wall time")
+    if run.timing and not any(s.has_timeline for s in run.timing):
+        notes.append("only per-kernel statistics (no per-dispatch trace): no timeline, no Perfetto trace")
+    profiler = manifest.get("profiler") if isinstance(manifest.get("profiler"), dict) else None
+    return {
+        "label": run.label,
+        "path": str(run.path),
+        "profiler": profiler,
+        "outcome": manifest.get("outcome"),
+        "run_status": (run.run_info or {}).get("status"),
+        "sources": [
+            {"file": s.rel, "format": s.fmt, "origin": s.process, "pass": s.pass_id,
+             "dispatches": s.dispatches, "gpu_time_ns": sum(k.total_ns for k in s.kernels.values())}
+            for s in run.timing
+        ],
+        "counter_sources": [{"file": s.rel, "format": s.fmt, "origin": s.process, "pass": s.pass_id} for s in run.counters],
+        "skipped_sources": [{"file": s.rel, "format": s.fmt, "pass": s.pass_id} for s in run.skipped_timing],
+        "notes": notes,
+        "summary": {
+            "has_kernel_data": bool(run.timing),
+            "timing_formats": fmts,
+            "cpu_operators": any(s.cpu_operators for s in run.timing),
+            "processes": len(run.timing),
+            "dispatches": dispatches,
+            "unique_kernels": len(kernels),
+            "gpu_time_ns": gpu_time,
+            "longest_process_span_ns": max(spans) if spans else None,
+        },
+        "kernels": kernel_rows,
+        "categories": categories,
+        "counters": counter_rows,
+        "derived_metrics": derived_metrics(counters, kernel_time),
+        "kernel_counters": kernel_counters,
+        "memory_copies": [
+            {"direction": d, "calls": c.calls, "total_ns": c.total_ns} for d, c in sorted(run.copies.items())
+        ],
+        "workload": _workload_summary(run),
+    }
+
+
+def _ratio(numerator, denominator):
+    if numerator is None or denominator is None or denominator == 0:
+        return None
+    return numerator / denominator
+
+
+def compare(runs: list[dict], baseline: dict) -> list[dict]:
+    """One row per run; speedups are against the baseline (>1 means faster than the baseline)."""
+    base_summary, base_work = baseline["summary"], baseline["workload"] or {}
+    base_gpu = base_summary["gpu_time_ns"] if base_summary["has_kernel_data"] else None
+    rows = []
+    for run in runs:
+        summary, work = run["summary"], run["workload"] or {}
+        gpu = summary["gpu_time_ns"] if summary["has_kernel_data"] else None
+        rows.append({
+            "label": run["label"],
+            "baseline": run is baseline,
+            "dispatches": summary["dispatches"] if summary["has_kernel_data"] else None,
+            "unique_kernels": summary["unique_kernels"] if summary["has_kernel_data"] else None,
+            "gpu_time_ns": gpu,
+            "gpu_time_speedup": _ratio(base_gpu, gpu),
+            "top_kernel": run["kernels"][0]["name"] if run["kernels"] else None,
+            "tokens_per_second": work.get("tokens_per_second"),
+            "throughput_speedup": _ratio(work.get("tokens_per_second"), base_work.get("tokens_per_second")),
+            "peak_memory_allocated_bytes": work.get("peak_memory_allocated_bytes"),
+            "memory_vs_baseline": _ratio(work.get("peak_memory_allocated_bytes"), base_work.get("peak_memory_allocated_bytes")),
+            "status": work.get("status") or run.get("run_status") or run.get("outcome"),
+        })
+    return rows
+
+
+def pick_baseline(runs: list[RunData], baseline: str | None) -> int:
+    """Index of the baseline run: by label or by path (as given or resolved); the first run by default."""
+    if baseline is None:
+        return 0
+    wanted = Path(baseline).resolve() if Path(baseline).exists() else None
+    for i, run in enumerate(runs):
+        if run.label == baseline or (wanted is not None and run.path.resolve() == wanted):
+            return i
+    raise UserError(
+        f"--baseline {baseline!r} is not one of the runs",
+        where="--baseline",
+        fix="name one of: " + ", ".join(r.label for r in runs),
+    )
+
+
+def build_report(runs: list[RunData], baseline: str | None = None) -> dict:
+    index = pick_baseline(runs, baseline)
+    analyzed = [analyze_run(run) for run in runs]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": "madengine-rocprof report",
+        "generated_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "baseline": analyzed[index]["label"],
+        "comparison": compare(analyzed, analyzed[index]),
+        "runs": analyzed,
+    }

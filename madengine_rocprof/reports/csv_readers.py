@@ -1,0 +1,145 @@
+"""Readers for the CSV outputs: rocprofv3 (6.2 .. 7.x, rocpd-converted), legacy rocprof, our tracer, NVIDIA conversions.
+
+All of them stream: a 1,000,000-row kernel trace is aggregated per kernel name without keeping rows.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+from madengine_rocprof.reports.csv_tables import open_table, parse_int, parse_number
+from madengine_rocprof.reports.model import CopyStats, CounterSource, CounterStats, KernelStats, TimingSource
+
+NAME = ("Kernel_Name", "KernelName")
+START = ("Start_Timestamp", "BeginNs", "start")
+END = ("End_Timestamp", "EndNs", "end")
+TRACK = {
+    "agent": ("Agent_Id", "gpu-id", "agent_abs_index"),
+    "queue": ("Stream_Id", "Queue_Id", "queue-id"),
+}
+
+
+def read_kernel_trace(src: TimingSource) -> TimingSource:
+    """Aggregate a per-dispatch kernel trace (rocprofv3 kernel_trace.csv or legacy results.csv) per kernel name."""
+    with open_table(src.path, {"name": NAME, "start": START, "end": END}) as table:
+        i_name, i_start, i_end = table.index["name"], table.index["start"], table.index["end"]
+        # kernel name -> [calls, total_ns, min_ns, max_ns]; lists, not objects, because this loop is the hot path
+        acc: dict[str, list] = {}
+        first = last = None
+        dispatches = 0
+        for row in table.rows():
+            try:
+                start = int(row[i_start])
+                end = int(row[i_end])
+            except ValueError:
+                start = parse_int(table, row[i_start], "Start_Timestamp")
+                end = parse_int(table, row[i_end], "End_Timestamp")
+            duration = end - start
+            if duration < 0:
+                raise table.error(
+                    f"End_Timestamp {end} is before Start_Timestamp {start}",
+                    fix="the file is corrupt; re-run the profiler",
+                )
+            entry = acc.get(row[i_name])
+            if entry is None:
+                acc[row[i_name]] = [1, duration, duration, duration]
+            else:
+                entry[0] += 1
+                entry[1] += duration
+                if duration < entry[2]:
+                    entry[2] = duration
+                elif duration > entry[3]:
+                    entry[3] = duration
+            if first is None or start < first:
+                first = start
+            if last is None or end > last:
+                last = end
+            dispatches += 1
+    src.kernels = {name: KernelStats(c, t, lo, hi) for name, (c, t, lo, hi) in acc.items()}
+    src.dispatches = dispatches
+    src.first_start_ns, src.last_end_ns = first, last
+    src.has_timeline = dispatches > 0
+    return src
+
+
+def iter_kernel_trace(path: Path) -> Iterator[tuple[str, int, int, str]]:
+    """Each dispatch as (kernel name, start ns, end ns, track), for the Perfetto writer."""
+    with open_table(path, {"name": NAME, "start": START, "end": END}, TRACK) as table:
+        idx = table.index
+        for row in table.rows():
+            track = " ".join(
+                f"{key} {row[idx[key]]}" for key in ("agent", "queue") if idx[key] is not None
+            ) or "kernels"
+            yield (
+                row[idx["name"]],
+                parse_int(table, row[idx["start"]], "Start_Timestamp"),
+                parse_int(table, row[idx["end"]], "End_Timestamp"),
+                track,
+            )
+
+
+def read_kernel_stats(src: TimingSource) -> TimingSource:
+    """rocprofv3 `--stats` kernel_stats.csv or legacy results.stats.csv: already aggregated per kernel."""
+    with open_table(
+        src.path,
+        {"name": ("Name", "KernelName"), "calls": ("Calls",), "total": ("TotalDurationNs",)},
+        {"min": ("MinNs",), "max": ("MaxNs",)},
+    ) as table:
+        idx = table.index
+        for row in table.rows():
+            name = row[idx["name"]]
+            stats = KernelStats(
+                calls=parse_int(table, row[idx["calls"]], "Calls"),
+                total_ns=parse_number(table, row[idx["total"]], "TotalDurationNs"),
+                min_ns=parse_number(table, row[idx["min"]], "MinNs") if idx["min"] is not None else None,
+                max_ns=parse_number(table, row[idx["max"]], "MaxNs") if idx["max"] is not None else None,
+            )
+            if stats.calls < 0 or stats.total_ns < 0:
+                raise table.error("negative Calls or TotalDurationNs", fix="the file is corrupt; re-run the profiler")
+            if name in src.kernels:  # the same name twice cannot come from one stats file
+                raise table.error(f"kernel {name!r} appears twice", fix="the file is corrupt; re-run the profiler")
+            src.kernels[name] = stats
+            src.dispatches += stats.calls
+    return src
+
+
+def read_counter_collection(src: CounterSource) -> CounterSource:
+    """rocprofv3 counter_collection.csv (one row per dispatch x counter), also the wrapper's ncu conversion."""
+    with open_table(
+        src.path,
+        {"name": NAME, "counter": ("Counter_Name",), "value": ("Counter_Value",)},
+        {"dispatch": ("Dispatch_Id", "Correlation_Id"), "start": START, "end": END},
+    ) as table:
+        idx = table.index
+        timed = idx["start"] is not None and idx["end"] is not None and idx["dispatch"] is not None
+        seen: set[str] = set()
+        for row in table.rows():
+            kernel, counter = row[idx["name"]], row[idx["counter"]]
+            value = parse_number(table, row[idx["value"]], "Counter_Value")
+            src.counters.setdefault(counter, CounterStats()).add(value)
+            src.by_kernel.setdefault((kernel, counter), CounterStats()).add(value)
+            if timed and row[idx["dispatch"]] not in seen:
+                seen.add(row[idx["dispatch"]])
+                duration = parse_int(table, row[idx["end"]], "End_Timestamp") - parse_int(
+                    table, row[idx["start"]], "Start_Timestamp"
+                )
+                entry = src.kernel_time.setdefault(kernel, [0, 0])
+                entry[0] += 1
+                entry[1] += duration
+    return src
+
+
+def read_memory_copies(path: Path) -> dict[str, CopyStats]:
+    """memory_copy_trace.csv: copies per direction (these are not kernels, so they never enter kernel time)."""
+    copies: dict[str, CopyStats] = {}
+    with open_table(path, {"start": START, "end": END}, {"direction": ("Direction",)}) as table:
+        idx = table.index
+        for row in table.rows():
+            direction = row[idx["direction"]] if idx["direction"] is not None else "MEMORY_COPY"
+            direction = direction.replace("MEMORY_COPY_", "").replace("_", " ").lower() or "unknown"
+            stats = copies.setdefault(direction, CopyStats())
+            stats.calls += 1
+            stats.total_ns += parse_int(table, row[idx["end"]], "End_Timestamp") - parse_int(
+                table, row[idx["start"]], "Start_Timestamp"
+            )
+    return copies

@@ -1,0 +1,214 @@
+"""Find profiler outputs anywhere below a RUN directory and load them into a RunData.
+
+Files are recognised by suffix (rocprofv3 names them `<prefix>_<kind>.<ext>`, the prefix being
+`%hostname%/%pid%` by default, `rank<r>_<pid>` under launchers), legacy rocprof files by their header.
+Within one process only the richest format is counted (a kernel trace beats rocpd beats JSON beats
+stats), so `-f csv json rocpd` never triples the numbers. Multi-pass runs (`pmc_N/`, `pass_N/`) re-run
+the whole workload per pass: kernel time is taken from the first pass, counters from all of them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from madengine_rocprof.errors import UserError
+from madengine_rocprof.reports import csv_readers, json_reader, rocpd_reader
+from madengine_rocprof.reports.csv_tables import first_value, normalize, read_header
+from madengine_rocprof.reports.model import CounterSource, RunData, TimingSource
+
+# suffix -> kind; checked in order, first match wins
+SUFFIXES = (
+    ("kernel_trace.csv", "rocprofv3-csv"),
+    ("kernel_stats.csv", "rocprofv3-stats"),
+    ("counter_collection.csv", "counters-csv"),
+    ("memory_copy_trace.csv", "memory-copy"),
+    ("results.json", "rocprofv3-json"),
+    ("results.db", "rocpd"),
+)
+# lower number = richer source; the richest per process is counted
+PRIORITY = {"rocprofv3-csv": 0, "rocpd": 1, "rocprofv3-json": 2, "legacy-csv": 3, "rocprofv3-stats": 4, "legacy-stats": 5}
+PASS_DIR = re.compile(r"^(pmc|pass)_(\d+)$")
+RUN_FILES = ("workload_result.json", "run.json", "manifest.json")
+LOOKED_FOR = "*kernel_trace.csv, *kernel_stats.csv, *counter_collection.csv, *results.json, *results.db, legacy results.csv / results.stats.csv"
+
+
+def classify(path: Path) -> str | None:
+    name = path.name
+    for suffix, kind in SUFFIXES:
+        if name.endswith(suffix):
+            if kind == "rocprofv3-json" and not json_reader.is_rocprofv3_json(path):
+                return None  # legacy rocprof's chrome trace, or another tool's
+            return kind
+    if name.endswith(".db") and rocpd_reader.is_rocpd(path) and name.endswith("results.db"):
+        return "rocpd"
+    if name.endswith(".csv"):
+        header = {normalize(h) for h in read_header(path)}
+        if {"kernelname", "beginns", "endns"} <= header:
+            return "legacy-csv"
+        if name.endswith(".stats.csv") and {"name", "calls", "totaldurationns"} <= header:
+            if not any(name.endswith(s) for s in (".hip_stats.csv", ".copy_stats.csv", ".hsa_stats.csv")):
+                return "legacy-stats"
+    return None
+
+
+def _process_key(rel: Path, kind: str) -> str:
+    """Origin of a file: its directory plus the per-process prefix (`host/1234`)."""
+    name = rel.name
+    for suffix, _ in SUFFIXES:
+        if name.endswith(suffix):
+            prefix = name[: -len(suffix)].rstrip("_.")
+            break
+    else:
+        prefix = name.split(".")[0]  # legacy: results.csv and results.stats.csv share `results`
+    parent = rel.parent.as_posix()
+    return prefix if parent == "." else (f"{parent}/{prefix}" if prefix else parent)
+
+
+def _pass_id(rel: Path) -> str | None:
+    for part in rel.parent.parts:
+        if PASS_DIR.match(part):
+            return part
+    return None
+
+
+def _pass_order(pass_id: str | None) -> tuple:
+    if pass_id is None:
+        return (0, "", 0)
+    kind, number = PASS_DIR.match(pass_id).groups()
+    return (1, kind, int(number))
+
+
+def walk(root: Path):
+    """(relative path, absolute path) of every file below root, in a stable order; skips hidden dirs."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            full = Path(dirpath) / name
+            yield full.relative_to(root), full
+
+
+def _read_json_object(path: Path) -> dict:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            value = json.load(fh)
+    except json.JSONDecodeError as err:
+        raise UserError(f"not valid JSON: {err.msg}", file=str(path), line=err.lineno, column=err.colno) from None
+    except OSError as err:
+        raise UserError(f"cannot read: {err.strerror}", file=str(path)) from None
+    if not isinstance(value, dict):
+        raise UserError("expected a JSON object at the top level", file=str(path), line=1)
+    return value
+
+
+def expand_runs(path: Path) -> list[Path]:
+    """A runner output directory (perf.csv + one subdirectory per model run) stands for its model runs."""
+    if not path.is_dir():
+        raise UserError(f"not a directory: {path}", fix="pass run directories or rocprofv3 output trees")
+    if (path / "run.json").is_file():
+        return [path]
+    children = sorted(p for p in path.iterdir() if p.is_dir() and (p / "run.json").is_file())
+    return children or [path]
+
+
+def load_run(path: Path, label: str) -> RunData:
+    run = RunData(label=label, path=path)
+    timing: list[TimingSource] = []
+    run_files: dict[str, tuple[int, Path]] = {}
+    for rel, full in walk(path):
+        if rel.name in RUN_FILES:
+            depth = len(rel.parts)
+            if rel.name not in run_files or depth < run_files[rel.name][0]:
+                run_files[rel.name] = (depth, full)
+            continue
+        kind = classify(full)
+        if kind is None:
+            continue
+        common = dict(path=full, rel=rel.as_posix(), fmt=kind, process=_process_key(rel, kind), pass_id=_pass_id(rel))
+        if kind == "counters-csv":
+            run.counters.append(csv_readers.read_counter_collection(CounterSource(**common)))
+        elif kind == "memory-copy":
+            for direction, stats in csv_readers.read_memory_copies(full).items():
+                total = run.copies.setdefault(direction, type(stats)())
+                total.calls += stats.calls
+                total.total_ns += stats.total_ns
+        else:
+            timing.append(TimingSource(**common))
+            if kind == "rocpd":
+                source = rocpd_reader.read_rocpd_counters(CounterSource(**common))
+                if source.counters:
+                    run.counters.append(source)
+
+    _choose_timing(run, timing)
+    for name, (_, file) in run_files.items():
+        value = _read_json_object(file)
+        if name == "workload_result.json":
+            run.workload, run.workload_path = value, file.relative_to(path).as_posix()
+        elif name == "run.json":
+            run.run_info = value
+        else:
+            run.manifest = value
+    if not run.timing and not run.counters and run.workload is None:
+        raise UserError(
+            f"no profiler output found below {path}",
+            file=str(path),
+            fix=f"pass a directory that holds profiler output; looked for {LOOKED_FOR}"
+            + (" (the wrapper's manifest.json says outcome=" + str(run.manifest.get("outcome")) + ")" if run.manifest else ""),
+        )
+    return run
+
+
+def _choose_timing(run: RunData, timing: list[TimingSource]) -> None:
+    """Keep one source per process, from the first pass that has any; read only those."""
+    if not timing:
+        return
+    first_pass = min((s.pass_id for s in timing), key=_pass_order)
+    best: dict[str, TimingSource] = {}
+    for source in timing:
+        if source.pass_id != first_pass:
+            run.skipped_timing.append(source)
+            continue
+        current = best.get(source.process)
+        if current is None or PRIORITY[source.fmt] < PRIORITY[current.fmt]:
+            if current is not None:
+                run.skipped_timing.append(current)
+            best[source.process] = source
+        else:
+            run.skipped_timing.append(source)
+    for source in best.values():
+        _read_timing(source)
+        run.timing.append(source)
+    run.timing.sort(key=lambda s: s.rel)
+    skipped_passes = sorted({s.pass_id for s in run.skipped_timing if s.pass_id != first_pass}, key=_pass_order)
+    if skipped_passes:
+        run.notes.append(
+            f"kernel times are from {first_pass or 'the top level'}; {', '.join(skipped_passes)} re-ran the workload "
+            "to collect other counters, so their kernel times are not added"
+        )
+    duplicates = [s.rel for s in run.skipped_timing if s.pass_id == first_pass]
+    if duplicates:
+        run.notes.append(f"not counted twice (same process in a richer format): {', '.join(duplicates)}")
+
+
+def _read_timing(source: TimingSource) -> None:
+    if source.fmt in ("rocprofv3-csv", "legacy-csv"):
+        csv_readers.read_kernel_trace(source)
+        source.cpu_operators = first_value(source.path, "Agent_Id") == "CPU"
+    elif source.fmt in ("rocprofv3-stats", "legacy-stats"):
+        csv_readers.read_kernel_stats(source)
+    elif source.fmt == "rocprofv3-json":
+        json_reader.read_json(source)
+    elif source.fmt == "rocpd":
+        rocpd_reader.read_rocpd_kernels(source)
+
+
+def iter_dispatches(source: TimingSource):
+    """Per-dispatch (name, start ns, end ns, track) for sources that have a timeline."""
+    if source.fmt in ("rocprofv3-csv", "legacy-csv"):
+        return csv_readers.iter_kernel_trace(source.path)
+    if source.fmt == "rocprofv3-json":
+        return json_reader.iter_json(source.path)
+    if source.fmt == "rocpd":
+        return rocpd_reader.iter_rocpd(source.path)
+    return iter(())

@@ -1,0 +1,121 @@
+"""Plain data the readers produce and the analysis consumes.
+
+Readers aggregate per kernel name while they stream, so memory grows with the number of distinct
+kernels, never with the number of dispatches.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class KernelStats:
+    """Timing of one kernel name: durations in nanoseconds. min/max are None when the input lacks them."""
+
+    calls: int = 0
+    total_ns: float = 0
+    min_ns: float | None = None
+    max_ns: float | None = None
+
+    def merge(self, other: KernelStats) -> None:
+        self.calls += other.calls
+        self.total_ns += other.total_ns
+        self.min_ns = _pick(min, self.min_ns, other.min_ns)
+        self.max_ns = _pick(max, self.max_ns, other.max_ns)
+
+    @property
+    def average_ns(self) -> float:
+        return self.total_ns / self.calls if self.calls else 0.0
+
+
+def _pick(fn, a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return fn(a, b)
+
+
+@dataclass
+class TimingSource:
+    """Kernel timings read from one file (or one database)."""
+
+    path: Path
+    rel: str  # path relative to the run directory, shown as the origin
+    fmt: str  # rocprofv3-csv, rocprofv3-stats, rocprofv3-json, rocpd, legacy-csv, legacy-stats
+    process: str  # origin key: relative directory + per-process file prefix
+    pass_id: str | None  # "pmc_2", "pass_1" or None for single-pass output
+    kernels: dict[str, KernelStats] = field(default_factory=dict)
+    dispatches: int = 0
+    first_start_ns: int | None = None
+    last_end_ns: int | None = None
+    has_timeline: bool = False  # per-dispatch timestamps exist (a Perfetto trace can be drawn)
+    cpu_operators: bool = False  # the embedded tracer without a GPU: rows are (nested) CPU operators
+
+
+@dataclass
+class CounterStats:
+    """One hardware counter over many dispatches."""
+
+    dispatches: int = 0
+    total: float = 0.0
+    min: float | None = None
+    max: float | None = None
+
+    def add(self, value: float) -> None:
+        self.dispatches += 1
+        self.total += value
+        self.min = value if self.min is None or value < self.min else self.min
+        self.max = value if self.max is None or value > self.max else self.max
+
+    def merge(self, other: CounterStats) -> None:
+        self.dispatches += other.dispatches
+        self.total += other.total
+        self.min = _pick(min, self.min, other.min)
+        self.max = _pick(max, self.max, other.max)
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.dispatches if self.dispatches else 0.0
+
+
+@dataclass
+class CounterSource:
+    """Counter values read from one counter_collection file or database view."""
+
+    path: Path
+    rel: str
+    fmt: str
+    process: str
+    pass_id: str | None
+    counters: dict[str, CounterStats] = field(default_factory=dict)
+    # (kernel name, counter name) -> stats over that kernel's dispatches
+    by_kernel: dict[tuple[str, str], CounterStats] = field(default_factory=dict)
+    # kernel name -> [dispatches, total ns] of the dispatches the counters were read on (when timed)
+    kernel_time: dict[str, list] = field(default_factory=dict)
+
+
+@dataclass
+class CopyStats:
+    """Memory copies (SDMA/blit) from memory_copy_trace, per direction."""
+
+    calls: int = 0
+    total_ns: int = 0
+
+
+@dataclass
+class RunData:
+    """Everything read from one RUN directory."""
+
+    label: str
+    path: Path
+    timing: list[TimingSource] = field(default_factory=list)  # the sources whose kernels are counted
+    skipped_timing: list[TimingSource] = field(default_factory=list)  # other passes / duplicate formats
+    counters: list[CounterSource] = field(default_factory=list)
+    copies: dict[str, CopyStats] = field(default_factory=dict)
+    workload: dict | None = None  # workload_result.json
+    workload_path: str | None = None
+    run_info: dict | None = None  # runner's run.json
+    manifest: dict | None = None  # wrapper's manifest.json
+    notes: list[str] = field(default_factory=list)

@@ -1,0 +1,103 @@
+"""rocpd SQLite output (rocprofv3 7.x `-f rocpd`, results.db), read through its unsuffixed views.
+
+`kernels` gives per-dispatch times (ns); without it `top_kernels` gives totals (microseconds);
+`counters_collection` gives counter values per dispatch.
+"""
+from __future__ import annotations
+
+import sqlite3
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from madengine_rocprof.errors import UserError
+from madengine_rocprof.reports.model import CounterSource, CounterStats, KernelStats, TimingSource
+
+FIX = "the database is truncated or corrupt, or not a rocpd file; re-run rocprofv3 with -f rocpd"
+
+
+@contextmanager
+def _connect(path: Path):
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as err:
+        raise UserError(f"cannot open SQLite database: {err}", file=str(path), fix=FIX) from None
+    try:
+        yield con
+    except sqlite3.Error as err:
+        raise UserError(f"SQLite error: {err}", file=str(path), fix=FIX) from None
+    finally:
+        con.close()
+
+
+def _objects(con) -> set[str]:
+    return {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type IN ('view', 'table')")}
+
+
+def _columns(con, view: str) -> set[str]:
+    return {row[1] for row in con.execute(f"PRAGMA table_info(`{view}`)")}
+
+
+def is_rocpd(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
+def read_rocpd_kernels(src: TimingSource) -> TimingSource:
+    with _connect(src.path) as con:
+        objects = _objects(con)
+        if "kernels" in objects:
+            rows = con.execute(
+                "SELECT name, COUNT(*), SUM(`end` - start), MIN(`end` - start), MAX(`end` - start),"
+                " MIN(start), MAX(`end`) FROM kernels GROUP BY name"
+            ).fetchall()
+            for name, calls, total, low, high, first, last in rows:
+                if low is not None and low < 0:
+                    raise UserError(f"kernel {name!r} has end before start", file=str(src.path), where="kernels", fix=FIX)
+                src.kernels[str(name)] = KernelStats(calls, total, low, high)
+                src.dispatches += calls
+                src.first_start_ns = first if src.first_start_ns is None else min(first, src.first_start_ns)
+                src.last_end_ns = last if src.last_end_ns is None else max(last, src.last_end_ns)
+            src.has_timeline = src.dispatches > 0
+        elif "top_kernels" in objects:
+            # durations in microseconds here; min/max are not in the view
+            for name, calls, total_us in con.execute("SELECT name, total_calls, total_duration FROM top_kernels"):
+                src.kernels[str(name)] = KernelStats(int(calls), float(total_us) * 1000.0)
+                src.dispatches += int(calls)
+        elif "rocpd_metadata" not in objects and not any(o.startswith("rocpd_") for o in objects):
+            raise UserError("SQLite file without rocpd views (kernels, top_kernels)", file=str(src.path), fix=FIX)
+    return src
+
+
+def iter_rocpd(path: Path) -> Iterator[tuple[str, int, int, str]]:
+    with _connect(path) as con:
+        if "kernels" not in _objects(con):
+            return
+        columns = _columns(con, "kernels")
+        agent = "agent_abs_index" if "agent_abs_index" in columns else "NULL"
+        queue = "queue_id" if "queue_id" in columns else ("stream_id" if "stream_id" in columns else "NULL")
+        for name, start, end, a, q in con.execute(f"SELECT name, start, `end`, {agent}, {queue} FROM kernels ORDER BY start"):
+            yield str(name), int(start), int(end), f"agent {a} queue {q}"
+
+
+def read_rocpd_counters(src: CounterSource) -> CounterSource:
+    with _connect(src.path) as con:
+        if "counters_collection" not in _objects(con):
+            return src
+        columns = _columns(con, "counters_collection")
+        timed = {"start", "end", "dispatch_id"} <= columns
+        query = "SELECT kernel_name, counter_name, value" + (", dispatch_id, start, `end`" if timed else "")
+        seen = set()
+        for row in con.execute(query + " FROM counters_collection"):
+            kernel, counter, value = str(row[0]), str(row[1]), float(row[2])
+            src.counters.setdefault(counter, CounterStats()).add(value)
+            src.by_kernel.setdefault((kernel, counter), CounterStats()).add(value)
+            if timed and row[3] not in seen:
+                seen.add(row[3])
+                entry = src.kernel_time.setdefault(kernel, [0, 0])
+                entry[0] += 1
+                entry[1] += int(row[5]) - int(row[4])
+    return src

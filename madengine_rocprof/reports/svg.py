@@ -1,0 +1,102 @@
+"""Small inline-SVG bar charts, generated as text (no plotting library).
+
+Each function returns one `<svg>` element with a viewBox so the page can scale it; every bar has a
+`<title>` so hovering shows the exact value and the full kernel name.
+"""
+from __future__ import annotations
+
+from html import escape
+
+from madengine_rocprof.reports.categories import CATEGORIES
+from madengine_rocprof.reports.formatting import shorten
+
+# Okabe-Ito palette: distinguishable with the common colour-vision deficiencies
+CATEGORY_COLORS = dict(zip(CATEGORIES, ("#0072B2", "#E69F00", "#009E73", "#56B4E9", "#CC79A7", "#D55E00", "#999999")))
+CHAR_PX = 7.5  # glyph width of the 12px monospace chart font (7.2 px) plus a margin, for laying out labels
+FONT = 'font-family="ui-monospace,Menlo,Consolas,monospace" font-size="12"'
+
+
+def _label_width(labels: list[str], max_chars: int) -> float:
+    return min(max((len(s) for s in labels), default=4), max_chars) * CHAR_PX + 16
+
+
+def _clip(text: str, max_chars: int) -> str:
+    return shorten(text, max_chars)
+
+
+def hbars(items: list[tuple[str, float, str, str, str]], width: int = 900, max_label_chars: int = 48, bar_height: int = 20) -> str:
+    """Horizontal bars: items are (label, value, value text, colour, hover title)."""
+    if not items:
+        return ""
+    label_w = _label_width([i[0] for i in items], max_label_chars)
+    value_w = max(len(i[2]) for i in items) * CHAR_PX + 12
+    plot_w = max(width - label_w - value_w, 100)
+    top = max(i[1] for i in items) or 1
+    gap = 6
+    height = len(items) * (bar_height + gap) + gap
+    parts = [f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" {FONT}>']
+    for n, (label, value, text, color, title) in enumerate(items):
+        y = gap + n * (bar_height + gap)
+        w = max(plot_w * value / top, 1 if value > 0 else 0)
+        mid = y + bar_height / 2 + 4
+        parts.append(
+            f'<g><title>{escape(title)}</title>'
+            f'<text x="{label_w - 8:.1f}" y="{mid:.1f}" text-anchor="end">{escape(_clip(label, max_label_chars))}</text>'
+            f'<rect x="{label_w:.1f}" y="{y}" width="{w:.1f}" height="{bar_height}" fill="{color}" rx="2"/>'
+            f'<text x="{label_w + w + 6:.1f}" y="{mid:.1f}">{escape(text)}</text></g>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def stacked_hbars(rows: list[tuple[str, list[tuple[str, float, str]]]], value_text: list[str], width: int = 900,
+                  max_label_chars: int = 36, bar_height: int = 26, normalize: bool = False) -> str:
+    """One bar per row made of segments (segment name, value, colour); a legend of segment names below."""
+    if not rows:
+        return ""
+    label_w = _label_width([r[0] for r in rows], max_label_chars)
+    value_w = max((len(t) for t in value_text), default=0) * CHAR_PX + 12
+    plot_w = max(width - label_w - value_w, 100)
+    totals = [sum(v for _, v, _ in segs) for _, segs in rows]
+    top = max(totals) or 1
+    gap = 8
+    legend_names = []
+    for _, segs in rows:
+        for name, value, color in segs:
+            if value > 0 and (name, color) not in legend_names:
+                legend_names.append((name, color))
+    # legend items laid out left to right, wrapping to a new line at the chart's width
+    legend_pos, x, line = [], label_w, 0
+    for name, color in legend_names:
+        item_w = 16 + len(name) * CHAR_PX + 18
+        if x + item_w > width and x > label_w:
+            x, line = label_w, line + 1
+        legend_pos.append((name, color, x, line))
+        x += item_w
+    legend_h = 20 * (line + 1) + 8
+    height = len(rows) * (bar_height + gap) + gap + legend_h
+    parts = [f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" {FONT}>']
+    for n, ((label, segs), total, text) in enumerate(zip(rows, totals, value_text)):
+        y = gap + n * (bar_height + gap)
+        scale = plot_w / (total if normalize and total else top)
+        x = label_w
+        parts.append(f'<text x="{label_w - 8:.1f}" y="{y + bar_height / 2 + 4:.1f}" text-anchor="end">'
+                     f'{escape(_clip(label, max_label_chars))}</text>')
+        for name, value, color in segs:
+            if value <= 0:
+                continue
+            w = value * scale
+            share = value / total if total else 0
+            parts.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_height}" fill="{color}">'
+                         f'<title>{escape(f"{label}: {name} {share:.1%}")}</title></rect>')
+            if w > 42:
+                parts.append(f'<text x="{x + w / 2:.1f}" y="{y + bar_height / 2 + 4:.1f}" text-anchor="middle" '
+                             f'fill="#fff">{share:.0%}</text>')
+            x += w
+        parts.append(f'<text x="{x + 6:.1f}" y="{y + bar_height / 2 + 4:.1f}">{escape(text)}</text>')
+    for name, color, x, line in legend_pos:
+        y = height - legend_h + 16 + 20 * line
+        parts.append(f'<rect x="{x:.1f}" y="{y - 10}" width="12" height="12" fill="{color}"/>'
+                     f'<text x="{x + 16:.1f}" y="{y}">{escape(name)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)

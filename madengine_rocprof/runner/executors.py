@@ -1,0 +1,278 @@
+"""Where the steps run: a Docker container (madengine's way: one long-lived container, one `exec` per step) or
+this machine. Both give every step a time limit, a log that streams as it goes, and a clean way to stop it:
+SIGTERM to the step's whole process group, a grace period for profilers to write their files, then SIGKILL."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO, Callable
+
+GRACE_S = 15.0            # after SIGTERM, time for a profiler to flush before SIGKILL
+TIMEOUT_EXIT_CODES = (124, 137)
+
+# Inside the container: record the step's pid, then let coreutils `timeout` own a new process group for the step
+# (it signals the whole group on expiry, and forwards a SIGTERM it receives to that group).
+STEP_SCRIPT = 'echo $$ > "$1"; exec timeout -k "$2" "$3" bash -c "$4"'
+BACKGROUND_SCRIPT = 'echo $$ > "$1"; exec "${@:3}" > "$2" 2>&1'
+
+
+@dataclass
+class StepResult:
+    name: str
+    exit_code: int | None
+    duration_s: float
+    timed_out: bool = False
+    interrupted: bool = False
+    log: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and not self.interrupted
+
+    def describe(self) -> str:
+        if self.interrupted:
+            return "interrupted"
+        if self.timed_out:
+            return "timed out"
+        return "ok" if self.exit_code == 0 else f"exit code {self.exit_code}"
+
+
+class Tee:
+    """Copies a step's output to its log file (and, with `echo`, to the screen, indented)."""
+
+    def __init__(self, log: BinaryIO, echo: bool) -> None:
+        self.log, self.echo, self._at_line_start = log, echo, True
+
+    def write(self, chunk: bytes) -> None:
+        self.log.write(chunk)
+        self.log.flush()
+        if self.echo:
+            text = chunk.decode("utf-8", errors="replace")
+            out = []
+            for piece in text.splitlines(keepends=True):
+                out.append(("    | " if self._at_line_start else "") + piece)
+                self._at_line_start = piece.endswith("\n")
+            sys.stdout.write("".join(out))
+            sys.stdout.flush()
+
+
+def _wait_thread(thread: threading.Thread, seconds: float) -> bool:
+    """Join in short slices so Ctrl-C reaches the main thread promptly; True when the thread ended."""
+    deadline = time.monotonic() + seconds
+    while thread.is_alive() and time.monotonic() < deadline:
+        thread.join(0.2)
+    return not thread.is_alive()
+
+
+class LocalExecutor:
+    """Runs steps on this machine with the same environment and layout a container would see."""
+
+    kind = "local"
+
+    def __init__(self, workspace: Path, plugin_home: Path, env: dict[str, str], python: str = sys.executable) -> None:
+        self.workspace = str(workspace)
+        self.plugin_home = str(plugin_home)
+        self.python = python
+        self.env = env
+        self.state = workspace / ".runner"
+        self.image_id = ""
+        self._background: dict[str, subprocess.Popen] = {}
+
+    def start(self) -> None:
+        self.state.mkdir(parents=True, exist_ok=True)
+
+    def run_step(self, name: str, command: str, cwd: str, timeout: float, log_path: Path, echo: bool = True,
+                 env: dict[str, str] | None = None) -> StepResult:
+        started = time.monotonic()
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, env={**self.env, **(env or {})},
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)  # its own group: we signal the whole tree
+            tee = Tee(log, echo)
+            reader = threading.Thread(target=lambda: [tee.write(c) for c in iter(lambda: proc.stdout.read1(65536), b"")],
+                                      daemon=True)
+            reader.start()
+            timed_out = interrupted = False
+            try:
+                try:
+                    proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    self._stop_group(proc)
+            except KeyboardInterrupt:
+                interrupted = True
+                self._stop_group(proc)
+            reader.join(5)
+        code = proc.returncode
+        return StepResult(name, code, time.monotonic() - started, timed_out, interrupted, str(log_path))
+
+    @staticmethod
+    def _stop_group(proc: subprocess.Popen) -> None:
+        for sig, wait in ((signal.SIGTERM, GRACE_S), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                proc.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    def start_background(self, name: str, argv: list[str], log_path: Path, env: dict[str, str] | None = None) -> None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "wb") as log:
+            self._background[name] = subprocess.Popen(argv, cwd=self.workspace, env={**self.env, **(env or {})},
+                                                      stdout=log, stderr=subprocess.STDOUT,
+                                                      stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def stop_background(self, name: str, stop_file: Path, grace: float = 5.0) -> int | None:
+        proc = self._background.pop(name, None)
+        if proc is None:
+            return None
+        stop_file.touch()
+        try:
+            return proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            self._stop_group(proc)
+            return proc.returncode
+
+    def close(self) -> None:
+        for name in list(self._background):
+            self.stop_background(name, self.state / f"stop_{name}", grace=1.0)
+
+
+class DockerExecutor:
+    """One container per run (`sleep infinity` under docker's init), a `docker exec` per step; always removed."""
+
+    kind = "docker"
+    workspace_in = "/myworkspace"
+    plugin_in = "/opt/madengine-rocprof"
+
+    def __init__(self, client: Any, image: str, workspace: Path, mounts: dict[str, dict[str, str]],
+                 env: dict[str, str], run_options: dict[str, Any], labels: dict[str, str],
+                 say: Callable[[str], None] = print) -> None:
+        self.client = client
+        self.image = image
+        self.host_workspace = workspace
+        self.workspace = self.workspace_in
+        self.plugin_home = self.plugin_in
+        self.python = "python3"
+        self.mounts = mounts
+        self.env = env
+        self.run_options = run_options
+        self.labels = labels
+        self.say = say
+        self.container = None
+        self.state = workspace / ".runner"
+        self.image_id = ""
+        self._background: dict[str, str] = {}
+
+    def _inside(self, host_path: Path) -> str:
+        return f"{self.workspace_in}/{host_path.relative_to(self.host_workspace).as_posix()}"
+
+    def start(self) -> None:
+        self.state.mkdir(parents=True, exist_ok=True)
+        name = f"madengine-rocprof-{uuid.uuid4().hex[:10]}"
+        self.say(f"[run] starting container {name} from {self.image}")
+        self.container = self.client.containers.run(
+            self.image, ["sleep", "infinity"], detach=True, name=name, init=True, working_dir=self.workspace_in,
+            volumes=self.mounts, environment=self.env, labels=self.labels, network_mode="host",
+            **self.run_options)
+        self.image_id = self.container.image.id
+
+    def run_step(self, name: str, command: str, cwd: str, timeout: float, log_path: Path, echo: bool = True,
+                 env: dict[str, str] | None = None) -> StepResult:
+        api = self.client.api
+        pid_file = self.state / f"{name}.pid"
+        pid_file.unlink(missing_ok=True)
+        argv = ["bash", "-c", STEP_SCRIPT, "step", self._inside(pid_file), f"{GRACE_S:g}", f"{timeout:g}", command]
+        started = time.monotonic()
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        exec_id = api.exec_create(self.container.id, argv, workdir=cwd, environment=env or None)["Id"]
+        with open(log_path, "wb") as log:
+            tee = Tee(log, echo)
+            stream = api.exec_start(exec_id, stream=True)
+            reader = threading.Thread(target=lambda: [tee.write(c) for c in stream], daemon=True)
+            reader.start()
+            timed_out = interrupted = False
+            try:
+                # `timeout` inside ends the step; this host-side limit only catches a wedged exec.
+                if not _wait_thread(reader, timeout + GRACE_S + 30):
+                    timed_out = True
+                    self.say(f"[run] {name}: no end {timeout:g}s + grace after start: killing the container")
+                    self.container.kill()
+                    reader.join(10)
+            except KeyboardInterrupt:
+                interrupted = True
+                self.say(f"[run] {name}: interrupted: SIGTERM to the step, {GRACE_S:g}s for profilers to write")
+                self._signal_step(pid_file)
+                if not _wait_thread(reader, GRACE_S + 5):
+                    self.container.kill()
+                    reader.join(10)
+        info = api.exec_inspect(exec_id)
+        code = info.get("ExitCode")
+        duration = time.monotonic() - started
+        if code in TIMEOUT_EXIT_CODES and duration >= timeout:
+            timed_out = True
+        return StepResult(name, code, duration, timed_out, interrupted, str(log_path))
+
+    def _signal_step(self, pid_file: Path) -> None:
+        try:
+            pid = pid_file.read_text().strip()
+            if pid.isdigit():
+                self.container.exec_run(["kill", "-TERM", pid], detach=True)
+        except Exception:
+            pass  # the container may be gone already: close() removes it
+
+    def start_background(self, name: str, argv: list[str], log_path: Path, env: dict[str, str] | None = None) -> None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        pid_file = self.state / f"{name}.pid"
+        wrapped = ["bash", "-c", BACKGROUND_SCRIPT, "bg", self._inside(pid_file), self._inside(log_path), *argv]
+        exec_id = self.client.api.exec_create(self.container.id, wrapped, workdir=self.workspace_in,
+                                              environment=env or None)["Id"]
+        self.client.api.exec_start(exec_id, detach=True)
+        self._background[name] = exec_id
+
+    def stop_background(self, name: str, stop_file: Path, grace: float = 5.0) -> int | None:
+        exec_id = self._background.pop(name, None)
+        if exec_id is None:
+            return None
+        stop_file.touch()
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            info = self.client.api.exec_inspect(exec_id)
+            if not info.get("Running"):
+                return info.get("ExitCode")
+            time.sleep(0.1)
+        self._signal_step(self.state / f"{name}.pid")
+        time.sleep(1)
+        return self.client.api.exec_inspect(exec_id).get("ExitCode")
+
+    def close(self) -> None:
+        """Stop background samplers, hand files back to the calling user, stop and remove the container."""
+        if self.container is None:
+            return
+        try:
+            for name in list(self._background):
+                self.stop_background(name, self.state / f"stop_{name}", grace=1.0)
+            if hasattr(os, "getuid") and os.getuid() != 0:
+                # the container writes as root into the bind-mounted workspace
+                self.container.exec_run(["chown", "-R", f"{os.getuid()}:{os.getgid()}", self.workspace_in])
+        except Exception:
+            pass
+        finally:
+            try:
+                self.container.remove(force=True)
+                self.say(f"[run] container {self.container.name} removed")
+            except Exception as err:
+                self.say(f"[run] could not remove container {self.container.name}: {err}")
+            self.container = None

@@ -1,0 +1,408 @@
+"""One profiled run per selected model: build or reuse the image, start the container (or run locally), pre-scripts,
+samplers, the workload under the tool chain, then ALWAYS: stop samplers, post-scripts, remove the container,
+evaluate and write run.json + the perf.csv row, whatever happened (success, failure, timeout, Ctrl-C)."""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from madengine_rocprof.errors import UserError
+from madengine_rocprof.models import AdditionalContext, ScriptRef, load_context
+from madengine_rocprof.registry.store import BUILTIN_COUNTERS_DIR, PACKAGE_ROOT
+from madengine_rocprof.runner import host
+from madengine_rocprof.runner.chain import Chain, build_chain, distributed_env, model_command, profiler_output_dir
+from madengine_rocprof.runner.executors import DockerExecutor, LocalExecutor, StepResult
+from madengine_rocprof.runner.images import BuildFailed, ensure_image, select_dockerfile
+from madengine_rocprof.runner.results import append_perf_row, parse_performance, write_json
+from madengine_rocprof.runner.selection import ModelCard, load_models, select_models
+
+DEFAULT_TIMEOUT_S = 7200.0     # madengine's default model timeout
+DEFAULT_HOOK_TIMEOUT_S = 600.0  # madengine's fixed pre/post script timeout
+SCRIPTS_DIR = "model_scripts"   # the card's script folder, copied into the workspace (madengine copies it too)
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class RunOptions:
+    tags: list[str]
+    context_file: str | None = None
+    context_json: str | None = None
+    runner: str = "auto"                  # auto | docker | local
+    output_dir: Path = Path("runs")
+    timeout: float | None = None
+    hook_timeout: float = DEFAULT_HOOK_TIMEOUT_S
+    models_file: Path = Path("models.json")
+    first_outermost: bool = False
+    echo: bool = True
+    repo: Path = field(default_factory=lambda: PACKAGE_ROOT)  # the plugin: wrapper script, counters
+
+    @property
+    def model_root(self) -> Path:
+        """Card paths (scripts, dockerfile, pre/post scripts) are relative to models.json's folder, as in MAD."""
+        return self.models_file.resolve().parent
+
+
+@dataclass
+class Planned:
+    card: ModelCard
+    chain: Chain
+    timeout: float
+    hooks: list[tuple[str, ScriptRef, Path]]   # (phase, ref, host file)
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _git_commit(repo: Path) -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def _script_file(repo: Path, ref: ScriptRef, where: str) -> Path:
+    path = Path(ref.path)
+    path = path if path.is_absolute() else repo / path
+    if not path.is_file():
+        raise UserError("script not found", file=str(path), where=where,
+                        fix="paths are relative to the folder of models.json")
+    return path
+
+
+def plan_runs(opts: RunOptions) -> tuple[AdditionalContext, list[str], list[Planned], str]:
+    """Everything that can be wrong with the input is found here, before anything is built, run or written."""
+    ctx, warnings = load_context(opts.context_file, opts.context_json)
+    source = " + ".join(s for s in (opts.context_file, "--additional-context" if opts.context_json else None) if s) or None
+    cards = select_models(load_models(opts.models_file), opts.tags, str(opts.models_file))
+    distributed_env(ctx)  # validates the distributed block
+    planned = []
+    for card in cards:
+        script = opts.model_root / card.scripts
+        if not script.is_file():
+            raise UserError("the model's script does not exist", file=str(script), where=f"{card.name}.scripts")
+        args = f"{card.args} {ctx.model_args}".strip() if ctx.model_args else card.args
+        command = model_command(SCRIPTS_DIR, script.name, args, ctx.encapsulate_script)
+        chain = build_chain(ctx, command, workspace="{workspace}", plugin_home="{plugin}",
+                            first_outermost=opts.first_outermost, source=source)
+        hooks = [("pre", r, _script_file(opts.model_root, r, f"pre_scripts[{i}]")) for i, r in enumerate(chain.pre_scripts)]
+        hooks += [("post", r, _script_file(opts.model_root, r, f"post_scripts[{i}]")) for i, r in enumerate(chain.post_scripts)]
+        timeout = opts.timeout or ctx.timeout or card.timeout or DEFAULT_TIMEOUT_S
+        planned.append(Planned(card, chain, float(timeout), hooks))
+    if chain_needs_wrapper(planned) and not (opts.repo / "scripts" / "rocprof_wrapper.sh").is_file():
+        raise UserError("scripts/rocprof_wrapper.sh not found beside the package", file=str(opts.repo),
+                        fix="run from a checkout of madengine-rocprof (pip install -e .)")
+    return ctx, warnings, planned, source or ""
+
+
+def chain_needs_wrapper(planned: list[Planned]) -> bool:
+    return any(p.chain.profiler_tools for p in planned)
+
+
+def choose_runner(kind: str) -> tuple[str, Any]:
+    if kind not in ("auto", "docker", "local"):
+        raise UserError(f"unknown runner '{kind}'", where="--runner", fix="use auto, docker or local")
+    if kind == "local":
+        return "local", None
+    client = host.docker_client()
+    if client is None and kind == "docker":
+        raise UserError("no Docker engine answers", where="--runner docker",
+                        fix="start one (sudo bash scripts/setup.sh --docker) or use --runner local")
+    return ("docker", client) if client is not None else ("local", None)
+
+
+def run_models(opts: RunOptions) -> int:
+    """Run every selected model; 0 when all succeeded, 1 when any failed; Ctrl-C re-raised after results are written."""
+    ctx, warnings, planned, source = plan_runs(opts)
+    for w in warnings:
+        say(f"warning: {w}")
+    runner, client = choose_runner(opts.runner)
+    detected = host.detect_vendor()
+    vendor, vendor_notes = host.effective_vendor(ctx.gpu_vendor, detected)
+    for note in vendor_notes:
+        say(f"warning: {note}")
+    out_dir = opts.output_dir.resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    say(f"[run] {len(planned)} model(s), tools: {planned[0].chain.label}, runner: {runner}, target: {vendor}, "
+        f"results: {out_dir}")
+    statuses = []
+    for item in planned:
+        status = run_one(item, ctx, opts, runner, client, vendor, detected, out_dir, warnings + vendor_notes)
+        statuses.append(status)
+    failed = sum(s != "SUCCESS" for s in statuses)
+    say(f"[run] done: {len(statuses) - failed} succeeded, {failed} failed; perf.csv: {out_dir / 'perf.csv'}")
+    return 0 if failed == 0 else 1
+
+
+def _executor(runner: str, client: Any, image: str, ws: Path, opts: RunOptions, ctx: AdditionalContext,
+              chain: Chain, vendor: str, base_env: dict[str, str]) -> Any:
+    if runner == "docker":
+        plugin = DockerExecutor.plugin_in
+        mounts = {
+            str(ws): {"bind": DockerExecutor.workspace_in, "mode": "rw"},
+            str(PACKAGE_DIR): {"bind": f"{plugin}/madengine_rocprof", "mode": "ro"},
+            str(opts.repo / "scripts" / "rocprof_wrapper.sh"): {"bind": f"{plugin}/scripts/rocprof_wrapper.sh", "mode": "ro"},
+            str(BUILTIN_COUNTERS_DIR): {"bind": f"{plugin}/counters", "mode": "ro"},
+        }
+        for name, folder in chain.counter_dirs.items():
+            mounts[str(folder)] = {"bind": f"{plugin}/{name}", "mode": "ro"}
+        for inside, outside in ctx.docker_mounts.items():
+            mounts[str(Path(outside).resolve())] = {"bind": inside, "mode": "rw"}
+        if not (opts.repo / "scripts" / "rocprof_wrapper.sh").is_file():
+            del mounts[str(opts.repo / "scripts" / "rocprof_wrapper.sh")]
+        run_options, _ = host.device_options(vendor, ctx.docker_gpus)
+        if ctx.docker_cpus:
+            run_options["cpuset_cpus"] = ctx.docker_cpus
+        env = {**base_env, "PYTHONPATH": plugin, "MADENGINE_ROCPROF_PLUGIN": plugin}
+        return DockerExecutor(client, image, ws, mounts, env, run_options,
+                              {"org.madengine-rocprof.run": ws.name}, say)
+    plugin = str(opts.repo)
+    env = dict(os.environ)
+    env.update(base_env)
+    env.update(host.visible_devices_env(vendor, ctx.docker_gpus))
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (plugin, os.environ.get("PYTHONPATH", "")) if p)
+    env["MADENGINE_ROCPROF_PLUGIN"] = plugin
+    return LocalExecutor(ws, Path(plugin), env)
+
+
+def _fill(text: str, workspace: str, plugin: str) -> str:
+    return text.replace("{workspace}", workspace).replace("{plugin}", plugin)
+
+
+def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str, client: Any, vendor: str,
+            detected: str, out_dir: Path, warnings: list[str]) -> str:
+    card, chain = item.card, item.chain
+    ws = out_dir / f"{card.name}__{chain.label}"
+    if ws.exists():
+        shutil.rmtree(ws)  # a rerun replaces the previous run directory (perf.csv keeps every row)
+    logs = ws / "logs"
+    for sub in (logs, ws / "profiler", ws / "samplers"):
+        sub.mkdir(parents=True, exist_ok=True)
+    shutil.copytree((opts.model_root / card.scripts).parent, ws / SCRIPTS_DIR,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for _, _, path in item.hooks:
+        shutil.copy2(path, ws / SCRIPTS_DIR / path.name)
+
+    say(f"[run] === {card.name} under [{chain.label}] -> {ws}")
+    started_at, t0 = _now(), time.monotonic()
+    steps: list[StepResult] = []
+    failures: list[str] = []
+    sampler_results: list[dict[str, Any]] = []
+    image: dict[str, Any] = {}
+    executor = None
+    interrupted = False
+    base_env = {**chain.env, **distributed_env(ctx)}
+    try:
+        image_tag = ""
+        if runner == "docker":
+            image_tag = _image(card, ctx, opts, vendor, client, logs, image)
+        executor = _executor(runner, client, image_tag, ws, opts, ctx, chain, vendor, base_env)
+        workspace, plugin = executor.workspace, executor.plugin_home
+        command = _fill(chain.command, workspace, plugin)
+        executor.start()
+        image["id"] = image.get("id") or executor.image_id
+        hooks_ok = True
+        for i, (phase, ref, path) in enumerate(h for h in item.hooks if h[0] == "pre"):
+            step = _hook(executor, f"pre_{i}_{path.stem}", ref, path, workspace, opts.hook_timeout, opts.echo)
+            steps.append(step)
+            interrupted |= step.interrupted
+            if not step.ok:
+                failures.append(f"pre-script {path.name}: {step.describe()}; workload not started")
+                hooks_ok = False
+                break
+        if hooks_ok and not interrupted:
+            for s in chain.samplers:
+                _start_sampler(executor, s, ws, logs)
+            say(f"[run] workload: {command}  (timeout {item.timeout:g}s)")
+            step = executor.run_step("run", command, workspace, item.timeout, logs / "run.log", opts.echo)
+            steps.append(step)
+            interrupted |= step.interrupted
+            say(f"[run] workload {step.describe()} after {step.duration_s:.1f}s")
+    except BuildFailed as err:
+        failures.append(str(err))
+        say(f"[run] {err}")
+    except KeyboardInterrupt:
+        interrupted = True
+        say("[run] interrupted: cleaning up")
+    finally:
+        try:
+            if executor is not None:
+                for s in chain.samplers:
+                    sampler_results.append(_stop_sampler(executor, s, ws, logs))
+                if not interrupted:  # post-scripts run after a failure or a timeout too; Ctrl-C means stop now
+                    for i, (phase, ref, path) in enumerate(h for h in item.hooks if h[0] == "post"):
+                        step = _hook(executor, f"post_{i}_{path.stem}", ref, path, executor.workspace,
+                                     opts.hook_timeout, opts.echo)
+                        steps.append(step)
+                        if not step.ok:
+                            failures.append(f"post-script {path.name}: {step.describe()}")
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            if executor is not None:
+                executor.close()
+            shutil.rmtree(ws / ".runner", ignore_errors=True)
+            status = _finish(item, ctx, opts, runner, vendor, detected, ws, steps, failures, sampler_results,
+                             image, started_at, time.monotonic() - t0, interrupted, warnings, out_dir)
+    if interrupted:
+        raise KeyboardInterrupt
+    return status
+
+
+def _image(card: ModelCard, ctx: AdditionalContext, opts: RunOptions, vendor: str, client: Any, logs: Path,
+           image: dict[str, Any]) -> str:
+    if ctx.MAD_CONTAINER_IMAGE:
+        image.update(tag=ctx.MAD_CONTAINER_IMAGE, dockerfile="", build_duration_s=0.0, base_docker="")
+        say(f"[build] using MAD_CONTAINER_IMAGE {ctx.MAD_CONTAINER_IMAGE}: no build")
+        return ctx.MAD_CONTAINER_IMAGE
+    dockerfile = select_dockerfile(opts.model_root, card.dockerfile, vendor, ctx.guest_os if vendor != "CPU" else None)
+    tag, image_id, seconds = ensure_image(client, dockerfile, dict(ctx.docker_build_arg), logs / "build.log", say)
+    from madengine_rocprof.runner.images import default_base
+    image.update(tag=tag, id=image_id, dockerfile=str(dockerfile.relative_to(opts.model_root)), build_duration_s=seconds,
+                 base_docker=ctx.docker_build_arg.get("BASE_DOCKER") or default_base(dockerfile))
+    return tag
+
+
+def _hook(executor: Any, name: str, ref: ScriptRef, path: Path, workspace: str, timeout: float, echo: bool) -> StepResult:
+    command = " ".join(["bash", shlex.quote(path.name), ref.args]).strip()
+    say(f"[run] {name}: {command}")
+    ws_host = Path(executor.state).parent
+    return executor.run_step(name, command, f"{workspace}/{SCRIPTS_DIR}", timeout, ws_host / "logs" / f"{name}.log", echo)
+
+
+def _start_sampler(executor: Any, s, ws: Path, logs: Path) -> None:
+    out = f"{executor.workspace}/samplers/{s.output_name}"
+    stop = f"{executor.workspace}/.runner/stop_{s.tool}"
+    argv = [executor.python, "-m", "madengine_rocprof.samplers", s.mode, "--output", out, "--stop-file", stop]
+    say(f"[run] sampler {s.tool} ({s.mode}) -> samplers/{s.output_name}")
+    executor.start_background(s.tool, argv, logs / f"sampler_{s.tool}.log", env=s.env)
+
+
+def _stop_sampler(executor: Any, s, ws: Path, logs: Path) -> dict[str, Any]:
+    code = executor.stop_background(s.tool, ws / ".runner" / f"stop_{s.tool}")
+    csv_path = ws / "samplers" / s.output_name
+    rows = max(0, len(csv_path.read_text(encoding="utf-8", errors="replace").splitlines()) - 1) if csv_path.exists() else 0
+    result = {"tool": s.tool, "mode": s.mode, "exit_code": code, "csv": f"samplers/{s.output_name}", "rows": rows,
+              "log": f"logs/sampler_{s.tool}.log"}
+    if code == 3:
+        result["note"] = "no GPU telemetry here (NVML/amdsmi missing or no GPU): header only"
+    say(f"[run] sampler {s.tool} stopped: {rows} samples" + (f" ({result['note']})" if "note" in result else ""))
+    return result
+
+
+def _profiler_outcomes(chain: Chain, ws: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    outcomes, failures = [], []
+    for tool in chain.profiler_tools:
+        out = Path(profiler_output_dir(str(ws), tool, len(chain.profiler_tools)))
+        manifest = out / "manifest.json"
+        rel = str(out.relative_to(ws))
+        if not manifest.is_file():
+            outcomes.append({"tool": tool, "output_dir": rel, "outcome": "no_manifest"})
+            failures.append(f"profiler {tool}: no manifest.json in {rel} (the wrapper did not finish)")
+            continue
+        try:
+            data = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as err:
+            outcomes.append({"tool": tool, "output_dir": rel, "outcome": "bad_manifest"})
+            failures.append(f"profiler {tool}: unreadable manifest.json: {err}")
+            continue
+        outcome = data.get("outcome", "?")
+        entry = {"tool": tool, "output_dir": rel, "outcome": outcome, "profiler": data.get("profiler", {}),
+                 "outputs": len(data.get("outputs") or []), "dispatch_count": data.get("dispatch_count"),
+                 "exit_code": data.get("exit_code")}
+        outcomes.append(entry)
+        if outcome != "ok":
+            failures.append(f"profiler {tool}: {outcome}")
+        elif not data.get("outputs"):
+            failures.append(f"profiler {tool}: captured nothing (no output files)")
+    return outcomes, failures
+
+
+def _finish(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str, vendor: str, detected: str,
+            ws: Path, steps: list[StepResult], failures: list[str], samplers: list[dict[str, Any]],
+            image: dict[str, Any], started_at: str, duration: float, interrupted: bool, warnings: list[str],
+            out_dir: Path) -> str:
+    card, chain = item.card, item.chain
+    run_step = next((s for s in steps if s.name == "run"), None)
+    performance = None
+    if run_step is None:
+        if interrupted:
+            failures.append("interrupted before the workload started")
+        elif not failures:
+            failures.append("the workload did not run")
+    else:
+        if run_step.interrupted:
+            failures.append("workload interrupted (Ctrl-C)")
+        elif run_step.timed_out:
+            failures.append(f"workload timed out after {item.timeout:g}s")
+        elif run_step.exit_code != 0:
+            failures.append(f"workload exit code {run_step.exit_code}")
+        log_text = (ws / "logs" / "run.log").read_text(encoding="utf-8", errors="replace")
+        performance = parse_performance(log_text)
+        if performance is None and run_step.ok:
+            failures.append("no 'performance: <value> <metric>' line in the workload output")
+    profilers, profiler_failures = _profiler_outcomes(chain, ws) if run_step else ([], [])
+    failures.extend(profiler_failures)
+    result_file = ws / "workload_result.json"
+    if result_file.is_file():
+        try:
+            if json.loads(result_file.read_text(encoding="utf-8")).get("status") == "failed":
+                failures.append("workload_result.json says status failed")
+        except (OSError, json.JSONDecodeError, AttributeError):
+            failures.append("workload_result.json is unreadable")
+    status = "SUCCESS" if not failures else "FAILURE"
+    n_gpus = (ctx.distributed.nproc_per_node if ctx.distributed and ctx.distributed.nproc_per_node else None) or card.n_gpus
+    manifest = {
+        "schema_version": SCHEMA_VERSION, "tool": "madengine-rocprof run", "model": card.name, "card": card.raw,
+        "args": card.args, "status": status, "failures": failures, "warnings": warnings,
+        "started_at": started_at, "duration_s": round(duration, 3), "runner": runner,
+        "gpu_vendor": {"requested": ctx.gpu_vendor, "detected": detected, "used": vendor},
+        "context": ctx.model_dump(mode="json", by_alias=True, exclude_none=True),
+        "image": image,
+        "chain": {"tools": chain.tools, "order": "first listed outermost" if opts.first_outermost else
+                  "last listed outermost (madengine)", "command": chain.command, "env": chain.env,
+                  "profilers": chain.profiler_tools, "samplers": [s.tool for s in chain.samplers],
+                  "pre_scripts": [r.model_dump() for r in chain.pre_scripts],
+                  "post_scripts": [r.model_dump() for r in chain.post_scripts], "notes": chain.notes},
+        "timeout_s": item.timeout,
+        "steps": [{"name": s.name, "exit_code": s.exit_code, "duration_s": round(s.duration_s, 3),
+                   "timed_out": s.timed_out, "interrupted": s.interrupted, "outcome": s.describe(),
+                   "log": str(Path(s.log).relative_to(ws)) if s.log else ""} for s in steps],
+        "profilers": profilers, "samplers": samplers,
+        "performance": {"value": performance[0], "metric": performance[1]} if performance else None,
+    }
+    write_json(ws / "run.json", manifest)
+    append_perf_row(out_dir / "perf.csv", {
+        "model": card.name, "n_gpus": n_gpus, "nnodes": 1, "gpus_per_node": n_gpus,
+        "training_precision": card.training_precision, "pipeline": "", "args": card.args, "tags": ",".join(card.tags),
+        "docker_file": image.get("dockerfile", ""), "base_docker": image.get("base_docker", ""),
+        "docker_sha": image.get("id", ""), "docker_image": image.get("tag", ""), "git_commit": _git_commit(opts.repo),
+        "machine_name": socket.gethostname(), "deployment_type": "local",
+        "launcher": ctx.distributed.launcher if ctx.distributed and ctx.distributed.launcher else "",
+        "gpu_architecture": vendor, "performance": performance[0] if performance else "",
+        "metric": performance[1] if performance else "", "relative_change": "", "status": status,
+        "build_duration": round(image.get("build_duration_s", 0.0), 3),
+        "test_duration": round(run_step.duration_s, 3) if run_step else "",
+        "dataname": "", "data_provider_type": "", "data_size": "", "data_download_duration": "", "build_number": "0",
+        "additional_docker_run_options": "",
+    })
+    mark = "SUCCESS" if status == "SUCCESS" else "FAILURE: " + "; ".join(failures)
+    say(f"[run] {card.name} [{chain.label}]: {mark}")
+    return status

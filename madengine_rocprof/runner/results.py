@@ -1,0 +1,66 @@
+"""Results: madengine's `performance:` line, its perf.csv, and our run.json, all written atomically."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+# madengine takes the first match in the whole log.
+PERFORMANCE = re.compile(r"performance:\s+([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s+([^\s,]+)")
+
+PERF_COLUMNS = (
+    "model", "n_gpus", "nnodes", "gpus_per_node", "training_precision", "pipeline", "args", "tags",
+    "docker_file", "base_docker", "docker_sha", "docker_image", "git_commit", "machine_name",
+    "deployment_type", "launcher", "gpu_architecture", "performance", "metric", "relative_change",
+    "status", "build_duration", "test_duration", "dataname", "data_provider_type", "data_size",
+    "data_download_duration", "build_number", "additional_docker_run_options",
+)
+
+
+def parse_performance(log_text: str) -> tuple[float, str] | None:
+    m = PERFORMANCE.search(log_text)
+    return (float(m.group(1)), m.group(2)) if m else None
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are ordinary files
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def write_json(path: Path, data: Any) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def append_perf_row(path: Path, row: dict[str, Any]) -> None:
+    """Append one row, keeping existing rows (and any extra columns they have): read, add, rename into place."""
+    rows: list[dict[str, str]] = []
+    columns = list(PERF_COLUMNS)
+    if path.exists():
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            columns += [c for c in (reader.fieldnames or []) if c not in columns]
+            rows = list(reader)
+    unknown = [k for k in row if k not in columns]
+    if unknown:
+        raise ValueError(f"perf.csv row has unknown columns {unknown}")
+    rows.append({k: "" if v is None else str(v) for k, v in row.items()})
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=columns, restval="", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, out.getvalue())

@@ -1,0 +1,204 @@
+"""torch.profiler control inside the workload process (armed by inject/sitecustomize.py).
+
+Nothing happens until the app imports torch: an import hook then starts the profiler (GPU kernels only on a GPU,
+CPU operators without one). The recording window is bounded by optimizer steps and seconds, both counted at
+optimizer steps (a global torch.optim hook), and the files are written at the window's end, at exit (also after an
+uncaught exception) or on SIGTERM. Environment (all optional):
+  MADENGINE_ROCPROF_TRACER_OUT          output directory (set by the wrapper; unset = tracer off)
+  MADENGINE_ROCPROF_TRACER_SKIP_STEPS   optimizer steps to let pass before recording (default 0)
+  MADENGINE_ROCPROF_TRACER_STEPS        optimizer steps to record, 0 = no limit (default 0)
+  MADENGINE_ROCPROF_TRACER_DELAY_S      seconds after torch import before recording starts (checked at steps)
+  MADENGINE_ROCPROF_TRACER_MAX_SECONDS  seconds to record, 0 = no limit (checked at steps; default 0)
+  MADENGINE_ROCPROF_TRACER_MAX_KERNELS  rows kept in kernel_trace.csv (default 2000000)
+  MADENGINE_ROCPROF_TRACER_CPU          1: also record CPU operators on a GPU (more overhead)
+  MADENGINE_ROCPROF_TRACER_TRUNCATE     1: function names only (rocprofv3 -T)
+"""
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import importlib.util
+import os
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+
+from madengine_rocprof.tracer import convert
+from madengine_rocprof.wrapper import rocprof_csv
+
+TAG = "[madengine-rocprof tracer]"
+_LAUNCHERS = ("torch.distributed.run", "torch.distributed.launch")
+
+
+def _env_float(name: str, default: float = 0.0) -> float:
+    try:
+        return float(os.environ.get(name, default) or default)
+    except ValueError:
+        print(f"{TAG} warning: {name}={os.environ.get(name)!r} is not a number; using {default}", file=sys.stderr)
+        return default
+
+
+class _Tracer:
+    def __init__(self) -> None:
+        self.out = os.environ.get("MADENGINE_ROCPROF_TRACER_OUT", "")
+        self.skip_steps = int(_env_float("MADENGINE_ROCPROF_TRACER_SKIP_STEPS"))
+        self.steps = int(_env_float("MADENGINE_ROCPROF_TRACER_STEPS"))
+        self.delay_s = _env_float("MADENGINE_ROCPROF_TRACER_DELAY_S")
+        self.max_seconds = _env_float("MADENGINE_ROCPROF_TRACER_MAX_SECONDS")
+        self.max_kernels = int(_env_float("MADENGINE_ROCPROF_TRACER_MAX_KERNELS", 2_000_000))
+        self.want_cpu = os.environ.get("MADENGINE_ROCPROF_TRACER_CPU", "") in ("1", "yes", "true", "on")
+        self.truncate = os.environ.get("MADENGINE_ROCPROF_TRACER_TRUNCATE", "") in ("1", "yes", "true", "on")
+        self.pid = os.getpid()
+        self.prof = None
+        self.cpu_mode = False
+        self.t_import = time.monotonic()
+        self.t_start = None
+        self.step = 0
+        self.recorded_steps = 0
+        self.finished = False
+        self.lock = threading.Lock()
+
+    # -------------------------------------------------- window control
+    def on_torch(self) -> None:
+        import torch
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        register_optimizer_step_post_hook(self._after_step)
+        atexit.register(self.finish)
+        self._catch_sigterm()
+        if self.skip_steps == 0 and self.delay_s <= 0:
+            self.start(torch)
+
+    def start(self, torch) -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        gpu = torch.cuda.is_available()
+        self.cpu_mode = not gpu
+        activities = [ProfilerActivity.CUDA] if gpu else []
+        if self.cpu_mode or self.want_cpu:
+            activities.append(ProfilerActivity.CPU)
+        self.prof = profile(activities=activities)
+        self.prof.start()
+        self.t_start = time.monotonic()
+
+    def _after_step(self, *_args, **_kwargs) -> None:
+        if self.finished or os.getpid() != self.pid:
+            return
+        self.step += 1
+        if self.prof is None:
+            if self.step >= self.skip_steps and time.monotonic() - self.t_import >= self.delay_s:
+                import torch
+
+                self.start(torch)
+            return
+        self.recorded_steps += 1
+        over_steps = self.steps > 0 and self.recorded_steps >= self.steps
+        over_time = self.max_seconds > 0 and time.monotonic() - self.t_start >= self.max_seconds
+        if over_steps or over_time:
+            self.finish()
+
+    def _catch_sigterm(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous is signal.SIG_IGN:
+            return
+
+        def on_term(signum, frame):
+            self.finish()
+            if callable(previous):
+                previous(signum, frame)
+            else:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        signal.signal(signal.SIGTERM, on_term)
+
+    # -------------------------------------------------- output
+    def finish(self) -> None:
+        with self.lock:
+            if self.finished or os.getpid() != self.pid:
+                return  # already written, or a forked child that inherited the tracer
+            self.finished = True
+            if self.prof is None:
+                return
+            try:
+                self.prof.stop()
+                self._write()
+            except Exception as exc:
+                print(f"{TAG} error: could not write the trace: {exc!r}", file=sys.stderr)
+
+    def _write(self) -> None:
+        host_dir = os.path.join(self.out, socket.gethostname())
+        os.makedirs(host_dir, exist_ok=True)
+        prefix = rocprof_csv.file_prefix(self.pid)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".json", dir=host_dir)
+        os.close(fd)
+        try:
+            self.prof.export_chrome_trace(tmp)
+            written = convert.write_files(tmp, host_dir, prefix, cpu=self.cpu_mode, truncate=self.truncate,
+                                          max_rows=self.max_kernels)
+            if written:
+                os.replace(tmp, os.path.join(host_dir, prefix + "perfetto_trace.json"))
+            else:
+                print(f"{TAG} no {'CPU operators' if self.cpu_mode else 'GPU kernels'} captured in pid {self.pid}:"
+                      " no files written", file=sys.stderr)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+_TRACER: _Tracer | None = None
+
+
+class _TorchImportHook(importlib.abc.MetaPathFinder):
+    """Runs `callback` right after `import torch` finishes, whoever imports it."""
+
+    def __init__(self, callback) -> None:
+        self.callback = callback
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("torch")
+        if spec is None or spec.loader is None:
+            return spec
+        original = spec.loader.exec_module
+        callback = self.callback
+
+        def exec_module(module):
+            original(module)
+            try:
+                callback()
+            except Exception as exc:
+                print(f"{TAG} error: cannot start torch.profiler: {exc!r}", file=sys.stderr)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _is_launcher() -> bool:
+    argv = list(getattr(sys, "orig_argv", sys.argv))
+    return os.path.basename(sys.argv[0] if sys.argv else "") == "torchrun" or any(a in _LAUNCHERS for a in argv[:4])
+
+
+def arm() -> None:
+    """Called from sitecustomize: start tracing as soon as torch is imported (launcher processes excluded)."""
+    global _TRACER
+    if _TRACER is not None or not os.environ.get("MADENGINE_ROCPROF_TRACER_OUT"):
+        return
+    _TRACER = _Tracer()
+
+    def on_torch():
+        if _is_launcher():
+            return  # torchrun's own process runs no kernels; its workers are traced
+        _TRACER.on_torch()
+
+    if "torch" in sys.modules:
+        on_torch()
+    else:
+        sys.meta_path.insert(0, _TorchImportHook(on_torch))

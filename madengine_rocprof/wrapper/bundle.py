@@ -1,0 +1,87 @@
+"""A self-contained copy of the wrapper for containers: one zipapp holding the wrapper and the tracer.
+
+madengine copies `scripts/common/tools/` into the container; `rocprof_wrapper.sh` runs the zipapp placed next to it
+(`madengine_rocprof_wrapper.pyz`). Only python3 is needed there: both packages use the standard library (and
+torch, which the workload brings, for the tracer).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+import zipfile
+
+PYZ_NAME = "madengine_rocprof_wrapper.pyz"
+SCRIPT_NAME = "rocprof_wrapper.sh"
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../madengine_rocprof (maybe in a zip)
+_MAIN = "from madengine_rocprof.wrapper.cli import main\n\nraise SystemExit(main())\n"
+_FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # reproducible archives
+
+
+def package_root() -> str:
+    """The directory (or zip) that holds the `madengine_rocprof` package."""
+    return os.path.dirname(_PACKAGE_DIR)
+
+
+def inject_dir() -> str:
+    """The directory (possibly inside the zipapp) whose sitecustomize.py starts the embedded tracer."""
+    return os.path.join(_PACKAGE_DIR, "tracer", "inject")
+
+
+def _sources() -> list[tuple[str, str]]:
+    """(path in archive, path on disk) for every module the bundle needs."""
+    if not os.path.isdir(_PACKAGE_DIR):
+        raise FileNotFoundError(f"{_PACKAGE_DIR} is not a directory: build the bundle from a source checkout")
+    files = [("madengine_rocprof/__init__.py", os.path.join(_PACKAGE_DIR, "__init__.py")),
+             ("madengine_rocprof/errors.py", os.path.join(_PACKAGE_DIR, "errors.py"))]
+    for sub in ("wrapper", "tracer", os.path.join("tracer", "inject")):
+        folder = os.path.join(_PACKAGE_DIR, sub)
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".py"):
+                files.append((f"madengine_rocprof/{sub.replace(os.sep, '/')}/{name}", os.path.join(folder, name)))
+    return files
+
+
+def build_pyz(dest: str) -> str:
+    """Write the zipapp to `dest` (atomically) and return its path."""
+    os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".pyz", dir=os.path.dirname(os.path.abspath(dest)))
+    os.close(fd)
+    try:
+        with open(tmp, "wb") as raw:
+            raw.write(b"#!/usr/bin/env python3\n")
+            with zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
+                zf.writestr(zipfile.ZipInfo("__main__.py", _FIXED_TIME), _MAIN)
+                for arcname, path in _sources():
+                    with open(path, "rb") as fh:
+                        info = zipfile.ZipInfo(arcname, _FIXED_TIME)
+                        info.compress_type = zipfile.ZIP_DEFLATED
+                        zf.writestr(info, fh.read())
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, dest)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return dest
+
+
+def script_source() -> str:
+    """scripts/rocprof_wrapper.sh from the checkout (or the copy shipped inside the package)."""
+    for candidate in (os.path.join(os.path.dirname(_PACKAGE_DIR), "scripts", SCRIPT_NAME),
+                      os.path.join(_PACKAGE_DIR, "wrapper", SCRIPT_NAME)):
+        if os.path.isfile(candidate):
+            return candidate
+    raise FileNotFoundError(f"{SCRIPT_NAME} not found next to the package")
+
+
+def install_into(tools_dir: str) -> list[str]:
+    """Place rocprof_wrapper.sh and the zipapp in madengine's scripts/common/tools/ (or any folder)."""
+    os.makedirs(tools_dir, exist_ok=True)
+    script = os.path.join(tools_dir, SCRIPT_NAME)
+    tmp = script + ".tmp"
+    shutil.copyfile(script_source(), tmp)
+    os.chmod(tmp, os.stat(tmp).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    os.replace(tmp, script)
+    return [script, build_pyz(os.path.join(tools_dir, PYZ_NAME))]

@@ -1,0 +1,75 @@
+"""Command line of the stdlib wrapper, shared by `madengine-rocprof wrap` and scripts/rocprof_wrapper.sh."""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+
+from madengine_rocprof.errors import UserError
+from madengine_rocprof.wrapper import planner as planning
+from madengine_rocprof.wrapper.detect import EXIT_NO_PROFILER
+from madengine_rocprof.wrapper.execute import execute, no_profiler_manifest
+
+USAGE = """usage: {prog} [wrapper options] [rocprofv3 options] -- APP [ARGS...]
+
+Runs APP under the detected profiler (rocprofv3, legacy rocprof, ncu, nsys, or the embedded torch.profiler
+tracer) with rocprofv3's option vocabulary, per-process output files and OUT/manifest.json.
+
+wrapper options:
+  --profiler NAME       auto|rocprofv3|rocprof|ncu|nsys|embedded (env MADENGINE_ROCPROF_PROFILER)
+  --profile NAME        lightweight|compute_bound|memory_bound|pc_sampling|multi_gpu (env MADENGINE_ROCPROF_PROFILE)
+  --drop-unsupported    drop options the chosen profiler cannot honour (env MADENGINE_ROCPROF_DROP_UNSUPPORTED=1)
+  --dry-run             print the plan as JSON and run nothing
+  --fail-on-no-output   exit 3 when the app succeeded but nothing was captured
+  --no-filter           do not filter profiler noise lines
+rocprofv3 options: -d/--output-directory OUT (default ./rocprof_output), --kernel-trace, --stats, --pmc ..., -i FILE, ...
+"""
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    prog = prog or os.environ.get("MADENGINE_ROCPROF_WRAPPER_PROG") or "rocprof_wrapper.sh"
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE.format(prog=prog), file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    try:
+        from madengine_rocprof.wrapper.options import split_dashdash
+
+        before, app = split_dashdash(argv, prog=prog)
+        p = planning.build(before, app, prog=prog)
+    except UserError as err:
+        if err.exit_code == EXIT_NO_PROFILER:
+            print(f"{prog}: error: {err}", file=sys.stderr)
+            if "--dry-run" in argv:
+                return err.exit_code
+            out = _output_dir_guess(argv)
+            no_profiler_manifest(out, app, str(err))
+            print(f"{prog}: the application was NOT run; manifest: {os.path.join(out, 'manifest.json')}", file=sys.stderr)
+            return err.exit_code
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return err.exit_code
+    for message in p.messages:
+        print(f"{prog}: {message}", file=sys.stderr)
+    if p.settings.get("dry_run"):
+        print(json.dumps(p.to_json(), indent=2))
+        return 0
+    print(f"{prog}: {p.profiler.name} ({p.profiler.why}): {shlex.join(p.argv)}", file=sys.stderr)
+    result = execute(p)
+    m = result.manifest
+    print(f"{prog}: outcome {m['outcome']}, exit {m['exit_code']}, {len(m['outputs'])} file(s),"
+          f" {m['dispatch_count'] if m['dispatch_count'] is not None else 'no'} dispatches in {p.output_dir}",
+          file=sys.stderr)
+    for message in m["messages"][len(p.messages):]:
+        print(f"{prog}: {message}", file=sys.stderr)
+    return result.exit_code
+
+
+def _output_dir_guess(argv: list[str]) -> str:
+    before = argv[: argv.index("--")] if "--" in argv else argv
+    for i, tok in enumerate(before):
+        if tok in ("-d", "--output-directory") and i + 1 < len(before):
+            return os.path.abspath(before[i + 1])
+        if tok.startswith("--output-directory="):
+            return os.path.abspath(tok.split("=", 1)[1])
+    return os.path.abspath(planning.DEFAULT_OUTPUT_DIR)

@@ -1,0 +1,188 @@
+"""Run a plan: stream the app's output with profiler noise filtered, convert outputs, write manifest.json."""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+from madengine_rocprof.wrapper import nvidia, outputs
+from madengine_rocprof.wrapper.planner import Plan
+
+SCHEMA_VERSION = 1
+# Harmless profiler chatter: filtered from the console, kept in OUT/wrapper_filtered.log.
+NOISE = (
+    re.compile(r"sql text value", re.I),                                   # rocpd on ROCm 7
+    re.compile(r"phasing out development and support for roctracer"),     # legacy rocprof banner
+    re.compile(r"^(?:\x1b\[[0-9;]*m)*RPL: on '"),                        # legacy rocprof progress
+    re.compile(r"^(?:\x1b\[[0-9;]*m)+\s*$"),                              # colour reset left by the banner
+    re.compile(r"^(?:USDT|STAGE):\S+ \S+ \d+:\d+ \w+\.cpp:\d+\] "),             # Kineto start/stop chatter
+)
+# Messages that mean the profiler itself failed (not the app).
+PROFILER_FAILURE = re.compile(
+    r"invalid truth value|^rocprofv3: error:|usage: rocprofv3|Request exceeds the capabilities of the hardware"
+    r"|No tracing options were enabled|conflicting value|^==ERROR==|\[madengine-rocprof tracer\] error"
+    r"|rocprofv3: command not found|^ROCPROFILER_ERROR|^\S*rocprof: error", re.M)
+
+
+@dataclass
+class Result:
+    exit_code: int
+    manifest: dict
+    plan: Plan
+
+    @property
+    def outcome(self) -> str:
+        return self.manifest["outcome"]
+
+
+class _Filter:
+    """Copies one pipe to a stream line by line; noise lines go to the log instead, counted."""
+
+    def __init__(self, pipe, stream, log: list, keep_all: bool):
+        self.pipe, self.stream, self.log, self.keep_all = pipe, stream, log, keep_all
+        self.tail: list[str] = []
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        for raw in iter(self.pipe.readline, b""):
+            text = raw.decode("utf-8", "replace")
+            self.tail = (self.tail + [text])[-200:]
+            if not self.keep_all and any(p.search(text) for p in NOISE):
+                self.log.append(text)
+                continue
+            try:
+                self.stream.write(raw)
+                self.stream.flush()
+            except (OSError, ValueError):
+                pass
+        self.pipe.close()
+
+
+def _stream(name: str):
+    std = getattr(sys, name)
+    return getattr(std, "buffer", std)
+
+
+def execute(plan: Plan, env=None) -> Result:
+    env = dict(os.environ if env is None else env)
+    env.update(plan.env_added)
+    out = plan.output_dir
+    os.makedirs(out, exist_ok=True)
+    before = outputs.snapshot(out)
+    started = _dt.datetime.now(_dt.timezone.utc)
+    t0 = time.monotonic()
+    noise: list[str] = []
+    try:
+        child = subprocess.Popen(plan.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 stdin=None)
+    except OSError as exc:
+        return _finish(plan, out, before, started, t0, 127, noise, "", f"cannot start {plan.argv[0]}: {exc}")
+    keep_all = bool(plan.settings.get("no_filter"))
+    pumps = [_Filter(child.stdout, _stream("stdout"), noise, keep_all),
+             _Filter(child.stderr, _stream("stderr"), noise, keep_all)]
+    previous = _forward_signals(child)
+    try:
+        code = child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    for p in pumps:
+        p.thread.join(timeout=10)
+    if code < 0:
+        code = 128 - code  # killed by a signal: report it the way a shell does
+    return _finish(plan, out, before, started, t0, code, noise, "".join(pumps[1].tail + pumps[0].tail), None)
+
+
+def _forward_signals(child) -> dict:
+    """SIGTERM/SIGINT/SIGHUP to the wrapper go to the app, so it (and its profiler) can write outputs."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    previous = {}
+
+    def forward(signum, _frame):
+        try:
+            child.send_signal(signum)
+        except OSError:
+            pass
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        previous[sig] = signal.signal(sig, forward)
+    return previous
+
+
+def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, noise: list, tail: str,
+            start_error: str | None) -> Result:
+    messages = list(plan.messages)
+    if plan.post == "ncu":
+        reports = [os.path.join(out, rel) for rel in outputs.snapshot(out) if rel.endswith(".ncu-rep")
+                   and outputs.snapshot(out).get(rel) != before.get(rel)]
+        nvidia.convert_ncu(out, reports, plan.profiler.path, messages)
+    elif plan.post == "nsys":
+        dbs = [os.path.join(out, rel) for rel, st in outputs.snapshot(out).items() if rel.endswith(".sqlite")
+               and before.get(rel) != st]
+        nvidia.convert_nsys(out, dbs, messages)
+    if noise:
+        with open(os.path.join(out, outputs.FILTERED_LOG), "a", encoding="utf-8") as fh:
+            fh.writelines(noise)
+        messages.append(f"{len(noise)} profiler noise line(s) filtered into {outputs.FILTERED_LOG}")
+    files, dispatches = outputs.collect(out, before)
+    if start_error:
+        outcome = "profiler_failed"
+        messages.append(start_error)
+    elif code != 0 and PROFILER_FAILURE.search(tail):
+        outcome = "profiler_failed"
+        messages.append("the profiler reported an error: " + PROFILER_FAILURE.search(tail).group(0))
+    elif code != 0:
+        outcome = "app_failed"
+    elif not any(f["kind"] not in ("other",) for f in files):
+        outcome = "no_output"
+        messages.append("no profiler files were written: nothing was captured (no GPU work, or the work ran in"
+                        " processes the profiler did not see)")
+    else:
+        outcome = "ok"
+    exit_code = code
+    if outcome == "no_output" and plan.settings.get("fail_on_no_output"):
+        exit_code = 3
+    manifest = {
+        "schema_version": SCHEMA_VERSION,
+        "tool": "madengine-rocprof-wrapper",
+        "profiler": {k: plan.profiler.to_json()[k] for k in ("name", "path", "version", "why")},
+        "profile": plan.profile,
+        "argv": plan.argv,
+        "app_argv": plan.app_argv,
+        "env_added": plan.env_added,
+        "output_dir": out,
+        "started_at": started.isoformat(timespec="seconds"),
+        "duration_s": round(time.monotonic() - t0, 3),
+        "exit_code": exit_code,
+        "app_exit_code": code,
+        "outcome": outcome,
+        "outputs": files,
+        "dispatch_count": dispatches,
+        "messages": messages,
+    }
+    outputs.write_json(os.path.join(out, outputs.MANIFEST), manifest)
+    return Result(exit_code, manifest, plan)
+
+
+def no_profiler_manifest(out: str, app_argv: list[str], message: str) -> Result:
+    """The run never started because the asked-for profiler is missing: still leave a manifest saying so."""
+    from madengine_rocprof.wrapper.detect import EXIT_NO_PROFILER, Profiler
+
+    manifest = {
+        "schema_version": SCHEMA_VERSION, "tool": "madengine-rocprof-wrapper",
+        "profiler": {"name": None, "path": None, "version": None, "why": message}, "profile": None,
+        "argv": [], "app_argv": app_argv, "env_added": {}, "output_dir": out,
+        "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "duration_s": 0.0,
+        "exit_code": EXIT_NO_PROFILER, "app_exit_code": None, "outcome": "no_profiler", "outputs": [],
+        "dispatch_count": None, "messages": [message],
+    }
+    outputs.write_json(os.path.join(out, outputs.MANIFEST), manifest)
+    return Result(EXIT_NO_PROFILER, manifest, Plan(Profiler("none"), [], app_argv, out))

@@ -1,0 +1,197 @@
+"""NVIDIA backends: Nsight Compute (counters, warp-state sampling) and Nsight Systems (trace), with converters
+to rocprofv3's file formats (long-format counter_collection.csv, kernel_trace.csv)."""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import socket
+import sqlite3
+import subprocess
+
+from madengine_rocprof.wrapper import rocprof_csv
+
+# Metric sets per profile; comments name the AMD counters they stand in for.
+NCU_METRICS = {
+    "compute_bound": [
+        "gpu__time_duration.sum",
+        "sm__cycles_elapsed.avg",                                   # GRBM_GUI_ACTIVE
+        "sm__warps_launched.sum",                                   # SQ_WAVES
+        "sm__inst_executed.sum",                                    # SQ_INSTS_*
+        "sm__throughput.avg.pct_of_peak_sustained_elapsed",         # GPUBusy-like
+        "sm__warps_active.avg.pct_of_peak_sustained_active",        # OccupancyPercent
+        "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",      # SQ_INSTS_VALU_ADD_F32
+        "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum",      # SQ_INSTS_VALU_MUL_F32
+        "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",      # SQ_INSTS_VALU_FMA_F32
+        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",  # matrix cores (MFMA)
+    ],
+    "memory_bound": [
+        "gpu__time_duration.sum",
+        "dram__bytes_read.sum",                                     # FETCH_SIZE
+        "dram__bytes_write.sum",                                    # WRITE_SIZE
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+        "lts__t_sector_hit_rate.pct",                               # L2CacheHit
+        "l1tex__t_sector_hit_rate.pct",
+        "lts__t_sectors_srcunit_tex_op_read.sum",                   # TCP_TCC_READ_REQ_sum
+        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",       # LDSBankConflict
+    ],
+}
+NCU_SECTIONS = {"pc_sampling": ["WarpStateStats", "SourceCounters"]}
+# Launch attributes fill the rocprofv3 columns; they are not reported as counters.
+LAUNCH_METRICS = ["launch__registers_per_thread", "launch__shared_mem_per_block_static",
+                  "launch__shared_mem_per_block_dynamic"]
+ENV_LAUNCH_SKIP = "MADENGINE_ROCPROF_NCU_LAUNCH_SKIP"
+ENV_LAUNCH_COUNT = "MADENGINE_ROCPROF_NCU_LAUNCH_COUNT"
+ENV_CLOCK = "MADENGINE_ROCPROF_NCU_CLOCK_CONTROL"
+
+
+def ncu_argv(path: str, profile: str, out: str, parsed, env) -> list[str]:
+    host_dir = os.path.join(out, socket.gethostname())
+    argv = [path, "--clock-control", env.get(ENV_CLOCK, "none"), "--target-processes", "all",
+            "--kernel-name-base", "demangled", "--export", os.path.join(host_dir, "ncu_%p"), "--force-overwrite"]
+    if profile in NCU_SECTIONS:
+        for section in NCU_SECTIONS[profile]:
+            argv += ["--section", section]
+        argv += ["--metrics", ",".join(LAUNCH_METRICS)]
+    else:
+        argv += ["--metrics", ",".join(NCU_METRICS[profile] + LAUNCH_METRICS)]
+    include = (parsed.values("--kernel-include-regex") or [None])[-1]
+    exclude = (parsed.values("--kernel-exclude-regex") or [None])[-1]
+    if include or exclude:
+        # ncu has only an include filter: an exclusion becomes a negative lookahead.
+        pattern = "^" + (f"(?=.*(?:{include}))" if include else "") + (f"(?!.*(?:{exclude}))" if exclude else "")
+        argv += ["--kernel-name", f"regex:{pattern}"]
+    if env.get(ENV_LAUNCH_SKIP):
+        argv += ["--launch-skip", env[ENV_LAUNCH_SKIP]]
+    if env.get(ENV_LAUNCH_COUNT):
+        argv += ["--launch-count", env[ENV_LAUNCH_COUNT]]
+    return argv
+
+
+def nsys_argv(path: str, out: str) -> list[str]:
+    host_dir = os.path.join(out, socket.gethostname())
+    return [path, "profile", "--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none", "--export=sqlite",
+            "--force-overwrite=true", "--output", os.path.join(host_dir, "nsys_%p")]
+
+
+# ---------------------------------------------------------------- ncu report -> counter_collection.csv
+
+def _number(text: str):
+    text = (text or "").strip().replace(",", "")
+    if not text or text.lower() == "n/a":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _dims(text: str) -> list[int]:
+    nums = [int(x) for x in re.findall(r"\d+", text or "")]
+    return (nums + [1, 1, 1])[:3] if nums else [1, 1, 1]
+
+
+def ncu_raw_to_rows(csv_text: str) -> dict[int, list[tuple]]:
+    """Parse `ncu --import R --csv --page raw --print-units base` output into counter_collection rows per pid."""
+    lines = [ln for ln in csv_text.splitlines() if ln.startswith('"')]  # drop ==PROF== and banner lines
+    reader = list(csv.reader(io.StringIO("\n".join(lines))))
+    if not reader:
+        return {}
+    header = reader[0]
+    body = reader[1:]
+    if body and not _number(body[0][0] if body[0] else ""):  # second row holds the units
+        body = body[1:]
+    col = {name: i for i, name in enumerate(header)}
+    name_col = next((c for c in ("Kernel Name", "Function Name", "Demangled Name") if c in col), None)
+    fixed = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Function Name", "Demangled Name",
+             "Context", "Stream", "Block Size", "Grid Size", "Device", "CC", "Kernel Time", "Estimated Speedup"}
+    metrics = [h for h in header if h not in fixed and not h.startswith("launch__")]
+    kernel_ids: dict[str, int] = {}
+    per_pid: dict[int, list[tuple]] = {}
+    clock = 0
+    for row in body:
+        if len(row) < len(header):
+            continue
+        get = lambda name, default="": row[col[name]] if name in col else default  # noqa: E731
+        pid = int(_number(get("Process ID")) or 0)
+        dispatch = int(_number(get("ID")) or 0) + 1  # ncu counts from 0, rocprofv3 from 1
+        name = row[col[name_col]] if name_col else ""
+        kid = kernel_ids.setdefault(name, len(kernel_ids) + 1)
+        block, grid = _dims(get("Block Size")), _dims(get("Grid Size"))
+        wg = block[0] * block[1] * block[2]
+        grid_items = wg * grid[0] * grid[1] * grid[2]  # rocprofv3's grid size counts work-items
+        lds = sum(int(_number(get(m)) or 0) for m in LAUNCH_METRICS[1:])
+        vgpr = int(_number(get(LAUNCH_METRICS[0])) or 0)
+        duration = int(_number(get("gpu__time_duration.sum")) or 0)
+        start, end = clock, clock + duration  # replay-relative: ncu serialises kernels
+        clock = end
+        for metric in metrics:
+            value = _number(row[col[metric]])
+            if value is None:
+                continue
+            per_pid.setdefault(pid, []).append(
+                (dispatch, dispatch, f"Agent {get('Device', '0') or '0'}", int(_number(get("Stream")) or 0), pid, 0,
+                 grid_items, kid, name, wg, lds, 0, vgpr, 0, 0, metric, float(value), start, end))
+    return per_pid
+
+
+def convert_ncu(out: str, reports: list[str], ncu_path: str, messages: list[str]) -> list[str]:
+    """Write <host>/<pid>_counter_collection.csv next to every .ncu-rep; returns the files written."""
+    written = []
+    for report in reports:
+        done = subprocess.run([ncu_path, "--import", report, "--csv", "--page", "raw", "--print-units", "base"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+        if done.returncode != 0:
+            messages.append(f"ncu --import {os.path.basename(report)} failed: {done.stderr.strip()[-300:]}")
+            continue
+        for pid, rows in sorted(ncu_raw_to_rows(done.stdout).items()):
+            path = os.path.join(os.path.dirname(report), f"{pid}_counter_collection.csv")
+            rocprof_csv.write_rows(path, rocprof_csv.COUNTER_COLLECTION, rows)
+            written.append(path)
+    return written
+
+
+# ---------------------------------------------------------------- nsys sqlite -> kernel_trace.csv
+
+def nsys_sqlite_to_rows(db_path: str) -> dict[int, list[tuple]]:
+    con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+        if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
+            return {}
+        cur = con.execute(
+            "select k.start, k.end, k.deviceId, k.streamId, k.correlationId, k.globalPid, s.value,"
+            " k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, k.registersPerThread,"
+            " k.staticSharedMemory + k.dynamicSharedMemory"
+            " from CUPTI_ACTIVITY_KIND_KERNEL k join StringIds s on s.id = k.demangledName order by k.start")
+        kernel_ids: dict[str, int] = {}
+        per_pid: dict[int, list[tuple]] = {}
+        for n, (start, end, dev, stream, corr, gpid, name, gx, gy, gz, bx, by, bz, regs, lds) in enumerate(cur, 1):
+            pid = (int(gpid) >> 24) & 0xFFFFFF  # nsys packs the pid into globalPid
+            kid = kernel_ids.setdefault(name, len(kernel_ids) + 1)
+            per_pid.setdefault(pid, []).append(
+                ("KERNEL_DISPATCH", f"Agent {dev}", stream, stream, 0, n, kid, name, corr, start, end, lds, 0, regs,
+                 0, 0, bx, by, bz, gx * bx, gy * by, gz * bz))
+        return per_pid
+    finally:
+        con.close()
+
+
+def convert_nsys(out: str, databases: list[str], messages: list[str]) -> list[str]:
+    written = []
+    for db in databases:
+        try:
+            per_pid = nsys_sqlite_to_rows(db)
+        except sqlite3.Error as exc:
+            messages.append(f"cannot read {os.path.basename(db)}: {exc}")
+            continue
+        for pid, rows in sorted(per_pid.items()):
+            base = os.path.join(os.path.dirname(db), f"{pid}_")
+            rocprof_csv.write_rows(base + "kernel_trace.csv", rocprof_csv.KERNEL_TRACE, rows)
+            durations: dict[str, list[int]] = {}
+            for r in rows:
+                durations.setdefault(r[7], []).append(r[10] - r[9])
+            rocprof_csv.write_rows(base + "kernel_stats.csv", rocprof_csv.STATS, rocprof_csv.kernel_stats(durations))
+            written += [base + "kernel_trace.csv", base + "kernel_stats.csv"]
+    return written

@@ -1,0 +1,98 @@
+"""What a run left in OUT: the new files, their kinds and row counts, the dispatch count, and manifest.json."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import tempfile
+
+MANIFEST = "manifest.json"
+FILTERED_LOG = "wrapper_filtered.log"
+SKIP_DIRS = {".rocprofv3"}  # rocprofv3's temporary data
+_KIND = re.compile(r"^(?:rank\d+_)?\d+_(?P<kind>.+?)\.(?P<ext>csv|json|pftrace|db|otf2|ncu-rep|sqlite|nsys-rep)$")
+
+
+def snapshot(out: str) -> dict[str, tuple]:
+    """{relative path: (size, mtime_ns)} of every file below OUT."""
+    seen = {}
+    for root, dirs, files in os.walk(out):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
+        for name in files:
+            path = os.path.join(root, name)
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            seen[os.path.relpath(path, out)] = (st.st_size, st.st_mtime_ns)
+    return seen
+
+
+def kind_of(rel: str) -> str:
+    name = os.path.basename(rel)
+    m = _KIND.match(name)
+    if m:
+        kind, ext = m.group("kind"), m.group("ext")
+        if kind == "results":
+            return {"json": "results_json", "pftrace": "perfetto", "db": "rocpd", "otf2": "otf2", "csv": "legacy_results"}[ext] \
+                if ext in ("json", "pftrace", "db", "otf2", "csv") else kind
+        return {"ncu-rep": "ncu_report", "nsys-rep": "nsys_report", "sqlite": "nsys_sqlite"}.get(ext, kind)
+    if name.endswith(".ncu-rep"):
+        return "ncu_report"
+    if name.endswith(".nsys-rep"):
+        return "nsys_report"
+    if name.endswith(".sqlite"):
+        return "nsys_sqlite"
+    return "other"
+
+
+def count_rows(path: str) -> int | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+            return max(sum(1 for _ in csv.reader(fh)) - 1, 0)
+    except (OSError, csv.Error):
+        return None
+
+
+def dispatches_in(path: str, kind: str) -> int | None:
+    """Kernel dispatches a file records: rows of a trace, distinct dispatches of a counter file."""
+    if kind in ("kernel_trace", "legacy_results"):
+        return count_rows(path)
+    if kind == "counter_collection":
+        try:
+            with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+                return len({row.get("Dispatch_Id") for row in csv.DictReader(fh)})
+        except (OSError, csv.Error):
+            return None
+    return None
+
+
+def collect(out: str, before: dict[str, tuple]) -> tuple[list[dict], int | None]:
+    """Files created or changed since `before`, and the total dispatch count (traces first, else counters)."""
+    outputs = []
+    for rel, stat in sorted(snapshot(out).items()):
+        if rel in (MANIFEST, FILTERED_LOG) or before.get(rel) == stat or os.path.basename(rel).startswith(".tmp_"):
+            continue
+        kind = kind_of(rel)
+        entry = {"path": rel, "size_bytes": stat[0], "kind": kind}
+        if rel.endswith(".csv"):
+            entry["rows"] = count_rows(os.path.join(out, rel))
+        outputs.append(entry)
+    counts = {}
+    for kinds in (("kernel_trace",), ("legacy_results",), ("counter_collection",)):
+        total = [dispatches_in(os.path.join(out, o["path"]), o["kind"]) for o in outputs if o["kind"] in kinds]
+        total = [t for t in total if t is not None]
+        if total:
+            counts[kinds[0]] = sum(total)
+    dispatch = next((counts[k] for k in ("kernel_trace", "legacy_results", "counter_collection") if k in counts), None)
+    return outputs, dispatch
+
+
+def write_json(path: str, data: dict) -> None:
+    """Atomic write: a reader never sees half a manifest."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".json", dir=os.path.dirname(path))
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2)
+        fh.write("\n")
+    os.replace(tmp, path)

@@ -1,0 +1,375 @@
+"""Turn `[rocprofv3 options] -- app` into the final command for the chosen profiler (nothing is run here)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+from dataclasses import dataclass, field
+
+from madengine_rocprof.errors import UserError
+from madengine_rocprof.wrapper import detect, nvidia, options as opts
+
+ENV_PROFILE = "MADENGINE_ROCPROF_PROFILE"
+ENV_DROP = "MADENGINE_ROCPROF_DROP_UNSUPPORTED"
+DEFAULT_OUTPUT_DIR = "rocprof_output"
+
+# Profile name (set by the tool definitions) -> what it needs from a profiler.
+PROFILE_KINDS = {
+    "lightweight": "trace",
+    "multi_gpu": "trace",
+    "communication": "trace",
+    "trace": "trace",
+    "compute_bound": "counters",
+    "memory_bound": "counters",
+    "pc_sampling": "pc_sampling",
+}
+# Upstream madengine tool names (the registry sets the tool name when a tool has no core profile).
+PROFILE_ALIASES = {
+    "rocprof": "lightweight", "rocprofv3": "lightweight", "rocprof_sys": "lightweight",
+    "rocprofv3_lightweight": "lightweight", "rocprofv3_perfetto": "lightweight",
+    "rocprofv3_compute": "compute_bound", "rocprofv3_memory": "memory_bound",
+    "rocprofv3_communication": "multi_gpu", "rocprofv3_pc_sampling": "pc_sampling",
+}
+# Profiles that only make sense on AMD, with the reason shown to the user.
+AMD_ONLY_PROFILES = {
+    "rocprof_hip_only": "it traces the HIP API only (no kernels); HIP has no NVIDIA counterpart",
+    "rocprofv3_api_overhead": "it measures HIP/HSA API overhead; those runtimes do not exist on NVIDIA",
+    "rocprofv3_full": "its full_profile counters are AMD hardware counters (use compute_bound or memory_bound)",
+}
+# AMD runtime API domains with no NVIDIA counterpart: dropped (with a message) on NVIDIA, since the kernel trace
+# still answers the profile's question.
+AMD_ONLY_TRACES = {
+    "--hsa-trace", "--hsa-core-trace", "--hsa-amd-trace", "--hsa-image-trace", "--hsa-finalizer-trace",
+    "--scratch-memory-trace", "--kokkos-trace", "--rocdecode-trace", "--rocjpeg-trace", "--hip-compiler-trace",
+    "--memory-allocation-trace",
+}
+MEMORY_COUNTER = re.compile(r"FETCH_SIZE|WRITE_SIZE|TCC_|TCP_|TA_|TD_|GL2C|MemUnit|L2Cache|LDSBankConflict|EA0?_")
+TEMPLATE_KEYS = ("%pid%", "%rank%")
+
+
+@dataclass
+class Plan:
+    profiler: detect.Profiler
+    argv: list[str]                 # the full command: profiler, its options, the app
+    app_argv: list[str]
+    output_dir: str                 # absolute OUT
+    env_added: dict = field(default_factory=dict)
+    profile: str | None = None
+    messages: list[str] = field(default_factory=list)
+    post: str | None = None         # conversion after the run: "ncu" | "nsys" | None
+    settings: dict = field(default_factory=dict)  # wrapper flags: dry_run, fail_on_no_output, no_filter
+
+    def to_json(self) -> dict:
+        return {"profiler": self.profiler.to_json(), "argv": self.argv, "app_argv": self.app_argv,
+                "output_dir": self.output_dir, "env_added": self.env_added, "profile": self.profile,
+                "messages": self.messages, "post": self.post}
+
+
+def _truthy(value) -> bool:
+    return str(value or "").strip().lower() in opts.TRUE_WORDS
+
+
+def counters_requested(parsed: opts.Parsed, cwd: str) -> list[str]:
+    """Counter names from --pmc and from an -i file (any format; names are upper-case words)."""
+    names = list(parsed.values("--pmc"))
+    for path in parsed.values("--input"):
+        full = os.path.join(cwd, path)
+        try:
+            with open(full, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as exc:
+            raise UserError(f"cannot read the input file: {exc.strerror}", file=full, where="--input") from None
+        if path.endswith(".txt"):
+            text = "\n".join(line.split("#", 1)[0].split("pmc:", 1)[1] for line in text.splitlines()
+                             if "pmc:" in line.split("#", 1)[0])
+        names += [w for w in re.findall(r"\b[A-Z][A-Za-z0-9_]*[A-Z0-9_]\b", text) if w not in ("PMC",)]
+    return names
+
+
+def infer_profile(parsed: opts.Parsed, cwd: str) -> str:
+    if parsed.on("--pc-sampling-beta-enabled") or parsed.get("--pc-sampling-method"):
+        return "pc_sampling"
+    counters = counters_requested(parsed, cwd)
+    if counters:
+        return "memory_bound" if any(MEMORY_COUNTER.search(c) for c in counters) else "compute_bound"
+    return "lightweight"
+
+
+def resolve_output_dir(parsed: opts.Parsed, output_dir: str | None, cwd: str) -> str:
+    given = output_dir or (parsed.values("--output-directory") or [DEFAULT_OUTPUT_DIR])[-1]
+    if "%" in given:
+        raise UserError(f"output directory `{given}` contains a template key: the wrapper needs one real directory",
+                        where="--output-directory", fix="give a plain directory; per-process names are added for you")
+    return os.path.normpath(os.path.join(cwd, os.path.expanduser(given)))
+
+
+def build(profiler_args: list[str], app_argv: list[str], *, output_dir: str | None = None,
+          profiler: str | None = None, profile: str | None = None, env=None, cwd: str | None = None,
+          drop_unsupported: bool | None = None, prog: str = "madengine-rocprof wrap") -> Plan:
+    """The final command for `profiler_args -- app_argv` (raises UserError for bad input)."""
+    env = dict(os.environ if env is None else env)
+    cwd = os.path.abspath(cwd or os.getcwd())
+    parsed = opts.parse(list(profiler_args) + ["--"] + list(app_argv), prog=prog)
+    flags = parsed.wrapper
+    profile = profile or flags.get("profile") or env.get(ENV_PROFILE) or None
+    drop = drop_unsupported if drop_unsupported is not None else bool(flags.get("drop_unsupported")) or _truthy(env.get(ENV_DROP))
+    inferred = infer_profile(parsed, cwd)
+    core = PROFILE_ALIASES.get(profile, profile) if profile else None
+    prof = detect.choose(profiler or flags.get("profiler"), PROFILE_KINDS.get(core or "", PROFILE_KINDS[inferred]), env)
+    out = resolve_output_dir(parsed, output_dir, cwd)
+    plan = Plan(prof, [], list(parsed.app), out, profile=profile or None,
+                settings={k: flags.get(k, False) for k in ("dry_run", "fail_on_no_output", "no_filter")})
+    if prof.name in ("ncu", "nsys", "embedded"):
+        where = "--profile" if flags.get("profile") else ENV_PROFILE
+        if profile in AMD_ONLY_PROFILES:
+            raise UserError(f"profile `{profile}` has no meaning on {_vendor(prof)}: {AMD_ONLY_PROFILES[profile]}",
+                            where=where, fix=f"use one of {', '.join(PROFILE_KINDS)}, or run it on an AMD GPU")
+        if profile and core not in PROFILE_KINDS:
+            raise UserError(f"unknown profile `{profile}`: no mapping for {_vendor(prof)} ({prof.name})", where=where,
+                            fix=f"set {ENV_PROFILE} to one of {', '.join(PROFILE_KINDS)} (e.g. in the tool's env_vars)")
+        plan.profile = core or inferred
+        if not profile:
+            plan.messages.append(f"profile inferred from the options: {inferred}")
+        elif core != profile:
+            plan.messages.append(f"profile {profile} -> {core}")
+    builder = {"rocprofv3": _rocprofv3, "rocprof": _legacy, "ncu": _ncu, "nsys": _nsys, "embedded": _embedded}[prof.name]
+    builder(plan, parsed, cwd, drop, env)
+    return plan
+
+
+def _vendor(prof: detect.Profiler) -> str:
+    return "NVIDIA" if prof.name in ("ncu", "nsys") else "the embedded tracer"
+
+
+def _unsupported(plan: Plan, bad: list[opts.Opt], drop: bool, target: str) -> None:
+    if not bad:
+        return
+    names = ", ".join(dict.fromkeys(o.token.split("=")[0] or o.name for o in bad))
+    if not drop:
+        raise UserError(f"{target} has no equivalent for: {names}", where="profiler options",
+                        fix="remove them, or pass --drop-unsupported (or MADENGINE_ROCPROF_DROP_UNSUPPORTED=1) to drop them")
+    plan.messages.append(f"dropped (no equivalent in {target}): {names}")
+
+
+# ---------------------------------------------------------------- rocprofv3
+
+def _rocprofv3(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
+    release = plan.profiler.release or (7, 0)
+    keep: list[opts.Opt] = []
+    too_new: list[opts.Opt] = []
+    formats: list[str] = []
+    output_file = None
+    for o in parsed.options:
+        if o.name == "--output-directory":
+            continue
+        if o.name == "--output-format":
+            formats += [f for v in o.value for f in v.split(",") if f]
+            continue
+        if o.name == "--output-file":
+            output_file = o.value
+            continue
+        if o.name == "--list-avail" and release < (6, 4):
+            keep.append(opts.Opt("--list-metrics", None, o.token))
+            continue
+        if o.name == "--list-metrics" and release >= (6, 4):
+            keep.append(opts.Opt("--list-avail", None, o.token))
+            continue
+        if o.name == "--input":
+            o = opts.Opt(o.name, os.path.join(cwd, o.value), o.token)  # absolute: run.sh may change directory
+        if o.spec.since > release:
+            too_new.append(o)
+            continue
+        keep.append(o)
+    _unsupported(plan, too_new, drop, f"rocprofv3 of ROCm {'.'.join(map(str, release))}")
+    _check_rocprofv3(parsed)
+    final_formats = _formats(plan, formats, release, parsed)
+    template = "%hostname%/%pid%"
+    if output_file:
+        if any(k in output_file for k in TEMPLATE_KEYS):
+            template = output_file
+        else:
+            template = f"%hostname%/%pid%_{output_file.replace('/', '_')}"
+            plan.messages.append(f"-o {output_file} would be shared by every process: using -o {template}")
+    argv = [plan.profiler.path, "--output-directory", plan.output_dir, "--output-file", template,
+            "--output-format", *final_formats] + opts.render(keep)
+    plan.argv = argv + ["--"] + plan.app_argv
+
+
+def _formats(plan: Plan, requested: list[str], release: tuple, parsed: opts.Parsed) -> list[str]:
+    valid = {"csv", "json", "pftrace", "otf2", "rocpd"}
+    bad = [f for f in requested if f not in valid]
+    if bad:
+        raise UserError(f"unknown output format(s): {', '.join(bad)}", where="--output-format",
+                        fix=f"use some of: {', '.join(sorted(valid))}")
+    final = list(dict.fromkeys(["csv"] + requested))  # csv always: every reader understands it
+    if "rocpd" in final and release < (7, 0):
+        final.remove("rocpd")
+        plan.messages.append("rocpd output needs ROCm 7.0+: dropped")
+    if "rocpd" in final and (parsed.on("--pc-sampling-beta-enabled")):
+        final.remove("rocpd")
+        plan.messages.append("PC-sampling output cannot be rocpd: dropped rocpd")
+    return final
+
+
+def _check_rocprofv3(parsed: opts.Parsed) -> None:
+    """Mistakes rocprofv3 only reports after starting (or not at all): fail before running anything."""
+    tracing = [o for o in parsed.options if o.spec.group == "trace" and o.enabled]
+    if (parsed.on("--stats") or parsed.on("--summary")) and not tracing:
+        raise UserError("--stats/--summary need a tracing option (rocprofv3: \"No tracing options were enabled\")",
+                        where="--stats", fix="add --kernel-trace")
+    if parsed.get("--pmc") and any(p.endswith((".json", ".yaml", ".yml")) for p in parsed.values("--input")):
+        pass  # allowed unless the file has pmc_groups; rocprofv3 reports the conflict itself
+    method = (parsed.values("--pc-sampling-method") or [None])[-1]
+    if method:
+        unit = (parsed.values("--pc-sampling-unit") or [None])[-1]
+        interval = (parsed.values("--pc-sampling-interval") or [None])[-1]
+        if not (unit and interval):
+            raise UserError("PC sampling needs --pc-sampling-method, --pc-sampling-unit and --pc-sampling-interval together",
+                            where="--pc-sampling-method")
+        if method == "stochastic" and unit != "cycles":
+            raise UserError(f"--pc-sampling-method stochastic needs --pc-sampling-unit cycles, not {unit}",
+                            where="--pc-sampling-unit", fix="use host_trap with time, or stochastic with cycles")
+        if method == "host_trap" and unit != "time":
+            raise UserError(f"--pc-sampling-method host_trap needs --pc-sampling-unit time, not {unit}",
+                            where="--pc-sampling-unit", fix="use --pc-sampling-unit time")
+        try:
+            value = int(interval)
+        except ValueError:
+            value = 0
+        if value <= 0 or (method == "stochastic" and (value < 256 or value & (value - 1))):
+            need = "a power of 2 >= 256" if method == "stochastic" else "a positive integer (microseconds)"
+            raise UserError(f"--pc-sampling-interval {interval} is invalid: {method} needs {need}",
+                            where="--pc-sampling-interval")
+
+
+# ---------------------------------------------------------------- legacy rocprof
+
+LEGACY_SAME = {"--hip-trace": [("--hip-trace",)], "--hsa-trace": [("--hsa-trace",)], "--sys-trace": [("--sys-trace",)],
+               "--kernel-trace": [("--timestamp", "on")], "--marker-trace": [("--roctx-trace",)],
+               "--runtime-trace": [("--hip-trace",), ("--roctx-trace",)], "--stats": [("--stats",)],
+               "--truncate-kernels": [("--basenames", "on")]}
+
+
+def _legacy(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
+    if plan.app_argv[0].startswith("-"):
+        raise UserError(f"legacy rocprof has no `--`: the application cannot start with `{plan.app_argv[0]}`",
+                        where="application")
+    units: list[tuple] = []  # ("--timestamp", "on"): one legacy option with its value
+    bad: list[opts.Opt] = []
+    traced = parsed.on("--hip-trace") or parsed.on("--sys-trace") or parsed.on("--runtime-trace")
+    for o in parsed.options:
+        if o.spec.kind == opts.BOOL and not o.enabled:
+            continue  # `--x=no` asks for nothing
+        if o.name in ("--output-directory", "--output-file"):
+            continue
+        if o.name in LEGACY_SAME:
+            units += [u for u in LEGACY_SAME[o.name] if u not in units]
+        elif o.name == "--memory-copy-trace" and traced:
+            plan.messages.append("--memory-copy-trace: legacy --hip-trace/--sys-trace already include copies")
+        elif o.name == "--output-format":
+            formats = [f for v in o.value for f in v.split(",")]
+            bad += [opts.Opt(o.name, f, f"--output-format {f}") for f in formats if f not in ("csv", "json")]
+        elif o.name == "--collection-period" and len(o.value) == 1:
+            units.append(("--trace-period", o.value[0]))
+        elif o.name == "--input" and o.value.endswith(".txt"):
+            units.append(("-i", os.path.join(cwd, o.value)))
+        elif o.name in ("--list-avail", "--list-metrics"):
+            units.append(("--list-basic",))
+        else:
+            bad.append(o)
+    _unsupported(plan, bad, drop, "legacy rocprof")
+    host_dir = os.path.join(plan.output_dir, socket.gethostname())
+    pid = os.getpid()  # legacy rocprof writes one results.csv per run: name it after the wrapper process
+    plan.argv = [plan.profiler.path, *(t for u in units for t in u), "-d", os.path.join(host_dir, f"{pid}_rocprof_data"),
+                 "-o", os.path.join(host_dir, f"{pid}_results.csv"), *plan.app_argv]
+
+
+# ---------------------------------------------------------------- NVIDIA: embedded tracer, ncu, nsys
+
+MEANINGFUL_ON_NVIDIA_TRACE = {"--kernel-trace", "--hip-trace", "--runtime-trace", "--sys-trace", "--marker-trace",
+                              "--memory-copy-trace", "--rccl-trace", "--hip-runtime-trace", "--stats", "--summary",
+                              "--output-format", "--output-file", "--output-directory", "--truncate-kernels",
+                              "--collection-period", "--collection-period-unit", "--log-level",
+                              "--kernel-include-regex", "--kernel-exclude-regex", "--mangled-kernels"}
+
+
+def _split_nvidia(plan: Plan, parsed: opts.Parsed, meaningful: set, drop: bool, target: str) -> None:
+    amd_only = [o for o in parsed.options if o.name in AMD_ONLY_TRACES and o.enabled]
+    if amd_only:
+        plan.messages.append("AMD-only API traces ignored on this backend: "
+                             + ", ".join(dict.fromkeys(o.name for o in amd_only)))
+    bad = [o for o in parsed.options if o.name not in meaningful and o.name not in AMD_ONLY_TRACES
+           and not (o.spec.kind == opts.BOOL and not o.enabled)]
+    _unsupported(plan, bad, drop, target)
+
+
+def _embedded(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
+    from madengine_rocprof.wrapper import bundle
+
+    _split_nvidia(plan, parsed, MEANINGFUL_ON_NVIDIA_TRACE, drop, "the embedded tracer")
+    inject = bundle.inject_dir()
+    added = {
+        "PYTHONPATH": inject + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""),
+        "MADENGINE_ROCPROF_TRACER_HOME": bundle.package_root(),
+        "MADENGINE_ROCPROF_TRACER_OUT": plan.output_dir,
+    }
+    if parsed.on("--truncate-kernels"):
+        added["MADENGINE_ROCPROF_TRACER_TRUNCATE"] = "1"
+    period = parsed.values("--collection-period")
+    if period:
+        added.update(_period_env(period[0], (parsed.values("--collection-period-unit") or ["sec"])[-1]))
+        if len(period) > 1:
+            plan.messages.append("only the first --collection-period window is used by the embedded tracer")
+    if parsed.get("--kernel-include-regex") or parsed.get("--kernel-exclude-regex"):
+        plan.messages.append("kernel include/exclude filters apply to counters only (as in rocprofv3): ignored")
+    formats = [f for v in parsed.values("--output-format") for f in v.split(",")]
+    if any(f in ("pftrace", "json", "otf2", "rocpd") for f in formats):
+        plan.messages.append("the embedded tracer writes csv plus a Perfetto-viewable JSON trace"
+                             f" (<pid>_perfetto_trace.json) instead of {', '.join(f for f in formats if f != 'csv')}")
+    plan.env_added = added
+    plan.argv = list(plan.app_argv)
+
+
+def _period_env(spec: str, unit: str) -> dict:
+    scale = {"hour": 3600.0, "min": 60.0, "sec": 1.0, "msec": 1e-3, "usec": 1e-6, "nsec": 1e-9}.get(unit)
+    parts = spec.split(":")
+    try:
+        delay, duration = float(parts[0]), float(parts[1]) if len(parts) > 1 else 0.0
+    except ValueError:
+        raise UserError(f"--collection-period `{spec}` is not delay:duration[:repeat]", where="--collection-period") from None
+    if scale is None:
+        raise UserError(f"unknown --collection-period-unit `{unit}`", where="--collection-period-unit",
+                        fix="use hour, min, sec, msec, usec or nsec")
+    return {"MADENGINE_ROCPROF_TRACER_DELAY_S": repr(delay * scale),
+            "MADENGINE_ROCPROF_TRACER_MAX_SECONDS": repr(duration * scale)}
+
+
+def _ncu(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
+    kind = PROFILE_KINDS[plan.profile]
+    if kind == "trace":
+        raise UserError(f"profile `{plan.profile}` is a trace: ncu replays kernels and distorts timing",
+                        where=ENV_PROFILE, fix="use --profiler embedded (or nsys) for traces")
+    meaningful = MEANINGFUL_ON_NVIDIA_TRACE | {"--pmc", "--input", "--kernel-iteration-range",
+                                             "--pc-sampling-beta-enabled", "--pc-sampling-unit",
+                                             "--pc-sampling-method", "--pc-sampling-interval"}
+    _split_nvidia(plan, parsed, meaningful, drop, "Nsight Compute")
+    amd = counters_requested(parsed, cwd)
+    if amd:
+        plan.messages.append(f"AMD counters ({', '.join(dict.fromkeys(amd))}) have no meaning on NVIDIA: "
+                             f"collecting the ncu {plan.profile} metric set instead")
+    plan.argv = nvidia.ncu_argv(plan.profiler.path, plan.profile, plan.output_dir, parsed, env) + plan.app_argv
+    plan.post = "ncu"
+
+
+def _nsys(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
+    if PROFILE_KINDS[plan.profile] != "trace":
+        raise UserError(f"profile `{plan.profile}` needs counters: nsys only traces", where=ENV_PROFILE,
+                        fix="use --profiler ncu")
+    _split_nvidia(plan, parsed, MEANINGFUL_ON_NVIDIA_TRACE, drop, "Nsight Systems")
+    plan.argv = nvidia.nsys_argv(plan.profiler.path, plan.output_dir) + plan.app_argv
+    plan.post = "nsys"
+
+
+def dumps(plan: Plan) -> str:
+    return json.dumps(plan.to_json(), indent=2)

@@ -1,0 +1,480 @@
+"""Triton kernels for the TinyTransformer workloads, each wrapped in a torch.autograd.Function with a Triton backward.
+
+Kernels: RMSNorm (optionally fused with the residual add), SwiGLU, interleaved-pair RoPE, causal flash attention
+(grouped-query, causal block skipping). Every kernel accumulates in fp32, or in fp64 when given fp64 tensors so that
+torch.autograd.gradcheck can test it.
+
+On a machine without a GPU the kernels run in Triton's interpreter: TRITON_INTERPRET=1 must be set before triton is
+imported, which this module does when no CUDA/ROCm device is visible. The interpreter is slow: tiny shapes only.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import triton  # noqa: E402  (must follow the TRITON_INTERPRET decision)
+import triton.language as tl  # noqa: E402
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+# Every kernel name, as the profiler shows it on the GPU (the CUDA kernel name starts with it).
+KERNEL_NAMES = (
+    "tt_rmsnorm_fwd", "tt_rmsnorm_bwd", "tt_swiglu_fwd", "tt_swiglu_bwd", "tt_rope",
+    "tt_attn_fwd", "tt_attn_bwd_dkdv", "tt_attn_bwd_dq",
+)
+
+
+def _launch(kernel, grid, *args, **kwargs):
+    """Launch a kernel; under the interpreter also leave a profiler range named after it (there is no GPU kernel)."""
+    if INTERPRET:
+        with torch.profiler.record_function("triton::" + kernel.fn.__name__):
+            kernel[grid](*args, **kwargs)
+    else:
+        kernel[grid](*args, **kwargs)
+
+
+def _acc_type(t: torch.Tensor):
+    return tl.float64 if t.dtype == torch.float64 else tl.float32
+
+
+def _acc_torch(t: torch.Tensor):
+    return torch.float64 if t.dtype == torch.float64 else torch.float32
+
+
+# ----------------------------------------------------------------------------------------------------- RMSNorm
+@triton.jit
+def tt_rmsnorm_fwd(x_ptr, r_ptr, h_ptr, y_ptr, w_ptr, rstd_ptr, n_cols, eps,
+                   HAS_RES: tl.constexpr, BLOCK: tl.constexpr, ACC: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(ACC)
+    if HAS_RES:  # h = x + r is both an output (the new residual stream) and the norm's input
+        x += tl.load(r_ptr + row * n_cols + cols, mask=mask, other=0.0).to(ACC)
+        tl.store(h_ptr + row * n_cols + cols, x.to(h_ptr.dtype.element_ty), mask=mask)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(ACC)
+    tl.store(y_ptr + row * n_cols + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(rstd_ptr + row, rstd)
+
+
+@triton.jit
+def tt_rmsnorm_bwd(dy_ptr, dh_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dr_ptr, dw_ptr, n_rows, n_cols, rows_per_prog,
+                   HAS_DH: tl.constexpr, HAS_DR: tl.constexpr, BLOCK: tl.constexpr, ACC: tl.constexpr):
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    cmask = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=cmask, other=0.0).to(ACC)
+    dw = tl.zeros([BLOCK], dtype=ACC)
+    row_start = pid * rows_per_prog
+    row_end = tl.minimum(row_start + rows_per_prog, n_rows)
+    for row in range(row_start, row_end):
+        mask = cmask
+        x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(ACC)
+        dy = tl.load(dy_ptr + row * n_cols + cols, mask=mask, other=0.0).to(ACC)
+        rstd = tl.load(rstd_ptr + row)
+        xhat = x * rstd
+        wdy = w * dy
+        c = tl.sum(xhat * wdy, axis=0) / n_cols
+        dx = (wdy - xhat * c) * rstd
+        if HAS_DH:  # gradient arriving through the residual-stream output h
+            dx += tl.load(dh_ptr + row * n_cols + cols, mask=mask, other=0.0).to(ACC)
+        tl.store(dx_ptr + row * n_cols + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+        if HAS_DR:
+            tl.store(dr_ptr + row * n_cols + cols, dx.to(dr_ptr.dtype.element_ty), mask=mask)
+        dw += dy * xhat
+    tl.store(dw_ptr + pid * n_cols + cols, dw, mask=cmask)
+
+
+def _norm_out_dtype(x: torch.Tensor) -> torch.dtype:
+    # Under autocast the norm feeds a matmul: hand it the autocast dtype directly (saves a cast kernel).
+    if x.is_cuda and torch.is_autocast_enabled("cuda"):
+        return torch.get_autocast_dtype("cuda")
+    return x.dtype
+
+
+class TritonRMSNorm(torch.autograd.Function):
+    """y = rmsnorm(x [+ r]) * w. With r given, also returns h = x + r (the fused residual add)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, residual, eps):
+        ctx.set_materialize_grads(False)
+        shape = x.shape
+        n_cols = shape[-1]
+        x2 = x.reshape(-1, n_cols).contiguous()
+        n_rows = x2.shape[0]
+        has_res = residual is not None
+        r2 = residual.reshape(-1, n_cols).contiguous() if has_res else x2
+        h2 = torch.empty_like(x2) if has_res else x2
+        y2 = torch.empty(x2.shape, dtype=_norm_out_dtype(x), device=x.device)
+        rstd = torch.empty(n_rows, dtype=_acc_torch(x), device=x.device)
+        block = triton.next_power_of_2(n_cols)
+        _launch(tt_rmsnorm_fwd, (n_rows,), x2, r2, h2, y2, weight, rstd, n_cols, eps,
+                HAS_RES=has_res, BLOCK=block, ACC=_acc_type(x), num_warps=4 if block >= 1024 else 2)
+        ctx.save_for_backward(h2, weight, rstd)
+        ctx.has_res = has_res
+        ctx.dtypes = (x.dtype, residual.dtype if has_res else None)
+        ctx.shape = shape
+        if has_res:
+            return y2.view(shape), h2.view(shape)
+        return y2.view(shape)
+
+    @staticmethod
+    def backward(ctx, dy, dh=None):
+        h2, weight, rstd = ctx.saved_tensors
+        n_rows, n_cols = h2.shape
+        x_dtype, r_dtype = ctx.dtypes
+        if dy is None:
+            dy2 = torch.zeros(h2.shape, dtype=h2.dtype, device=h2.device)
+        else:
+            dy2 = dy.reshape(-1, n_cols).contiguous()
+        has_dh = dh is not None
+        dh2 = dh.reshape(-1, n_cols).contiguous() if has_dh else dy2
+        dx = torch.empty((n_rows, n_cols), dtype=x_dtype, device=h2.device)
+        has_dr = ctx.has_res and r_dtype != x_dtype
+        dr = torch.empty((n_rows, n_cols), dtype=r_dtype, device=h2.device) if has_dr else dx
+        n_prog = min(n_rows, 8 if INTERPRET else 4 * _sm_count(h2.device))
+        rows_per_prog = triton.cdiv(n_rows, n_prog)
+        n_prog = triton.cdiv(n_rows, rows_per_prog)
+        dw_partial = torch.empty((n_prog, n_cols), dtype=_acc_torch(h2), device=h2.device)
+        block = triton.next_power_of_2(n_cols)
+        _launch(tt_rmsnorm_bwd, (n_prog,), dy2, dh2, h2, weight, rstd, dx, dr, dw_partial, n_rows, n_cols,
+                rows_per_prog, HAS_DH=has_dh, HAS_DR=has_dr, BLOCK=block, ACC=_acc_type(h2),
+                num_warps=4 if block >= 1024 else 2)
+        dw = dw_partial.sum(0).to(weight.dtype)
+        dx = dx.view(ctx.shape)
+        if ctx.has_res:
+            return dx, dw, (dr.view(ctx.shape) if has_dr else dx), None
+        return dx, dw, None, None
+
+
+_SM_COUNT = {}
+
+
+def _sm_count(device) -> int:
+    if device.type != "cuda":
+        return 8
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _SM_COUNT:
+        _SM_COUNT[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
+    return _SM_COUNT[idx]
+
+
+def rmsnorm(x, weight, eps=1e-6):
+    return TritonRMSNorm.apply(x, weight, None, eps)
+
+
+def add_rmsnorm(x, residual, weight, eps=1e-6):
+    """Returns (rmsnorm(x + residual) * weight, x + residual)."""
+    return TritonRMSNorm.apply(x, weight, residual, eps)
+
+
+# ------------------------------------------------------------------------------------------------------ SwiGLU
+@triton.jit
+def tt_swiglu_fwd(gu_ptr, out_ptr, n_elem, F, BLOCK: tl.constexpr, ACC: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n_elem
+    row = offs // F
+    col = offs % F
+    g = tl.load(gu_ptr + row * 2 * F + col, mask=mask, other=0.0).to(ACC)
+    u = tl.load(gu_ptr + row * 2 * F + F + col, mask=mask, other=0.0).to(ACC)
+    s = 1.0 / (1.0 + tl.exp(-g))
+    tl.store(out_ptr + offs, (g * s * u).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def tt_swiglu_bwd(gu_ptr, dout_ptr, dgu_ptr, n_elem, F, BLOCK: tl.constexpr, ACC: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n_elem
+    row = offs // F
+    col = offs % F
+    g = tl.load(gu_ptr + row * 2 * F + col, mask=mask, other=0.0).to(ACC)
+    u = tl.load(gu_ptr + row * 2 * F + F + col, mask=mask, other=0.0).to(ACC)
+    do = tl.load(dout_ptr + offs, mask=mask, other=0.0).to(ACC)
+    s = 1.0 / (1.0 + tl.exp(-g))
+    dg = do * u * s * (1.0 + g * (1.0 - s))
+    du = do * g * s
+    tl.store(dgu_ptr + row * 2 * F + col, dg.to(dgu_ptr.dtype.element_ty), mask=mask)
+    tl.store(dgu_ptr + row * 2 * F + F + col, du.to(dgu_ptr.dtype.element_ty), mask=mask)
+
+
+class TritonSwiGLU(torch.autograd.Function):
+    """silu(gate) * up, where gate_up = [gate | up] along the last dimension (one fused projection)."""
+
+    @staticmethod
+    def forward(ctx, gate_up):
+        gu = gate_up.contiguous()
+        F = gu.shape[-1] // 2
+        out = torch.empty(gu.shape[:-1] + (F,), dtype=gu.dtype, device=gu.device)
+        n = out.numel()
+        block = 256 if INTERPRET else 1024
+        _launch(tt_swiglu_fwd, (triton.cdiv(n, block),), gu, out, n, F, BLOCK=block, ACC=_acc_type(gu))
+        ctx.save_for_backward(gu)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        (gu,) = ctx.saved_tensors
+        F = gu.shape[-1] // 2
+        dgu = torch.empty_like(gu)
+        n = dout.numel()
+        block = 256 if INTERPRET else 1024
+        _launch(tt_swiglu_bwd, (triton.cdiv(n, block),), gu, dout.contiguous(), dgu, n, F, BLOCK=block,
+                ACC=_acc_type(gu))
+        return dgu
+
+
+def swiglu(gate_up):
+    return TritonSwiGLU.apply(gate_up)
+
+
+# -------------------------------------------------------------------------------------------------------- RoPE
+@triton.jit
+def tt_rope(x_ptr, y_ptr, cos_ptr, sin_ptr, S, n_heads, sxb, sxs, sxh, syb, sys, syh, sign,
+            HALF: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr, ACC: tl.constexpr):
+    """Rotate interleaved pairs (x[2i], x[2i+1]) of one token's heads by angle sign*theta(s, i)."""
+    pid = tl.program_id(0).to(tl.int64)
+    b = pid // S
+    s = pid % S
+    h = tl.arange(0, BLOCK_H)
+    i = tl.arange(0, BLOCK_HALF)
+    imask = i < HALF
+    mask = (h[:, None] < n_heads) & imask[None, :]
+    xp = x_ptr + b * sxb + s * sxs + h[:, None] * sxh + 2 * i[None, :]
+    x0 = tl.load(xp, mask=mask, other=0.0).to(ACC)
+    x1 = tl.load(xp + 1, mask=mask, other=0.0).to(ACC)
+    c = tl.load(cos_ptr + s * HALF + i, mask=imask, other=0.0).to(ACC)[None, :]
+    sn = tl.load(sin_ptr + s * HALF + i, mask=imask, other=0.0).to(ACC)[None, :] * sign
+    yp = y_ptr + b * syb + s * sys + h[:, None] * syh + 2 * i[None, :]
+    tl.store(yp, (x0 * c - x1 * sn).to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(yp + 1, (x0 * sn + x1 * c).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _rope_launch(x, cos, sin, sign):
+    B, S, H, D = x.shape
+    assert x.stride(3) == 1, "RoPE needs the head dimension contiguous"
+    y = torch.empty((B, S, H, D), dtype=x.dtype, device=x.device)
+    half = D // 2
+    _launch(tt_rope, (B * S,), x, y, cos, sin, S, H, x.stride(0), x.stride(1), x.stride(2),
+            y.stride(0), y.stride(1), y.stride(2), sign, HALF=half, BLOCK_H=triton.next_power_of_2(H),
+            BLOCK_HALF=triton.next_power_of_2(half), ACC=_acc_type(x))
+    return y
+
+
+class TritonRoPE(torch.autograd.Function):
+    """x: (B, S, heads, D), any strides with a contiguous last dim; cos/sin: (S, D/2). The backward rotates back."""
+
+    @staticmethod
+    def forward(ctx, x, cos, sin):
+        ctx.save_for_backward(cos, sin)
+        return _rope_launch(x, cos, sin, 1.0)
+
+    @staticmethod
+    def backward(ctx, dy):
+        cos, sin = ctx.saved_tensors
+        return _rope_launch(dy, cos, sin, -1.0), None, None
+
+
+def rope(x, cos, sin):
+    return TritonRoPE.apply(x, cos, sin)
+
+
+# ---------------------------------------------------------------------------------------------- flash attention
+@triton.jit
+def tt_attn_fwd(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
+                sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sob, sos, soh,
+                S, H, GROUP, qk_scale,
+                D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                ACC: tl.constexpr):
+    start_m = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
+    b = bh // H
+    h = bh % H
+    hk = h // GROUP
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    dmask = offs_d < D
+    q = tl.load(q_ptr + b * sqb + h * sqh + offs_m[:, None] * sqs + offs_d[None, :],
+                mask=(offs_m[:, None] < S) & dmask[None, :], other=0.0)
+    k_base = k_ptr + b * skb + hk * skh
+    v_base = v_ptr + b * svb + hk * svh
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=ACC)
+    l_i = tl.zeros([BLOCK_M], dtype=ACC)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=ACC)
+    # Causal block skipping: key blocks past the last query row of this block are never visited.
+    hi = tl.minimum((start_m + 1) * BLOCK_M, S)
+    for start_n in range(0, hi, BLOCK_N):
+        cols = start_n + offs_n
+        kt = tl.load(k_base + cols[None, :] * sks + offs_d[:, None], mask=(cols[None, :] < S) & dmask[:, None],
+                     other=0.0)
+        qk = tl.dot(q, kt).to(ACC) * qk_scale  # log2-domain scores
+        keep = (offs_m[:, None] >= cols[None, :]) & (cols[None, :] < S)
+        qk = tl.where(keep, qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.exp2(qk - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(v_base + cols[:, None] * svs + offs_d[None, :], mask=(cols[:, None] < S) & dmask[None, :],
+                    other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v).to(ACC)
+        m_i = m_new
+    acc = acc / l_i[:, None]
+    tl.store(o_ptr + b * sob + h * soh + offs_m[:, None] * sos + offs_d[None, :], acc.to(o_ptr.dtype.element_ty),
+             mask=(offs_m[:, None] < S) & dmask[None, :])
+    tl.store(lse_ptr + bh * S + offs_m, m_i + tl.log2(l_i), mask=offs_m < S)
+
+
+@triton.jit
+def tt_attn_bwd_dkdv(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
+                     sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sdob, sdos, sdoh, sdkb, sdks, sdkh,
+                     S, H, HKV, GROUP, qk_scale, sm_scale,
+                     D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                     ACC: tl.constexpr):
+    """One key/value block of one kv head; loops over the query heads of its group and the query blocks at or
+    below the diagonal, so dk/dv need no atomics and no reduction over the group."""
+    start_n = tl.program_id(0)
+    bhk = tl.program_id(1).to(tl.int64)
+    b = bhk // HKV
+    hk = bhk % HKV
+    offs_n = start_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    dmask = offs_d < D
+    nmask = (offs_n[:, None] < S) & dmask[None, :]
+    k = tl.load(k_ptr + b * skb + hk * skh + offs_n[:, None] * sks + offs_d[None, :], mask=nmask, other=0.0)
+    v = tl.load(v_ptr + b * svb + hk * svh + offs_n[:, None] * svs + offs_d[None, :], mask=nmask, other=0.0)
+    dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=ACC)
+    dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=ACC)
+    lo = (start_n * BLOCK_N // BLOCK_M) * BLOCK_M
+    for g in range(GROUP):
+        h = hk * GROUP + g
+        for start_m in range(lo, S, BLOCK_M):
+            offs_m = start_m + tl.arange(0, BLOCK_M)
+            mmask = offs_m < S
+            qt = tl.load(q_ptr + b * sqb + h * sqh + offs_m[None, :] * sqs + offs_d[:, None],
+                         mask=mmask[None, :] & dmask[:, None], other=0.0)
+            dot_ = tl.load(do_ptr + b * sdob + h * sdoh + offs_m[None, :] * sdos + offs_d[:, None],
+                           mask=mmask[None, :] & dmask[:, None], other=0.0)
+            lse = tl.load(lse_ptr + (b * H + h) * S + offs_m, mask=mmask, other=0.0)
+            delta = tl.load(delta_ptr + (b * H + h) * S + offs_m, mask=mmask, other=0.0)
+            qkt = tl.dot(k, qt).to(ACC) * qk_scale
+            keep = (offs_m[None, :] >= offs_n[:, None]) & mmask[None, :]
+            pt = tl.where(keep, tl.exp2(qkt - lse[None, :]), 0.0)
+            dv += tl.dot(pt.to(dot_.dtype), tl.trans(dot_)).to(ACC)
+            dpt = tl.dot(v, dot_).to(ACC)
+            dst = pt * (dpt - delta[None, :])
+            dk += tl.dot(dst.to(qt.dtype), tl.trans(qt)).to(ACC)
+    dk *= sm_scale
+    out = b * sdkb + hk * sdkh + offs_n[:, None] * sdks + offs_d[None, :]
+    tl.store(dk_ptr + out, dk.to(dk_ptr.dtype.element_ty), mask=nmask)
+    tl.store(dv_ptr + out, dv.to(dv_ptr.dtype.element_ty), mask=nmask)
+
+
+@triton.jit
+def tt_attn_bwd_dq(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
+                   sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sdob, sdos, sdoh, sdqb, sdqs, sdqh,
+                   S, H, GROUP, qk_scale, sm_scale,
+                   D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                   ACC: tl.constexpr):
+    start_m = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
+    b = bh // H
+    h = bh % H
+    hk = h // GROUP
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    dmask = offs_d < D
+    mmask = offs_m < S
+    q = tl.load(q_ptr + b * sqb + h * sqh + offs_m[:, None] * sqs + offs_d[None, :],
+                mask=mmask[:, None] & dmask[None, :], other=0.0)
+    do = tl.load(do_ptr + b * sdob + h * sdoh + offs_m[:, None] * sdos + offs_d[None, :],
+                 mask=mmask[:, None] & dmask[None, :], other=0.0)
+    lse = tl.load(lse_ptr + bh * S + offs_m, mask=mmask, other=0.0)
+    delta = tl.load(delta_ptr + bh * S + offs_m, mask=mmask, other=0.0)
+    dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=ACC)
+    hi = tl.minimum((start_m + 1) * BLOCK_M, S)
+    for start_n in range(0, hi, BLOCK_N):
+        cols = start_n + offs_n
+        cmask = (cols[None, :] < S) & dmask[:, None]
+        kt = tl.load(k_ptr + b * skb + hk * skh + cols[None, :] * sks + offs_d[:, None], mask=cmask, other=0.0)
+        vt = tl.load(v_ptr + b * svb + hk * svh + cols[None, :] * svs + offs_d[:, None], mask=cmask, other=0.0)
+        qk = tl.dot(q, kt).to(ACC) * qk_scale
+        keep = (offs_m[:, None] >= cols[None, :]) & (cols[None, :] < S) & mmask[:, None]
+        p = tl.where(keep, tl.exp2(qk - lse[:, None]), 0.0)
+        dp = tl.dot(do, vt).to(ACC)
+        ds = p * (dp - delta[:, None])
+        dq += tl.dot(ds.to(kt.dtype), tl.trans(kt)).to(ACC)
+    dq *= sm_scale
+    tl.store(dq_ptr + b * sdqb + h * sdqh + offs_m[:, None] * sdqs + offs_d[None, :], dq.to(dq_ptr.dtype.element_ty),
+             mask=mmask[:, None] & dmask[None, :])
+
+
+_LOG2E = 1.4426950408889634
+
+
+def _attn_blocks(D):
+    if INTERPRET:
+        return dict(fwd=(16, 16, 1, 1), bwd=(16, 16, 1, 1))
+    # (BLOCK_M, BLOCK_N, num_warps, num_stages); tuned for head_dim 64 on H100/H200-class GPUs.
+    if D <= 64:
+        return dict(fwd=(128, 64, 4, 3), bwd=(64, 64, 4, 2))
+    return dict(fwd=(64, 64, 4, 2), bwd=(32, 64, 4, 2))
+
+
+class TritonFlashAttention(torch.autograd.Function):
+    """Causal grouped-query attention. q: (B, S, H, D); k, v: (B, S, Hkv, D); any strides with a contiguous last dim.
+    Returns o: (B, S, H, D) contiguous, so (B, S, H*D) is a free view for the output projection."""
+
+    @staticmethod
+    def forward(ctx, q, k, v):
+        B, S, H, D = q.shape
+        HKV = k.shape[2]
+        assert H % HKV == 0 and q.stride(3) == 1 and k.stride(3) == 1 and v.stride(3) == 1
+        o = torch.empty((B, S, H, D), dtype=q.dtype, device=q.device)
+        lse = torch.empty((B, H, S), dtype=_acc_torch(q), device=q.device)
+        sm_scale = 1.0 / math.sqrt(D)
+        bm, bn, warps, stages = _attn_blocks(D)["fwd"]
+        grid = (triton.cdiv(S, bm), B * H)
+        _launch(tt_attn_fwd, grid, q, k, v, o, lse,
+                q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+                v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
+                S, H, H // HKV, sm_scale * _LOG2E,
+                D=D, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=max(16, triton.next_power_of_2(D)), ACC=_acc_type(q),
+                num_warps=warps, num_stages=stages)
+        ctx.save_for_backward(q, k, v, o, lse)
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, o, lse = ctx.saved_tensors
+        B, S, H, D = q.shape
+        HKV = k.shape[2]
+        do = do.contiguous()
+        # delta_i = sum_d dO_id * O_id, laid out like lse: (B, H, S)
+        delta = (do.to(lse.dtype) * o.to(lse.dtype)).sum(-1).transpose(1, 2).contiguous()
+        dq = torch.empty_like(q, memory_format=torch.contiguous_format)
+        dk = torch.empty((B, S, HKV, D), dtype=k.dtype, device=k.device)
+        dv = torch.empty((B, S, HKV, D), dtype=v.dtype, device=v.device)
+        sm_scale = 1.0 / math.sqrt(D)
+        bm, bn, warps, stages = _attn_blocks(D)["bwd"]
+        block_d = max(16, triton.next_power_of_2(D))
+        acc = _acc_type(q)
+        strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+                   v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2))
+        _launch(tt_attn_bwd_dkdv, (triton.cdiv(S, bn), B * HKV), q, k, v, do, lse, delta, dk, dv, *strides,
+                dk.stride(0), dk.stride(1), dk.stride(2), S, H, HKV, H // HKV, sm_scale * _LOG2E, sm_scale,
+                D=D, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=block_d, ACC=acc, num_warps=warps, num_stages=stages)
+        _launch(tt_attn_bwd_dq, (triton.cdiv(S, bm), B * H), q, k, v, do, lse, delta, dq, *strides,
+                dq.stride(0), dq.stride(1), dq.stride(2), S, H, H // HKV, sm_scale * _LOG2E, sm_scale,
+                D=D, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=block_d, ACC=acc, num_warps=warps, num_stages=stages)
+        return dq, dk, dv
+
+
+def flash_attention(q, k, v):
+    return TritonFlashAttention.apply(q, k, v)

@@ -1,0 +1,169 @@
+"""Training machinery shared by the harness and the validation gates: seeded data, model + optimizer construction, the
+training step (eager, or captured whole into one CUDA graph), and device-event timing."""
+from __future__ import annotations
+
+import contextlib
+import time
+
+import torch
+import torch.nn.functional as F
+
+import tt_model
+from tt_versions import VERSIONS
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+# ------------------------------------------------------------------------------------------------------- data
+def make_tokens(task: str, n_batches: int, batch: int, seq: int, vocab: int, seed: int, device) -> torch.Tensor:
+    """(n_batches, batch, seq + 1) token ids, seeded and generated on the CPU so every device sees the same data.
+    random: uniform ids (speed runs; the loss cannot fall much below ln(vocab)).
+    learnable: each sequence counts up from a random start with a random stride of 1 or 2 (mod vocab); the stride is
+    visible from the first two tokens, so a working model drives the loss far below ln(vocab)."""
+    g = torch.Generator().manual_seed(seed)
+    if task == "random":
+        tokens = torch.randint(0, vocab, (n_batches, batch, seq + 1), generator=g)
+    elif task == "learnable":
+        start = torch.randint(0, vocab, (n_batches, batch, 1), generator=g)
+        stride = torch.randint(1, 3, (n_batches, batch, 1), generator=g)
+        tokens = (start + stride * torch.arange(seq + 1)) % vocab
+    else:
+        raise ValueError(f"unknown task {task!r} (known: random, learnable)")
+    return tokens.to(device)
+
+
+def split_batches(tokens: torch.Tensor):
+    """Single label shift: inputs are tokens[:-1], targets tokens[1:] of the same sequence."""
+    return tokens[..., :-1].contiguous(), tokens[..., 1:].contiguous()
+
+
+# ------------------------------------------------------------------------------------------ model and optimizer
+def build_model(version: str, cfg: tt_model.ModelConfig, device, seed: int, attention: str = "",
+                reference: dict | None = None):
+    """The version's model on `device`, initialised from `seed` (v1 layout) or from a v1-layout state dict."""
+    spec = VERSIONS[version]
+    torch.manual_seed(seed)
+    model = tt_model.TinyLlama(cfg, spec.make_ops(attention))
+    if reference is None and version != "v1":
+        # Same seed -> same initial weights in every version: initialise a v1 model and copy its numbers.
+        torch.manual_seed(seed)
+        reference = tt_model.reference_state(tt_model.TinyLlama(cfg, tt_model.Ops()))
+    if reference is not None:
+        tt_model.load_reference_state(model, reference)
+    return model.to(device)
+
+
+def make_optimizer(model, version: str, lr: float, device, capturable: bool):
+    kwargs = dict(lr=lr, weight_decay=0.01)
+    if device.type == "cuda" and VERSIONS[version].fused_adam:
+        kwargs["fused"] = True
+    if capturable:
+        kwargs["capturable"] = True
+    return torch.optim.AdamW(model.parameters(), **kwargs)
+
+
+def autocast(device, dtype: str, cache_enabled: bool = True):
+    if dtype == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=DTYPES[dtype], cache_enabled=cache_enabled)
+
+
+def compute_loss(model, x, y, device, dtype: str, cache_enabled: bool = True):
+    with autocast(device, dtype, cache_enabled):
+        logits = model(x)
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+class TrainStep:
+    """One optimizer step per call: zero grads, forward, loss, backward, AdamW.
+
+    With graphs=True (CUDA, single process) the first `warmup_eager` calls run eagerly on a side stream (lazy
+    initialisation: Triton compilation, cuBLAS workspaces, optimizer state), the next call captures the whole step into
+    one CUDA graph and replays it, and later calls copy the batch into the static inputs and replay. Every call,
+    eager or replayed, is one real training step on the batch it is given."""
+
+    def __init__(self, model, optimizer, device, dtype: str, graphs: bool = False, warmup_eager: int = 3):
+        self.model, self.opt, self.device, self.dtype = model, optimizer, device, dtype
+        self.graphs = graphs and device.type == "cuda"
+        self.warmup_eager = warmup_eager
+        self.calls = 0
+        self.graph = None
+
+    def eager(self, x, y):
+        self.opt.zero_grad(set_to_none=True)
+        loss = compute_loss(self.model, x, y, self.device, self.dtype, cache_enabled=not self.graphs)
+        loss.backward()
+        self.opt.step()
+        return loss.detach()
+
+    def __call__(self, x, y):
+        if not self.graphs:
+            return self.eager(x, y)
+        if self.graph is not None:
+            self.static_x.copy_(x)
+            self.static_y.copy_(y)
+            self.graph.replay()
+            return self.static_loss
+        if self.calls < self.warmup_eager:
+            self.calls += 1
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                loss = self.eager(x, y)
+            torch.cuda.current_stream().wait_stream(side)
+            return loss
+        self.static_x, self.static_y = x.clone(), y.clone()
+        self.opt.zero_grad(set_to_none=True)  # grads are then allocated inside the graph's memory pool
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            loss = compute_loss(self.model, self.static_x, self.static_y, self.device, self.dtype,
+                                cache_enabled=False)
+            loss.backward()
+            self.opt.step()
+        self.static_loss = loss.detach()
+        self.graph.replay()  # capture records without running: run this step now
+        return self.static_loss
+
+
+# ------------------------------------------------------------------------------------------------------ timing
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed_run(step: TrainStep, xs, ys, warmup: int, steps: int, device):
+    """Runs warmup + steps training steps; returns (per-step milliseconds of the timed steps, all losses).
+    GPU: CUDA/HIP events around each whole step (no host sync inside the loop). CPU: perf_counter per step."""
+    n = xs.shape[0]
+    losses = torch.empty(warmup + steps, device=device)
+    for i in range(warmup):
+        losses[i] = step(xs[i % n], ys[i % n])
+    sync(device)
+    times = []
+    if device.type == "cuda":
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
+        for i in range(steps):
+            j = (warmup + i) % n
+            starts[i].record()
+            loss = step(xs[j], ys[j])
+            ends[i].record()
+            losses[warmup + i] = loss
+        sync(device)
+        times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    else:
+        for i in range(steps):
+            j = (warmup + i) % n
+            t0 = time.perf_counter()
+            losses[warmup + i] = step(xs[j], ys[j])
+            times.append((time.perf_counter() - t0) * 1e3)
+    return times, losses.tolist()
+
+
+def percentile(values, q: float) -> float:
+    """Linear-interpolated percentile (q in [0, 100]) of a non-empty list."""
+    s = sorted(values)
+    pos = (len(s) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
