@@ -26,7 +26,7 @@ def register(subparsers) -> None:
 
 
 def detect_kind(path: str, text: str) -> str:
-    """'context', 'tool' or 'counters'."""
+    """'context', 'tool', 'counters' or 'schema' (a JSON Schema such as profiling-configs/schema.json)."""
     stripped = text.lstrip()
     if path.endswith(".txt") or (stripped and stripped[0] not in "{["):
         return "counters"
@@ -34,6 +34,8 @@ def detect_kind(path: str, text: str) -> str:
         data = json.loads(text)
     except json.JSONDecodeError:
         return "context"  # the JSON parser then reports line and column
+    if isinstance(data, dict) and "json-schema.org" in str(data.get("$schema", "")):
+        return "schema"
     if isinstance(data, dict) and "name" in data and "tools" not in data and TOOL_ONLY_KEYS & data.keys():
         return "tool"
     return "context"
@@ -51,6 +53,13 @@ def validate_file(path: str, archs: list[str] | None = None, counter_defs: str |
         if not (archs or profile.architectures):
             return f"OK {path}: counter file, {len(profile.passes)} pass(es) (no architecture given: syntax checked only)"
         return f"OK {path}: counter file\n  " + "\n  ".join(check_file(Path(path), archs, counter_defs))
+    if kind == "schema":
+        from madengine_rocprof.models.schema import render_schema
+
+        if text != render_schema():
+            raise UserError("JSON Schema differs from the one the models generate", file=path,
+                            fix="madengine-rocprof schema --write")
+        return f"OK {path}: JSON Schema, up to date with the models"
     data = parse_json_object(text, path)
     if kind == "tool":
         tool = tool_from_data(data, path, text)

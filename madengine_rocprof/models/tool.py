@@ -123,9 +123,10 @@ class ToolDefinition(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> "ToolDefinition":
         if self.profiler == "sampler":
-            used = [k for k in ("trace", "counters", "pc_sampling", "extra_args") if getattr(self, k)]
-            if used or self.stats or self.summary:
-                raise ValueError(f"a sampler tool adds no profiler command, so {', '.join(used + [k for k in ('stats', 'summary') if getattr(self, k)])} cannot be used (fix: set \"profiler\": \"rocprofv3\" or remove them)")
+            used = [k for k in ("trace", "counters", "pc_sampling", "extra_args", "stats", "summary") if getattr(self, k)]
+            if used:
+                raise ValueError(f"a sampler tool adds no profiler command, so {', '.join(used)} cannot be used "
+                                 "(fix: set \"profiler\": \"rocprofv3\" or remove them)")
         else:
             if not (self.trace or self.counters or self.pc_sampling):
                 raise ValueError("a rocprofv3 tool needs something to collect (fix: add \"trace\": [\"kernel\"], a \"counters\" profile or \"pc_sampling\")")

@@ -24,28 +24,37 @@ def merge_kernels(run: RunData) -> dict[str, KernelStats]:
 
 
 def merge_counters(run: RunData):
+    """Counter totals, per-kernel stats, and per counter the kernel time of the dispatches it was read on.
+
+    The time is per counter because multi-pass runs read different counters on different re-runs.
+    """
     counters: dict[str, CounterStats] = {}
     by_kernel: dict[tuple[str, str], CounterStats] = {}
-    kernel_time: dict[str, list] = {}
+    time_ns: dict[str, float] = {}
     for source in run.counters:
+        source_ns = sum(total for _, total in source.kernel_time.values())
         for name, stats in source.counters.items():
             counters.setdefault(name, CounterStats()).merge(stats)
+            time_ns[name] = time_ns.get(name, 0) + source_ns
         for key, stats in source.by_kernel.items():
             by_kernel.setdefault(key, CounterStats()).merge(stats)
-        for name, (calls, total) in source.kernel_time.items():
-            entry = kernel_time.setdefault(name, [0, 0])
-            entry[0] += calls
-            entry[1] += total
-    return counters, by_kernel, kernel_time
+    return counters, by_kernel, time_ns
 
 
-def derived_metrics(counters: dict[str, CounterStats], kernel_time: dict[str, list]) -> list[dict]:
+def derived_metrics(counters: dict[str, CounterStats], time_ns: dict[str, float]) -> list[dict]:
     """Metrics computed from counter totals, only where every input counter is present."""
     total = {name: stats.total for name, stats in counters.items()}
     out = []
 
     def add(name, value, unit, formula):
         out.append({"name": name, "value": value, "unit": unit, "formula": formula})
+
+    def per_ns(*names, weights=None):
+        """Sum of counter rates (total / kernel time of the dispatches it was read on), or None if untimed."""
+        weights = weights or [1] * len(names)
+        if not all(time_ns.get(n) for n in names):
+            return None
+        return sum(w * total[n] / time_ns[n] for n, w in zip(names, weights))
 
     for hit, miss in (("TCC_HIT_sum", "TCC_MISS_sum"), ("GL2C_HIT_sum", "GL2C_MISS_sum")):
         if hit in total and miss in total and total[hit] + total[miss] > 0:
@@ -62,12 +71,25 @@ def derived_metrics(counters: dict[str, CounterStats], kernel_time: dict[str, li
             if counter in total:
                 add(name, total[counter] / waves, "per wave", f"{counter} / SQ_WAVES")
     if "FETCH_SIZE" in total and "WRITE_SIZE" in total:
-        kilobytes = total["FETCH_SIZE"] + total["WRITE_SIZE"]
-        add("memory traffic", kilobytes / 1e6, "GB", "(FETCH_SIZE + WRITE_SIZE) [KB] / 1e6")
-        timed_ns = sum(t for _, t in kernel_time.values())
-        if timed_ns > 0:
-            add("achieved memory bandwidth", kilobytes * 1e3 / timed_ns, "GB/s",
-                "(FETCH_SIZE + WRITE_SIZE) x 1000 B / kernel time of the counted dispatches")
+        add("memory traffic", (total["FETCH_SIZE"] + total["WRITE_SIZE"]) / 1e6, "GB", "(FETCH_SIZE + WRITE_SIZE) [KB] / 1e6")
+        rate = per_ns("FETCH_SIZE", "WRITE_SIZE")
+        if rate is not None:
+            add("achieved memory bandwidth", rate * 1e3, "GB/s",
+                "(FETCH_SIZE + WRITE_SIZE) x 1000 B / kernel time of the dispatches they were read on")
+    amd_fp32 = ("SQ_INSTS_VALU_ADD_F32", "SQ_INSTS_VALU_MUL_F32", "SQ_INSTS_VALU_FMA_F32")
+    if all(c in total for c in amd_fp32):
+        rate = per_ns(*amd_fp32, weights=[64, 64, 128])
+        if rate is not None:
+            add("FP32 vector throughput", rate, "GFLOP/s", "64 lanes x (ADD_F32 + MUL_F32 + 2 x FMA_F32) / kernel time")
+    duration = "gpu__time_duration.sum"  # NVIDIA (ncu, converted by the wrapper): bytes and ns in base units
+    if duration in total and total[duration] > 0:
+        if "dram__bytes_read.sum" in total and "dram__bytes_write.sum" in total:
+            add("achieved DRAM bandwidth", (total["dram__bytes_read.sum"] + total["dram__bytes_write.sum"]) / total[duration],
+                "GB/s", "(dram__bytes_read.sum + dram__bytes_write.sum) / gpu__time_duration.sum")
+        nv_fp32 = [f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum" for op in ("fadd", "fmul", "ffma")]
+        if all(c in total for c in nv_fp32):
+            flops = total[nv_fp32[0]] + total[nv_fp32[1]] + 2 * total[nv_fp32[2]]
+            add("FP32 throughput", flops / total[duration], "GFLOP/s", "(fadd + fmul + 2 x ffma thread instructions) / gpu__time_duration.sum")
     return out
 
 
@@ -121,7 +143,7 @@ def analyze_run(run: RunData) -> dict:
         entry["kernels"] += 1
     categories = [dict(e, share=e["total_ns"] / gpu_time if gpu_time else 0.0) for e in by_category.values()]
 
-    counters, by_kernel, kernel_time = merge_counters(run)
+    counters, by_kernel, counter_time = merge_counters(run)
     counter_rows = [
         {"name": n, "dispatches": s.dispatches, "total": s.total, "mean": s.mean, "min": s.min, "max": s.max}
         for n, s in sorted(counters.items())
@@ -172,7 +194,7 @@ def analyze_run(run: RunData) -> dict:
         "kernels": kernel_rows,
         "categories": categories,
         "counters": counter_rows,
-        "derived_metrics": derived_metrics(counters, kernel_time),
+        "derived_metrics": derived_metrics(counters, counter_time),
         "kernel_counters": kernel_counters,
         "memory_copies": [
             {"direction": d, "calls": c.calls, "total_ns": c.total_ns} for d, c in sorted(run.copies.items())
@@ -202,6 +224,7 @@ def compare(runs: list[dict], baseline: dict) -> list[dict]:
             "unique_kernels": summary["unique_kernels"] if summary["has_kernel_data"] else None,
             "gpu_time_ns": gpu,
             "gpu_time_speedup": _ratio(base_gpu, gpu),
+            "cpu_operators": summary.get("cpu_operators", False),
             "top_kernel": run["kernels"][0]["name"] if run["kernels"] else None,
             "tokens_per_second": work.get("tokens_per_second"),
             "throughput_speedup": _ratio(work.get("tokens_per_second"), base_work.get("tokens_per_second")),

@@ -188,7 +188,7 @@ def _choose_timing(run: RunData, timing: list[TimingSource]) -> None:
         )
     duplicates = [s.rel for s in run.skipped_timing if s.pass_id == first_pass]
     if duplicates:
-        run.notes.append(f"not counted twice (same process in a richer format): {', '.join(duplicates)}")
+        run.notes.append(f"also read, not counted again (the same process's kernels, in a poorer format): {', '.join(duplicates)}")
 
 
 def _read_timing(source: TimingSource) -> None:

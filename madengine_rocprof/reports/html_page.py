@@ -69,7 +69,8 @@ def _comparison(report: dict) -> str:
     out.append(_table(
         ["run", "dispatches", "unique kernels", "GPU time (ms)", "GPU-time speedup", "tokens/s", "throughput speedup",
          "peak memory (GiB)", "memory vs baseline", "status"],
-        [[r["label"], count(r["dispatches"]), count(r["unique_kernels"]), ms(r["gpu_time_ns"]), times(r["gpu_time_speedup"]),
+        [[r["label"], count(r["dispatches"]), count(r["unique_kernels"]),
+          ms(r["gpu_time_ns"]) + (" (CPU ops)" if r["cpu_operators"] else ""), times(r["gpu_time_speedup"]),
           number(r["tokens_per_second"]), times(r["throughput_speedup"]), gib(r["peak_memory_allocated_bytes"]),
           times(r["memory_vs_baseline"]), r["status"] or DASH] for r in rows],
         row_classes=["base" if r["baseline"] else "" for r in rows],

@@ -23,7 +23,8 @@ def render(report: dict, top: int = 10, name_width: int = 70) -> str:
              "throughput speedup", "peak memory (GiB)", "memory vs baseline", "status"],
             [
                 [row["label"] + (" (baseline)" if row["baseline"] else ""), count(row["dispatches"]),
-                 count(row["unique_kernels"]), ms(row["gpu_time_ns"]), times(row["gpu_time_speedup"]),
+                 count(row["unique_kernels"]), ms(row["gpu_time_ns"]) + (" (CPU ops)" if row["cpu_operators"] else ""),
+                 times(row["gpu_time_speedup"]),
                  number(row["tokens_per_second"]), times(row["throughput_speedup"]),
                  gib(row["peak_memory_allocated_bytes"]), times(row["memory_vs_baseline"]), row["status"] or DASH]
                 for row in report["comparison"]

@@ -60,11 +60,12 @@ def stacked_hbars(rows: list[tuple[str, list[tuple[str, float, str]]]], value_te
     totals = [sum(v for _, v, _ in segs) for _, segs in rows]
     top = max(totals) or 1
     gap = 8
+    # legend in segment order (the order bars are stacked), only segments that appear somewhere
     legend_names = []
-    for _, segs in rows:
-        for name, value, color in segs:
-            if value > 0 and (name, color) not in legend_names:
-                legend_names.append((name, color))
+    for position in range(max(len(segs) for _, segs in rows)):
+        for _, segs in rows:
+            if position < len(segs) and segs[position][1] > 0 and segs[position][::2] not in legend_names:
+                legend_names.append(segs[position][::2])
     # legend items laid out left to right, wrapping to a new line at the chart's width
     legend_pos, x, line = [], label_w, 0
     for name, color in legend_names:

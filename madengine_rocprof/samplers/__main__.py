@@ -11,7 +11,7 @@ import os
 import sys
 
 from madengine_rocprof.samplers.backends import NoBackend, open_backend
-from madengine_rocprof.samplers.sampler import MODES, StopFlag, header, parse_devices, run
+from madengine_rocprof.samplers.sampler import MODES, StopFlag, parse_devices, run
 
 EXIT_NO_TELEMETRY = 3
 

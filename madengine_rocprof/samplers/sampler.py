@@ -69,7 +69,7 @@ class StopFlag:
     def _on_signal(self, signum, frame) -> None:
         self.signalled = True
 
-    def __bool__(self) -> bool:
+    def __call__(self) -> bool:
         return self.signalled or bool(self.stop_file and os.path.exists(self.stop_file))
 
 

@@ -153,14 +153,14 @@ def choose(override: str | None, profile_kind: str | None, env=None) -> Profiler
         prof = find("ncu", env)
         if prof is None:
             raise UserError(f"{profile_kind} on NVIDIA needs Nsight Compute (`ncu`), which is not on PATH",
-                            where=ENV_PROFILER, fix="install Nsight Compute, or choose a trace profile (lightweight)",
+                            where="profile", fix="install Nsight Compute, or choose a trace profile (lightweight)",
                             exit_code=EXIT_NO_PROFILER)
         prof.why = f"NVIDIA GPU, {profile_kind} profile -> Nsight Compute at {prof.path}"
         return prof
     prof = find("embedded", env)
     if profile_kind in ("counters", "pc_sampling"):
         raise UserError(f"{profile_kind} needs a vendor profiler (rocprofv3 or ncu); none was found",
-                        where=ENV_PROFILER, fix="install rocprofv3 (ROCm) or ncu (CUDA), or use a trace profile",
+                        where="profile", fix="install rocprofv3 (ROCm) or ncu (CUDA), or use a trace profile",
                         exit_code=EXIT_NO_PROFILER)
     vendor = "NVIDIA GPU" if nvidia_present(env) else "no rocprofv3, rocprof, ncu or nsys"
     prof.why = f"{vendor}: kernel trace via the embedded torch.profiler tracer"

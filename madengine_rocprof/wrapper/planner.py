@@ -307,6 +307,10 @@ def _split_nvidia(plan: Plan, parsed: opts.Parsed, meaningful: set, drop: bool, 
 def _embedded(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
     from madengine_rocprof.wrapper import bundle
 
+    if PROFILE_KINDS[plan.profile] != "trace":
+        raise UserError(f"profile `{plan.profile}` needs {PROFILE_KINDS[plan.profile].replace('_', ' ')}: the embedded"
+                        " tracer records kernel traces only", where=ENV_PROFILE,
+                        fix="install ncu (NVIDIA) or rocprofv3 (AMD), or use the lightweight profile")
     _split_nvidia(plan, parsed, MEANINGFUL_ON_NVIDIA_TRACE, drop, "the embedded tracer")
     inject = bundle.inject_dir()
     added = {

@@ -48,47 +48,57 @@ def _acc_torch(t: torch.Tensor):
 
 # ----------------------------------------------------------------------------------------------------- RMSNorm
 @triton.jit
-def tt_rmsnorm_fwd(x_ptr, r_ptr, h_ptr, y_ptr, w_ptr, rstd_ptr, n_cols, eps,
-                   HAS_RES: tl.constexpr, BLOCK: tl.constexpr, ACC: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
+def tt_rmsnorm_fwd(x_ptr, r_ptr, h_ptr, y_ptr, w_ptr, rstd_ptr, n_rows, n_cols, eps,
+                   HAS_RES: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, ACC: tl.constexpr):
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(ACC)
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    offs = rows[:, None] * n_cols + cols[None, :]
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(ACC)
     if HAS_RES:  # h = x + r is both an output (the new residual stream) and the norm's input
-        x += tl.load(r_ptr + row * n_cols + cols, mask=mask, other=0.0).to(ACC)
-        tl.store(h_ptr + row * n_cols + cols, x.to(h_ptr.dtype.element_ty), mask=mask)
-    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(ACC)
-    tl.store(y_ptr + row * n_cols + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
-    tl.store(rstd_ptr + row, rstd)
+        x += tl.load(r_ptr + offs, mask=mask, other=0.0).to(ACC)
+        tl.store(h_ptr + offs, x.to(h_ptr.dtype.element_ty), mask=mask)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+    w = tl.load(w_ptr + cols, mask=cols < n_cols, other=0.0).to(ACC)
+    tl.store(y_ptr + offs, (x * rstd[:, None] * w[None, :]).to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(rstd_ptr + rows, rstd, mask=rows < n_rows)
 
 
 @triton.jit
-def tt_rmsnorm_bwd(dy_ptr, dh_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dr_ptr, dw_ptr, n_rows, n_cols, rows_per_prog,
-                   HAS_DH: tl.constexpr, HAS_DR: tl.constexpr, BLOCK: tl.constexpr, ACC: tl.constexpr):
+def tt_rmsnorm_bwd(dy_ptr, dh_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dr_ptr, dw_ptr, n_rows, n_cols, tiles_per_prog,
+                   HAS_DH: tl.constexpr, HAS_DR: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr,
+                   ACC: tl.constexpr):
+    """Each program walks `tiles_per_prog` tiles of ROWS rows and writes one partial sum of dw (summed by torch)."""
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     cmask = cols < n_cols
     w = tl.load(w_ptr + cols, mask=cmask, other=0.0).to(ACC)
     dw = tl.zeros([BLOCK], dtype=ACC)
-    row_start = pid * rows_per_prog
-    row_end = tl.minimum(row_start + rows_per_prog, n_rows)
-    for row in range(row_start, row_end):
-        mask = cmask
-        x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(ACC)
-        dy = tl.load(dy_ptr + row * n_cols + cols, mask=mask, other=0.0).to(ACC)
-        rstd = tl.load(rstd_ptr + row)
-        xhat = x * rstd
-        wdy = w * dy
-        c = tl.sum(xhat * wdy, axis=0) / n_cols
-        dx = (wdy - xhat * c) * rstd
+    for t in range(tiles_per_prog):
+        rows = (pid * tiles_per_prog + t).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+        mask = (rows[:, None] < n_rows) & cmask[None, :]
+        offs = rows[:, None] * n_cols + cols[None, :]
+        x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(ACC)
+        dy = tl.load(dy_ptr + offs, mask=mask, other=0.0).to(ACC)
+        rstd = tl.load(rstd_ptr + rows, mask=rows < n_rows, other=0.0)
+        xhat = x * rstd[:, None]
+        wdy = w[None, :] * dy
+        c = tl.sum(xhat * wdy, axis=1) / n_cols
+        dx = (wdy - xhat * c[:, None]) * rstd[:, None]
         if HAS_DH:  # gradient arriving through the residual-stream output h
-            dx += tl.load(dh_ptr + row * n_cols + cols, mask=mask, other=0.0).to(ACC)
-        tl.store(dx_ptr + row * n_cols + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+            dx += tl.load(dh_ptr + offs, mask=mask, other=0.0).to(ACC)
+        tl.store(dx_ptr + offs, dx.to(dx_ptr.dtype.element_ty), mask=mask)
         if HAS_DR:
-            tl.store(dr_ptr + row * n_cols + cols, dx.to(dr_ptr.dtype.element_ty), mask=mask)
-        dw += dy * xhat
+            tl.store(dr_ptr + offs, dx.to(dr_ptr.dtype.element_ty), mask=mask)
+        dw += tl.sum(dy * xhat, axis=0)
     tl.store(dw_ptr + pid * n_cols + cols, dw, mask=cmask)
+
+
+def _norm_rows(block: int) -> int:
+    """Rows per tile: many under the interpreter (its cost is per program), a few small rows per program on a GPU."""
+    if INTERPRET:
+        return 64
+    return max(1, min(16, 2048 // block))
 
 
 def _norm_out_dtype(x: torch.Tensor) -> torch.dtype:
@@ -114,8 +124,9 @@ class TritonRMSNorm(torch.autograd.Function):
         y2 = torch.empty(x2.shape, dtype=_norm_out_dtype(x), device=x.device)
         rstd = torch.empty(n_rows, dtype=_acc_torch(x), device=x.device)
         block = triton.next_power_of_2(n_cols)
-        _launch(tt_rmsnorm_fwd, (n_rows,), x2, r2, h2, y2, weight, rstd, n_cols, eps,
-                HAS_RES=has_res, BLOCK=block, ACC=_acc_type(x), num_warps=4 if block >= 1024 else 2)
+        rows = _norm_rows(block)
+        _launch(tt_rmsnorm_fwd, (triton.cdiv(n_rows, rows),), x2, r2, h2, y2, weight, rstd, n_rows, n_cols, eps,
+                HAS_RES=has_res, ROWS=rows, BLOCK=block, ACC=_acc_type(x), num_warps=4)
         ctx.save_for_backward(h2, weight, rstd)
         ctx.has_res = has_res
         ctx.dtypes = (x.dtype, residual.dtype if has_res else None)
@@ -138,14 +149,16 @@ class TritonRMSNorm(torch.autograd.Function):
         dx = torch.empty((n_rows, n_cols), dtype=x_dtype, device=h2.device)
         has_dr = ctx.has_res and r_dtype != x_dtype
         dr = torch.empty((n_rows, n_cols), dtype=r_dtype, device=h2.device) if has_dr else dx
-        n_prog = min(n_rows, 8 if INTERPRET else 4 * _sm_count(h2.device))
-        rows_per_prog = triton.cdiv(n_rows, n_prog)
-        n_prog = triton.cdiv(n_rows, rows_per_prog)
-        dw_partial = torch.empty((n_prog, n_cols), dtype=_acc_torch(h2), device=h2.device)
         block = triton.next_power_of_2(n_cols)
+        rows = _norm_rows(block)
+        n_tiles = triton.cdiv(n_rows, rows)
+        n_prog = min(n_tiles, 2 if INTERPRET else 2 * _sm_count(h2.device))
+        tiles_per_prog = triton.cdiv(n_tiles, n_prog)
+        n_prog = triton.cdiv(n_tiles, tiles_per_prog)
+        dw_partial = torch.empty((n_prog, n_cols), dtype=_acc_torch(h2), device=h2.device)
         _launch(tt_rmsnorm_bwd, (n_prog,), dy2, dh2, h2, weight, rstd, dx, dr, dw_partial, n_rows, n_cols,
-                rows_per_prog, HAS_DH=has_dh, HAS_DR=has_dr, BLOCK=block, ACC=_acc_type(h2),
-                num_warps=4 if block >= 1024 else 2)
+                tiles_per_prog, HAS_DH=has_dh, HAS_DR=has_dr, ROWS=rows, BLOCK=block, ACC=_acc_type(h2),
+                num_warps=4)
         dw = dw_partial.sum(0).to(weight.dtype)
         dx = dx.view(ctx.shape)
         if ctx.has_res:
@@ -212,7 +225,7 @@ class TritonSwiGLU(torch.autograd.Function):
         F = gu.shape[-1] // 2
         out = torch.empty(gu.shape[:-1] + (F,), dtype=gu.dtype, device=gu.device)
         n = out.numel()
-        block = 256 if INTERPRET else 1024
+        block = 16384 if INTERPRET else 1024
         _launch(tt_swiglu_fwd, (triton.cdiv(n, block),), gu, out, n, F, BLOCK=block, ACC=_acc_type(gu))
         ctx.save_for_backward(gu)
         return out
@@ -223,7 +236,7 @@ class TritonSwiGLU(torch.autograd.Function):
         F = gu.shape[-1] // 2
         dgu = torch.empty_like(gu)
         n = dout.numel()
-        block = 256 if INTERPRET else 1024
+        block = 16384 if INTERPRET else 1024
         _launch(tt_swiglu_bwd, (triton.cdiv(n, block),), gu, dout.contiguous(), dgu, n, F, BLOCK=block,
                 ACC=_acc_type(gu))
         return dgu
@@ -235,22 +248,25 @@ def swiglu(gate_up):
 
 # -------------------------------------------------------------------------------------------------------- RoPE
 @triton.jit
-def tt_rope(x_ptr, y_ptr, cos_ptr, sin_ptr, S, n_heads, sxb, sxs, sxh, syb, sys, syh, sign,
-            HALF: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr, ACC: tl.constexpr):
-    """Rotate interleaved pairs (x[2i], x[2i+1]) of one token's heads by angle sign*theta(s, i)."""
-    pid = tl.program_id(0).to(tl.int64)
-    b = pid // S
-    s = pid % S
+def tt_rope(x_ptr, y_ptr, cos_ptr, sin_ptr, n_tokens, S, n_heads, sxb, sxs, sxh, syb, sys, syh, sign,
+            HALF: tl.constexpr, TOKENS: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr,
+            ACC: tl.constexpr):
+    """Rotate interleaved pairs (x[2i], x[2i+1]) of TOKENS tokens' heads by angle sign*theta(s, i)."""
+    tok = tl.program_id(0).to(tl.int64) * TOKENS + tl.arange(0, TOKENS)
+    b = tok // S
+    s = tok % S
     h = tl.arange(0, BLOCK_H)
     i = tl.arange(0, BLOCK_HALF)
+    tmask = tok < n_tokens
     imask = i < HALF
-    mask = (h[:, None] < n_heads) & imask[None, :]
-    xp = x_ptr + b * sxb + s * sxs + h[:, None] * sxh + 2 * i[None, :]
+    mask = tmask[:, None, None] & (h[None, :, None] < n_heads) & imask[None, None, :]
+    xp = x_ptr + (b * sxb + s * sxs)[:, None, None] + h[None, :, None] * sxh + 2 * i[None, None, :]
     x0 = tl.load(xp, mask=mask, other=0.0).to(ACC)
     x1 = tl.load(xp + 1, mask=mask, other=0.0).to(ACC)
-    c = tl.load(cos_ptr + s * HALF + i, mask=imask, other=0.0).to(ACC)[None, :]
-    sn = tl.load(sin_ptr + s * HALF + i, mask=imask, other=0.0).to(ACC)[None, :] * sign
-    yp = y_ptr + b * syb + s * sys + h[:, None] * syh + 2 * i[None, :]
+    cs_mask = tmask[:, None] & imask[None, :]
+    c = tl.load(cos_ptr + s[:, None] * HALF + i[None, :], mask=cs_mask, other=0.0).to(ACC)[:, None, :]
+    sn = tl.load(sin_ptr + s[:, None] * HALF + i[None, :], mask=cs_mask, other=0.0).to(ACC)[:, None, :] * sign
+    yp = y_ptr + (b * syb + s * sys)[:, None, None] + h[None, :, None] * syh + 2 * i[None, None, :]
     tl.store(yp, (x0 * c - x1 * sn).to(y_ptr.dtype.element_ty), mask=mask)
     tl.store(yp + 1, (x0 * sn + x1 * c).to(y_ptr.dtype.element_ty), mask=mask)
 
@@ -260,9 +276,11 @@ def _rope_launch(x, cos, sin, sign):
     assert x.stride(3) == 1, "RoPE needs the head dimension contiguous"
     y = torch.empty((B, S, H, D), dtype=x.dtype, device=x.device)
     half = D // 2
-    _launch(tt_rope, (B * S,), x, y, cos, sin, S, H, x.stride(0), x.stride(1), x.stride(2),
-            y.stride(0), y.stride(1), y.stride(2), sign, HALF=half, BLOCK_H=triton.next_power_of_2(H),
-            BLOCK_HALF=triton.next_power_of_2(half), ACC=_acc_type(x))
+    block_h, block_half = triton.next_power_of_2(H), triton.next_power_of_2(half)
+    tokens = 64 if INTERPRET else max(1, min(8, 1024 // (block_h * block_half)))
+    _launch(tt_rope, (triton.cdiv(B * S, tokens),), x, y, cos, sin, B * S, S, H, x.stride(0), x.stride(1),
+            x.stride(2), y.stride(0), y.stride(1), y.stride(2), sign, HALF=half, TOKENS=tokens, BLOCK_H=block_h,
+            BLOCK_HALF=block_half, ACC=_acc_type(x))
     return y
 
 
@@ -420,7 +438,7 @@ _LOG2E = 1.4426950408889634
 
 def _attn_blocks(D):
     if INTERPRET:
-        return dict(fwd=(16, 16, 1, 1), bwd=(16, 16, 1, 1))
+        return dict(fwd=(16, 16, 1, 1), bwd=(16, 16, 1, 1))  # small: exercises several blocks
     # (BLOCK_M, BLOCK_N, num_warps, num_stages); tuned for head_dim 64 on H100/H200-class GPUs.
     if D <= 64:
         return dict(fwd=(128, 64, 4, 3), bwd=(64, 64, 4, 2))

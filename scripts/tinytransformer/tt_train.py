@@ -18,15 +18,16 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 def make_tokens(task: str, n_batches: int, batch: int, seq: int, vocab: int, seed: int, device) -> torch.Tensor:
     """(n_batches, batch, seq + 1) token ids, seeded and generated on the CPU so every device sees the same data.
     random: uniform ids (speed runs; the loss cannot fall much below ln(vocab)).
-    learnable: each sequence counts up from a random start with a random stride of 1 or 2 (mod vocab); the stride is
-    visible from the first two tokens, so a working model drives the loss far below ln(vocab)."""
+    learnable: each sequence counts up from a random start with a random stride of 1 or 2, modulo 32 (or vocab if
+    smaller); the stride is visible from the first two tokens, so a working model drives the loss far below ln(vocab)."""
     g = torch.Generator().manual_seed(seed)
     if task == "random":
         tokens = torch.randint(0, vocab, (n_batches, batch, seq + 1), generator=g)
     elif task == "learnable":
-        start = torch.randint(0, vocab, (n_batches, batch, 1), generator=g)
+        period = min(vocab, 32)  # few distinct tokens: every one is seen often even in tiny batches
+        start = torch.randint(0, period, (n_batches, batch, 1), generator=g)
         stride = torch.randint(1, 3, (n_batches, batch, 1), generator=g)
-        tokens = (start + stride * torch.arange(seq + 1)) % vocab
+        tokens = (start + stride * torch.arange(seq + 1)) % period
     else:
         raise ValueError(f"unknown task {task!r} (known: random, learnable)")
     return tokens.to(device)

@@ -155,3 +155,11 @@ def test_validate_warns_about_cmd_without_separator_and_unknown_keys(tmp_path, c
     path.write_text('{"tool": [], "tools": [{"name": "lightweight", "cmd": "bash my_wrapper.sh --kernel-trace"}]}')
     code, out, _ = run(capsys, "validate", str(path))
     assert code == 0 and "tools[0].cmd does not end with '--'" in out and "did you mean 'tools'" in out
+
+
+def test_validate_recognises_the_schema_file(repo, tmp_path, capsys):
+    code, out, _ = run(capsys, "validate", str(repo / "profiling-configs" / "schema.json"))
+    assert code == 0 and "JSON Schema, up to date" in out
+    stale = tmp_path / "schema.json"
+    stale.write_text(render_schema().replace("madengine additional context", "old"))
+    assert run(capsys, "validate", str(stale))[0] == 2

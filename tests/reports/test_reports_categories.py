@@ -38,6 +38,8 @@ from madengine_rocprof.reports.categories import CATEGORIES, categorize
         ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, MeanOps>>(...)", "other"),
         ("void at::native::normal_kernel<float>(...)", "other"),  # random init: "normal", not a norm
         ("property_lookup_kernel", "other"),  # contains "rope" inside a word
+        ("autograd::engine::evaluate_function: MmBackward0", "GEMM"),
+        ("AddmmBackward0", "GEMM"),
     ],
 )
 def test_categorize(name, category):

@@ -198,3 +198,71 @@ def test_large_synthetic_trace_matches_independent_sums(tmp_path):
     run = report_one(tmp_path / "run")
     assert kernel_table(run) == expected_from_dispatches(dispatches)
     assert run["summary"]["longest_process_span_ns"] == dispatches[-1][2] - dispatches[0][1]
+
+
+def counter_rows(dispatches, counter, value_of):
+    """rocprofv3 7.x counter_collection rows: one per dispatch for `counter`, with the dispatch's timestamps."""
+    return [[i, name, counter, value_of(i), s, e] for i, (name, s, e) in enumerate(dispatches)]
+
+
+CC_TIMED = ["Dispatch_Id", "Kernel_Name", "Counter_Name", "Counter_Value", "Start_Timestamp", "End_Timestamp"]
+
+
+def test_bandwidth_when_counters_come_from_different_passes(tmp_path):
+    """FETCH_SIZE read on pass 1 and WRITE_SIZE on pass 2: each is divided by the time of its own pass."""
+    pass1, pass2 = random_dispatches(NAMES, 40, seed=60), random_dispatches(NAMES, 40, seed=61)
+    write_csv(tmp_path / "run/pmc_1/h/1_counter_collection.csv", CC_TIMED, counter_rows(pass1, "FETCH_SIZE", lambda i: 10.0 * i))
+    write_csv(tmp_path / "run/pmc_2/h/2_counter_collection.csv", CC_TIMED, counter_rows(pass2, "WRITE_SIZE", lambda i: 3.0))
+    run = report_one(tmp_path / "run")
+    t1 = sum(e - s for _, s, e in pass1)
+    t2 = sum(e - s for _, s, e in pass2)
+    expected = (sum(10.0 * i for i in range(40)) * 1000 / t1) + (3.0 * 40 * 1000 / t2)
+    derived = {d["name"]: d["value"] for d in run["derived_metrics"]}
+    assert derived["achieved memory bandwidth"] == pytest.approx(expected)
+
+
+def test_amd_fp32_throughput(tmp_path):
+    dispatches = random_dispatches(NAMES, 30, seed=62)
+    rows = []
+    for counter, value in (("SQ_INSTS_VALU_ADD_F32", 100.0), ("SQ_INSTS_VALU_MUL_F32", 50.0), ("SQ_INSTS_VALU_FMA_F32", 200.0)):
+        rows += counter_rows(dispatches, counter, lambda i, v=value: v)
+    write_csv(tmp_path / "run/h/1_counter_collection.csv", CC_TIMED, rows)
+    derived = {d["name"]: d["value"] for d in report_one(tmp_path / "run")["derived_metrics"]}
+    ns = sum(e - s for _, s, e in dispatches)
+    assert derived["FP32 vector throughput"] == pytest.approx(64 * 30 * (100 + 50 + 2 * 200) / ns)
+
+
+def test_nvidia_counters_converted_by_the_wrapper(tmp_path):
+    dispatches = random_dispatches(NAMES, 20, seed=63)
+    rows = []
+    for counter, value_of in (("gpu__time_duration.sum", lambda i: 1000.0 + i), ("dram__bytes_read.sum", lambda i: 5e5),
+                              ("dram__bytes_write.sum", lambda i: 1e5), ("lts__t_sector_hit_rate.pct", lambda i: 50.0 + i)):
+        rows += counter_rows(dispatches, counter, value_of)
+    write_csv(tmp_path / "run/h/1_counter_collection.csv", CC_TIMED, rows)
+    run = report_one(tmp_path / "run")
+    derived = {d["name"]: d["value"] for d in run["derived_metrics"]}
+    duration = sum(1000.0 + i for i in range(20))
+    assert derived["achieved DRAM bandwidth"] == pytest.approx(20 * 6e5 / duration)
+    hit = next(c for c in run["counters"] if c["name"] == "lts__t_sector_hit_rate.pct")
+    assert hit["mean"] == pytest.approx(sum(50.0 + i for i in range(20)) / 20)
+
+
+@pytest.mark.parametrize("fmt", ["json", "rocpd", "legacy"])
+def test_perfetto_from_every_timeline_format(tmp_path, fmt):
+    from madengine_rocprof.reports.perfetto import write_trace
+
+    dispatches = random_dispatches(NAMES, 25, seed=64)
+    if fmt == "json":
+        write_rocprofv3_json(tmp_path / "run/h/1_results.json", dispatches)
+    elif fmt == "rocpd":
+        make_rocpd(tmp_path / "run/h/1_results.db", dispatches)
+    else:
+        write_csv(tmp_path / "run/results.csv", ["KernelName", "gpu-id", "queue-id", "BeginNs", "EndNs"],
+                  [[n, 0, 1, s, e] for n, s, e in dispatches])
+    (run,) = load_runs([tmp_path / "run"])
+    out = tmp_path / "trace.json"
+    assert write_trace(run, out) == 25
+    events = [e for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "X"]
+    t0 = dispatches[0][1]
+    assert [(e["name"], e["ts"], e["dur"]) for e in events] == [
+        (n, pytest.approx((s - t0) / 1e3), pytest.approx((e - s) / 1e3)) for n, s, e in dispatches]

@@ -1,0 +1,189 @@
+"""The run lifecycle with the local runner (no Docker needed): every outcome keeps its logs and outputs and writes
+run.json and a perf.csv row; bad input writes nothing."""
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from madengine_rocprof.cli import main as cli_main
+from madengine_rocprof.runner.lifecycle import RunOptions, run_models
+
+# A stand-in for scripts/rocprof_wrapper.sh with the wrapper's contract: runs the app after `--`, then writes
+# OUT/manifest.json (OUT from -d) with the outcome chosen by FAKE_OUTCOME and the app's exit code.
+FAKE_WRAPPER = r"""
+    out=""; while [ $# -gt 0 ]; do case "$1" in -d) out="$2"; shift 2;; --) shift; break;; *) shift;; esac; done
+    mkdir -p "$out/host"
+    "$@"; code=$?
+    outcome="${FAKE_OUTCOME:-ok}"; [ $code -ne 0 ] && outcome=app_failed
+    outputs='[{"path": "host/1_kernel_trace.csv", "size_bytes": 10, "kind": "kernel_trace", "rows": 1}]'
+    if [ "$outcome" = no_output ]; then outputs='[]'; else echo "Kernel_Name" > "$out/host/1_kernel_trace.csv"; fi
+    [ "$outcome" = no_manifest ] && exit $code
+    printf '{"schema_version": 1, "outcome": "%s", "exit_code": %d, "outputs": %s}\n' "$outcome" $code "$outputs" > "$out/manifest.json"
+    exit $code
+"""
+
+
+def perf_rows(out: Path):
+    with open(out / "perf.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def run_json(out: Path, name: str):
+    return json.loads((out / name / "run.json").read_text())
+
+
+def opts(models, out, tags, **kw):
+    return RunOptions(tags=tags, models_file=models, output_dir=out, runner="local", echo=False, **kw)
+
+
+def test_success_env_hooks_distributed_and_results(model_repo, tmp_path):
+    out = tmp_path / "out"
+    ctx = {"env_vars": {"FROM_ENV_VARS": "e1"}, "docker_env_vars": {"FROM_DOCKER_ENV_VARS": "d1"},
+           "pre_scripts": [{"path": "scripts/hooks/pre.sh", "args": "alpha"}],
+           "post_scripts": [{"path": "scripts/hooks/post.sh"}],
+           "distributed": {"launcher": "torchrun", "nproc_per_node": 2}}
+    code = run_models(opts(model_repo, out, ["ok_model:steps=2"], context_json=json.dumps(ctx)))
+    assert code == 0
+    ws = out / "ok_model__none"
+    log = (ws / "logs" / "run.log").read_text()
+    assert "args: --steps 2" in log
+    assert "env FROM_ENV_VARS=e1 FROM_DOCKER_ENV_VARS=d1" in log
+    assert "runner: torchrun --standalone --nnodes=1 --nproc_per_node=2 ngpus: 2" in log
+    assert (ws / "model_scripts" / "pre_marker.txt").read_text() == "pre ran with alpha\n"
+    assert "run.json" not in (ws / "post_saw.txt").read_text()  # post ran before results were written
+    (row,) = perf_rows(out)
+    assert (row["model"], row["status"], row["performance"], row["metric"]) == ("ok_model", "SUCCESS", "1234.5", "tokens_per_second")
+    assert (row["n_gpus"], row["launcher"], row["args"], row["tags"]) == ("2", "torchrun", "--steps 2", "runnertest,ok")
+    manifest = run_json(out, "ok_model__none")
+    assert manifest["status"] == "SUCCESS" and manifest["failures"] == []
+    assert [s["name"] for s in manifest["steps"]] == ["pre_0_pre", "run", "post_0_post"]
+    assert manifest["performance"] == {"value": 1234.5, "metric": "tokens_per_second"}
+    assert manifest["context"]["env_vars"] == {"FROM_ENV_VARS": "e1"}
+    assert not (ws / ".runner").exists()
+
+
+def test_failing_workload_keeps_everything_and_runs_post_scripts(model_repo, tmp_path):
+    out = tmp_path / "out"
+    ctx = {"post_scripts": [{"path": "scripts/hooks/post.sh"}]}
+    assert run_models(opts(model_repo, out, ["fail_model"], context_json=json.dumps(ctx))) == 1
+    ws = out / "fail_model__none"
+    assert "about to fail" in (ws / "logs" / "run.log").read_text()
+    assert (ws / "partial.txt").read_text() == "partial before failure\n"
+    assert (ws / "post_saw.txt").exists() and (ws / "logs" / "post_0_post.log").exists()
+    manifest = run_json(out, "fail_model__none")
+    assert manifest["status"] == "FAILURE" and "workload exit code 3" in manifest["failures"]
+    (row,) = perf_rows(out)
+    assert row["status"] == "FAILURE" and row["performance"] == ""
+
+
+def test_timeout_stops_the_whole_step_with_grace_and_keeps_outputs(model_repo, tmp_path):
+    out = tmp_path / "out"
+    started = time.monotonic()
+    assert run_models(opts(model_repo, out, ["slow_model"], timeout=1.5)) == 1
+    assert time.monotonic() - started < 30
+    ws = out / "slow_model__none"
+    assert (ws / "flushed.txt").read_text() == "flushed on TERM\n"  # SIGTERM first: the step could flush
+    log = (ws / "logs" / "run.log").read_text()
+    assert "tick 1" in log and "got TERM" in log
+    manifest = run_json(out, "slow_model__none")
+    (step,) = manifest["steps"]
+    assert step["timed_out"] and manifest["failures"] == ["workload timed out after 1.5s"]
+    assert perf_rows(out)[0]["status"] == "FAILURE"
+
+
+def test_missing_performance_line_is_a_failure(model_repo, tmp_path):
+    out = tmp_path / "out"
+    assert run_models(opts(model_repo, out, ["noperf_model"])) == 1
+    assert "no 'performance: <value> <metric>' line" in run_json(out, "noperf_model__none")["failures"][0]
+
+
+def test_failing_pre_script_skips_workload_but_post_runs(model_repo, tmp_path):
+    out = tmp_path / "out"
+    ctx = {"pre_scripts": [{"path": "scripts/hooks/bad_pre.sh"}], "post_scripts": [{"path": "scripts/hooks/post.sh"}]}
+    assert run_models(opts(model_repo, out, ["ok_model"], context_json=json.dumps(ctx))) == 1
+    manifest = run_json(out, "ok_model__none")
+    assert [s["name"] for s in manifest["steps"]] == ["pre_0_bad_pre", "post_0_post"]
+    assert manifest["failures"][0].startswith("pre-script bad_pre.sh: exit code 7")
+    assert not (out / "ok_model__none" / "workload_result.json").exists()
+
+
+@pytest.fixture
+def fake_plugin(tmp_path, repo):
+    """A plugin root whose scripts/rocprof_wrapper.sh is the stand-in above (counters from the real repo)."""
+    root = tmp_path / "plugin"
+    (root / "scripts").mkdir(parents=True)
+    (root / "scripts" / "rocprof_wrapper.sh").write_text(textwrap.dedent(FAKE_WRAPPER))
+    return root
+
+
+@pytest.mark.parametrize("outcome, status, failure", [
+    ("ok", "SUCCESS", None),
+    ("no_output", "FAILURE", "profiler rocprofv3_lightweight: no_output"),
+    ("no_manifest", "FAILURE", "profiler rocprofv3_lightweight: no manifest.json in profiler (the wrapper did not finish)"),
+    ("profiler_failed", "FAILURE", "profiler rocprofv3_lightweight: profiler_failed"),
+])
+def test_profiler_outcome_decides_status(model_repo, tmp_path, fake_plugin, outcome, status, failure, monkeypatch):
+    monkeypatch.setenv("FAKE_OUTCOME", outcome)
+    out = tmp_path / "out"
+    ctx = {"tools": [{"name": "rocprofv3_lightweight"}]}
+    code = run_models(opts(model_repo, out, ["ok_model"], context_json=json.dumps(ctx), repo=fake_plugin))
+    manifest = run_json(out, "ok_model__rocprofv3_lightweight")
+    assert manifest["status"] == status and code == (0 if status == "SUCCESS" else 1)
+    assert (manifest["failures"] == []) if failure is None else (failure in manifest["failures"])
+    assert manifest["chain"]["command"].startswith(f"bash {{plugin}}/scripts/rocprof_wrapper.sh --hip-trace --kernel-trace")
+    assert perf_rows(out)[0]["status"] == status
+    if outcome == "ok":
+        assert (out / "ok_model__rocprofv3_lightweight" / "profiler" / "host" / "1_kernel_trace.csv").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--tags", "no_such_model"], "no model has the name or tag 'no_such_model'"),
+    (["--tags", "ok_model", "--additional-context", '{"tools": [{"name": "rocprofv3_lightweigt"}]}'], "unknown tool"),
+    (["--tags", "ok_model", "--additional-context", '{"gpu_vendor": "INTEL"}'], "gpu_vendor"),
+    (["--tags", "ok_model", "--additional-context", '{"tools": '], "invalid JSON"),
+    (["--tags", "ok_model", "--additional-context", '{"pre_scripts": [{"path": "nope.sh"}]}'], "script not found"),
+    (["--tags", "ok_model", "--additional-context", '{"distributed": {"launcher": "mpirun"}}'], "not supported"),
+])
+def test_bad_input_exits_2_and_writes_nothing(model_repo, tmp_path, argv, message, capsys):
+    out = tmp_path / "out"
+    code = cli_main(["run", *argv, "--models", str(model_repo), "--output-dir", str(out), "--runner", "local"])
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_bad_context_file_named_with_line(model_repo, tmp_path, capsys):
+    bad = tmp_path / "ctx.json"
+    bad.write_text('{\n  "tools": [\n    {"name": 5}\n  ]\n}\n')
+    out = tmp_path / "out"
+    assert cli_main(["run", "--tags", "ok_model", "--models", str(model_repo), "--output-dir", str(out),
+                     "--additional-context-file", str(bad), "--runner", "local"]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "tools[0].name" in err
+    assert not out.exists()
+
+
+def test_ctrl_c_stops_the_step_and_keeps_partial_outputs(model_repo, tmp_path, repo):
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "madengine_rocprof", "run", "--tags", "slow_model", "--models",
+                             str(model_repo), "--output-dir", str(out), "--runner", "local"],
+                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = out / "slow_model__none" / "logs" / "run.log"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (log.exists() and "tick 2" in log.read_text()):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, output
+    manifest = run_json(out, "slow_model__none")
+    assert manifest["status"] == "FAILURE" and "workload interrupted (Ctrl-C)" in manifest["failures"]
+    assert manifest["steps"][0]["interrupted"]
+    assert (out / "slow_model__none" / "flushed.txt").exists()
+    assert perf_rows(out)[0]["status"] == "FAILURE"
