@@ -24,7 +24,7 @@ if [ -f "$here/../madengine_rocprof/wrapper/cli.py" ]; then
     exec "$py" -c 'import sys; sys.path.insert(0, sys.argv.pop(1)); from madengine_rocprof.wrapper.cli import main; raise SystemExit(main())' \
         "$here/.." "$@"
 fi
-if "$py" -c 'import madengine_rocprof.wrapper' 2>/dev/null; then
+if (cd / && "$py" -c 'import madengine_rocprof.wrapper') 2>/dev/null; then
     exec "$py" -m madengine_rocprof.wrapper "$@"
 fi
 echo "rocprof_wrapper.sh: error: the wrapper is missing: expected $here/madengine_rocprof_wrapper.pyz" \

@@ -21,6 +21,7 @@ SUITE=bookworm                       # Debian 12: python3.11, the ABI of the tor
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 WHEELS=(torch==2.13.0 triton==3.9.0 numpy==2.4.6)   # same pins as requirements-dev.txt
 BASE_REPO=madengine-rocprof/cpu-base
+INCLUDE=python3,python3-pip,ca-certificates,procps   # procps: ps/kill for debugging inside the container
 PY=${PYTHON:-$REPO/.venv/bin/python}
 
 say() { echo "[setup-docker] $*"; }
@@ -75,7 +76,8 @@ wheel_stamp="$WHEELHOUSE/.requirements"
 if [ "$(cat "$wheel_stamp" 2>/dev/null)" != "${WHEELS[*]}" ]; then
   say "downloading wheels for the container into $WHEELHOUSE: ${WHEELS[*]}"
   rm -rf "$WHEELHOUSE.tmp"
-  "$PY" -m pip download -q --only-binary=:all: -d "$WHEELHOUSE.tmp" "${WHEELS[@]}"
+  # (pip's notes about this machine's unused local indexes are filtered out)
+  "$PY" -m pip download -q --only-binary=:all: -d "$WHEELHOUSE.tmp" "${WHEELS[@]}" 2> >(grep -v "is ignored: it is" >&2)
   if ls "$WHEELHOUSE.tmp" | grep -q '^nvidia'; then
     say "pip picked a CUDA torch (no CPU wheel in /opt/wheels?): refusing several GB of CUDA wheels" >&2
     exit 1
@@ -87,8 +89,8 @@ else
 fi
 
 # --- 4. base image -----------------------------------------------------------------------------------------
-# Content hash: this script (the recipe) + the exact wheel files.
-base_hash=$( { sha256sum "$0"; ls "$WHEELHOUSE"; } | sha256sum | cut -c1-12)
+# Content hash: the recipe (suite, packages) + the exact wheel files.
+base_hash=$( { echo "$SUITE minbase $INCLUDE"; ls "$WHEELHOUSE"; } | sha256sum | cut -c1-12)
 BASE_IMAGE="$BASE_REPO:$base_hash"
 if docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
   say "base image $BASE_IMAGE exists"
@@ -96,7 +98,7 @@ else
   rootfs=$(mktemp -d "$CACHE/docker/rootfs.XXXXXX")
   trap 'as_root umount "$rootfs/proc" 2>/dev/null || true; as_root rm -rf "$rootfs"' EXIT
   say "debootstrap $SUITE (minbase + python3, pip) into $rootfs"
-  as_root debootstrap --variant=minbase --include=python3,python3-pip,ca-certificates,procps \
+  as_root debootstrap --variant=minbase --include="$INCLUDE" \
     "$SUITE" "$rootfs" "$MIRROR" >"$CACHE/docker/debootstrap.log" 2>&1 \
     || { tail -20 "$CACHE/docker/debootstrap.log" >&2; exit 1; }
   say "installing the wheelhouse into the base (offline)"

@@ -4,4 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --docker
+# In CI a missing Docker engine fails the docker tests instead of skipping them.
+if [ "${CI:-}" = "true" ]; then export MADENGINE_ROCPROF_REQUIRE_DOCKER=1; fi
 exec .venv/bin/python -m pytest "$@"

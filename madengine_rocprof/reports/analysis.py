@@ -71,11 +71,13 @@ def derived_metrics(counters: dict[str, CounterStats], time_ns: dict[str, float]
             if counter in total:
                 add(name, total[counter] / waves, "per wave", f"{counter} / SQ_WAVES")
     if "FETCH_SIZE" in total and "WRITE_SIZE" in total:
-        add("memory traffic", (total["FETCH_SIZE"] + total["WRITE_SIZE"]) / 1e6, "GB", "(FETCH_SIZE + WRITE_SIZE) [KB] / 1e6")
+        # FETCH_SIZE and WRITE_SIZE are in KiB (counter_defs.yaml divides bytes by 1024)
+        add("memory traffic", (total["FETCH_SIZE"] + total["WRITE_SIZE"]) * 1024 / 1e9, "GB",
+            "(FETCH_SIZE + WRITE_SIZE) x 1024 B / 1e9")
         rate = per_ns("FETCH_SIZE", "WRITE_SIZE")
         if rate is not None:
-            add("achieved memory bandwidth", rate * 1e3, "GB/s",
-                "(FETCH_SIZE + WRITE_SIZE) x 1000 B / kernel time of the dispatches they were read on")
+            add("achieved memory bandwidth", rate * 1024, "GB/s",
+                "(FETCH_SIZE + WRITE_SIZE) x 1024 B / kernel time of the dispatches they were read on")
     amd_fp32 = ("SQ_INSTS_VALU_ADD_F32", "SQ_INSTS_VALU_MUL_F32", "SQ_INSTS_VALU_FMA_F32")
     if all(c in total for c in amd_fp32):
         rate = per_ns(*amd_fp32, weights=[64, 64, 128])
@@ -95,7 +97,7 @@ def derived_metrics(counters: dict[str, CounterStats], time_ns: dict[str, float]
 
 def _workload_summary(run: RunData) -> dict | None:
     if run.workload is None:
-        return None
+        return _performance_from_run_json(run)
     metrics = run.workload.get("metrics") or {}
     step = metrics.get("step_time_ms") or {}
     device = run.workload.get("device") or {}
@@ -111,6 +113,18 @@ def _workload_summary(run: RunData) -> dict | None:
         "peak_memory_allocated_bytes": _number(metrics.get("peak_memory_allocated_bytes")),
         "mfu": _number(metrics.get("mfu")),
     }
+
+
+def _performance_from_run_json(run: RunData) -> dict | None:
+    """Without workload_result.json, the runner's run.json still has madengine's `performance:` value."""
+    performance = (run.run_info or {}).get("performance")
+    if not isinstance(performance, dict) or _number(performance.get("value")) is None:
+        return None
+    per_token = "token" in str(performance.get("metric", "")).lower()
+    return {"file": "run.json", "model": (run.run_info or {}).get("model"), "version": None, "status": None, "device": None,
+            "tokens_per_second": performance["value"] if per_token else None, "samples_per_second": None,
+            "step_time_ms_median": None, "peak_memory_allocated_bytes": None, "mfu": None,
+            "performance": performance}
 
 
 def _number(value):
@@ -230,7 +244,7 @@ def compare(runs: list[dict], baseline: dict) -> list[dict]:
             "throughput_speedup": _ratio(work.get("tokens_per_second"), base_work.get("tokens_per_second")),
             "peak_memory_allocated_bytes": work.get("peak_memory_allocated_bytes"),
             "memory_vs_baseline": _ratio(work.get("peak_memory_allocated_bytes"), base_work.get("peak_memory_allocated_bytes")),
-            "status": work.get("status") or run.get("run_status") or run.get("outcome"),
+            "status": run.get("run_status") or work.get("status") or run.get("outcome"),
         })
     return rows
 

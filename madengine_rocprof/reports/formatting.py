@@ -1,6 +1,8 @@
 """Number and name formatting shared by the Markdown and HTML renderers."""
 from __future__ import annotations
 
+import re
+
 DASH = "–"
 
 
@@ -45,3 +47,33 @@ def shorten(name: str, width: int) -> str:
         return name
     head = (width - 1) * 2 // 3
     return name[:head] + "…" + name[len(name) - (width - 1 - head):]
+
+
+_QUALIFIER = re.compile(r"\(anonymous namespace\)::|\b[A-Za-z_]\w*::")
+_PLAIN = r"(?:(?:const |unsigned )?(?:float|double|half|Half|BFloat16|bfloat16|int|long|short|char|bool|\d+u?l?l?)\s*\**)"
+_PLAIN_TEMPLATE = re.compile(rf"<{_PLAIN}(?:,\s*{_PLAIN})*>")
+
+
+def display_name(name: str) -> str:
+    """A C++ kernel name without `void `, namespaces and the argument list: what tells kernels apart.
+
+    `void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int, ...)` becomes
+    `vectorized_elementwise_kernel<4, CUDAFunctor_add<float>>`. Names without C++ syntax are kept as they are.
+    """
+    text = " ".join(name.split())
+    if not (text.startswith("void ") or "<" in text or text.endswith(")")):
+        return text  # not C++ syntax: `aten::mm`, `Cijk_...`, Triton names stay whole
+    if text.startswith("void "):
+        text = text[5:]
+    if text.endswith(")") and "(" in text:
+        depth = 0
+        for i in range(len(text) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(text[i], 0)
+            if depth == 0:
+                if i > 0:  # keep names that are entirely parenthesised
+                    text = text[:i]
+                break
+    text = _QUALIFIER.sub("", text).strip()
+    # template argument lists of plain types and numbers (`<float>`, `<char*, 3ul>`) say little: fold them
+    text = _PLAIN_TEMPLATE.sub(lambda m: "<…>" if m.group(0) != "<…>" else m.group(0), text)
+    return text or name

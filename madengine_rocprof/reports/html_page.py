@@ -4,7 +4,8 @@ from __future__ import annotations
 from html import escape
 
 from madengine_rocprof.reports.categories import CATEGORIES
-from madengine_rocprof.reports.formatting import DASH, count, gib, ms, number, pct, shorten, times, us
+from madengine_rocprof.reports.markdown import category_table
+from madengine_rocprof.reports.formatting import DASH, count, display_name, gib, ms, number, pct, shorten, times, us
 from madengine_rocprof.reports.svg import CATEGORY_COLORS, hbars, stacked_hbars
 
 CSS = """
@@ -45,7 +46,7 @@ def _category_segments(run: dict) -> list[tuple[str, float, str]]:
     return [(c, by_name.get(c, 0) / 1e6, CATEGORY_COLORS[c]) for c in CATEGORIES]
 
 
-def render(report: dict, top: int = 15, name_width: int = 90) -> str:
+def render(report: dict, top: int = 15, name_width: int = 240) -> str:
     runs = report["runs"]
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
@@ -84,6 +85,8 @@ def _comparison(report: dict) -> str:
             [(r["label"], _category_segments(r)) for r in timed],
             [f"{ms(r['summary']['gpu_time_ns'])} ms" for r in timed],
         ))
+        if len(timed) > 1:
+            out.append(_table(*category_table(timed)))
     with_tps = [r for r in rows if r["tokens_per_second"] is not None]
     if with_tps:
         out.append("<h3>Workload throughput (tokens/s)</h3>")
@@ -101,7 +104,8 @@ def _run(run: dict, n: int, top: int, name_width: int) -> str:
     out = [f"<h2 id='run-{n}'>Run: {escape(run['label'])}</h2>", f"<p class='meta'>directory <code>{escape(run['path'])}</code></p>"]
     if run["profiler"]:
         p = run["profiler"]
-        out.append(f"<p class='meta'>profiler {escape(str(p.get('name') or DASH))} {escape(str(p.get('version') or ''))}"
+        name = " ".join(str(v) for v in (p.get("name") or DASH, p.get("version")) if v)
+        out.append(f"<p class='meta'>profiler {escape(name)}"
                    + (f", outcome {escape(str(run['outcome']))}" if run["outcome"] else "") + "</p>")
     if run["workload"]:
         w = run["workload"]
@@ -123,10 +127,10 @@ def _run(run: dict, n: int, top: int, name_width: int) -> str:
     if kernels:
         out.append(f"<h3>Top {len(kernels)} kernels by total time</h3>")
         out.append(hbars([
-            (shorten(k["name"], 48), k["total_ns"] / 1e6, f"{ms(k['total_ns'])} ms ({pct(k['share'])})",
+            (display_name(k["name"]), k["total_ns"] / 1e6, f"{ms(k['total_ns'])} ms ({pct(k['share'])})",
              CATEGORY_COLORS[k["category"]], f"{k['name']}\n{k['category']}, {count(k['calls'])} calls, {ms(k['total_ns'])} ms")
             for k in kernels
-        ]))
+        ], width=1000, max_label_chars=64))
         legend = sorted({k["category"] for k in kernels}, key=CATEGORIES.index)
         out.append("<p class='meta'>" + " ".join(
             f"<span class='swatch' style='background:{CATEGORY_COLORS[c]}'></span>{escape(c)}&nbsp;&nbsp;" for c in legend) + "</p>")
@@ -155,7 +159,7 @@ def _run(run: dict, n: int, top: int, name_width: int) -> str:
         if run["kernel_counters"]:
             names = sorted({c for values in run["kernel_counters"].values() for c in values})
             out.append(_table(["kernel"] + names,
-                              [[(k, shorten(k, 60))] + [number(v.get(c)) for c in names] for k, v in run["kernel_counters"].items()],
+                              [[(k, shorten(display_name(k), 60))] + [number(v.get(c)) for c in names] for k, v in run["kernel_counters"].items()],
                               left=1, name_col=0))
     if run["memory_copies"]:
         out.append("<h3>Memory copies</h3>")

@@ -1,7 +1,8 @@
 """Render the report dict as Markdown (what `madengine-rocprof report` prints by default)."""
 from __future__ import annotations
 
-from madengine_rocprof.reports.formatting import DASH, count, gib, ms, number, pct, shorten, times, us
+from madengine_rocprof.reports.categories import CATEGORIES
+from madengine_rocprof.reports.formatting import DASH, count, display_name, gib, ms, number, pct, shorten, times, us
 
 
 def _cell(text) -> str:
@@ -12,6 +13,13 @@ def table(header: list[str], rows: list[list]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return lines + [""]
+
+
+def category_table(runs: list[dict]) -> tuple[list[str], list[list]]:
+    """Run x category kernel time in ms (categories in their fixed order, those empty in every run left out)."""
+    totals = [{c["category"]: c["total_ns"] for c in r["categories"]} for r in runs]
+    present = [name for name in CATEGORIES if any(t.get(name) for t in totals)]
+    return ["run"] + present, [[r["label"]] + [ms(t.get(name, 0)) for name in present] for r, t in zip(runs, totals)]
 
 
 def render(report: dict, top: int = 10, name_width: int = 70) -> str:
@@ -31,6 +39,10 @@ def render(report: dict, top: int = 10, name_width: int = 70) -> str:
             ],
         )
         out += ["Speedups are baseline / run for GPU time and run / baseline for tokens/s (above 1x is faster).", ""]
+        timed = [r for r in report["runs"] if r["summary"]["has_kernel_data"]]
+        if len(timed) > 1:
+            out += ["### Kernel time by category (ms)", ""]
+            out += table(*category_table(timed))
     for run in report["runs"]:
         out += _run(run, top, name_width)
     return "\n".join(out).rstrip() + "\n"
@@ -67,7 +79,7 @@ def _run(run: dict, top: int, name_width: int) -> list[str]:
         out += table(
             ["#", "kernel", "category", "calls", "total (ms)", "avg (us)", "min (us)", "max (us)", "share"],
             [
-                [i + 1, shorten(k["name"], name_width), k["category"], count(k["calls"]), ms(k["total_ns"]),
+                [i + 1, shorten(display_name(k["name"]), name_width), k["category"], count(k["calls"]), ms(k["total_ns"]),
                  us(k["average_ns"]), us(k["min_ns"]), us(k["max_ns"]), pct(k["share"])]
                 for i, k in enumerate(run["kernels"][:top])
             ],

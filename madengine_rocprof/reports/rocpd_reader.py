@@ -89,15 +89,17 @@ def read_rocpd_counters(src: CounterSource) -> CounterSource:
             return src
         columns = _columns(con, "counters_collection")
         timed = {"start", "end", "dispatch_id"} <= columns
-        query = "SELECT kernel_name, counter_name, value" + (", dispatch_id, start, `end`" if timed else "")
+        # dispatch ids restart per process; a merged database holds several processes
+        process = "guid" if "guid" in columns else ("pid" if "pid" in columns else "NULL")
+        query = "SELECT kernel_name, counter_name, value" + (f", {process}, dispatch_id, start, `end`" if timed else "")
         seen = set()
         for row in con.execute(query + " FROM counters_collection"):
             kernel, counter, value = str(row[0]), str(row[1]), float(row[2])
             src.counters.setdefault(counter, CounterStats()).add(value)
             src.by_kernel.setdefault((kernel, counter), CounterStats()).add(value)
-            if timed and row[3] not in seen:
-                seen.add(row[3])
+            if timed and row[3:5] not in seen:
+                seen.add(row[3:5])
                 entry = src.kernel_time.setdefault(kernel, [0, 0])
                 entry[0] += 1
-                entry[1] += int(row[5]) - int(row[4])
+                entry[1] += int(row[6]) - int(row[5])
     return src

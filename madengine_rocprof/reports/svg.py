@@ -86,7 +86,7 @@ def stacked_hbars(rows: list[tuple[str, list[tuple[str, float, str]]]], value_te
         for name, value, color in segs:
             if value <= 0:
                 continue
-            w = value * scale
+            w = max(value * scale, 1.0)  # a tiny share stays visible
             share = value / total if total else 0
             parts.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_height}" fill="{color}">'
                          f'<title>{escape(f"{label}: {name} {share:.1%}")}</title></rect>')

@@ -137,6 +137,9 @@ def run_models(opts: RunOptions) -> int:
     vendor, vendor_notes = host.effective_vendor(ctx.gpu_vendor, detected)
     for note in vendor_notes:
         say(f"warning: {note}")
+    if runner == "docker" and not ctx.MAD_CONTAINER_IMAGE:
+        for item in planned:  # a missing Dockerfile is bad input: refuse before anything is written
+            select_dockerfile(opts.model_root, item.card.dockerfile, vendor, ctx.guest_os if vendor != "CPU" else None)
     out_dir = opts.output_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     say(f"[run] {len(planned)} model(s), tools: {planned[0].chain.label}, runner: {runner}, target: {vendor}, "
@@ -241,6 +244,11 @@ def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
     except KeyboardInterrupt:
         interrupted = True
         say("[run] interrupted: cleaning up")
+    except UserError:
+        raise
+    except Exception as err:  # docker API errors (image missing, daemon gone): recorded, results still written
+        failures.append(f"{type(err).__name__}: {err}")
+        say(f"[run] error: {type(err).__name__}: {err}")
     finally:
         try:
             if executor is not None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import tempfile
 import zipfile
+
+from madengine_rocprof.wrapper.atomic import atomic_file
 
 PYZ_NAME = "madengine_rocprof_wrapper.pyz"
 SCRIPT_NAME = "rocprof_wrapper.sh"
@@ -45,25 +46,16 @@ def _sources() -> list[tuple[str, str]]:
 
 def build_pyz(dest: str) -> str:
     """Write the zipapp to `dest` (atomically) and return its path."""
-    os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".pyz", dir=os.path.dirname(os.path.abspath(dest)))
-    os.close(fd)
-    try:
-        with open(tmp, "wb") as raw:
-            raw.write(b"#!/usr/bin/env python3\n")
-            with zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
-                zf.writestr(zipfile.ZipInfo("__main__.py", _FIXED_TIME), _MAIN)
-                for arcname, path in _sources():
-                    with open(path, "rb") as fh:
-                        info = zipfile.ZipInfo(arcname, _FIXED_TIME)
-                        info.compress_type = zipfile.ZIP_DEFLATED
-                        zf.writestr(info, fh.read())
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, dest)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_file(dest, "wb") as raw:
+        raw.write(b"#!/usr/bin/env python3\n")
+        with zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr(zipfile.ZipInfo("__main__.py", _FIXED_TIME), _MAIN)
+            for arcname, path in _sources():
+                with open(path, "rb") as fh:
+                    info = zipfile.ZipInfo(arcname, _FIXED_TIME)
+                    info.compress_type = zipfile.ZIP_DEFLATED
+                    zf.writestr(info, fh.read())
+    os.chmod(dest, 0o755)
     return dest
 
 

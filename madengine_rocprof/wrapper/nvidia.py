@@ -44,6 +44,7 @@ LAUNCH_METRICS = ["launch__registers_per_thread", "launch__shared_mem_per_block_
 ENV_LAUNCH_SKIP = "MADENGINE_ROCPROF_NCU_LAUNCH_SKIP"
 ENV_LAUNCH_COUNT = "MADENGINE_ROCPROF_NCU_LAUNCH_COUNT"
 ENV_CLOCK = "MADENGINE_ROCPROF_NCU_CLOCK_CONTROL"
+ENV_METRICS = "MADENGINE_ROCPROF_NCU_METRICS"  # comma list replacing the profile's metric set
 
 
 def ncu_argv(path: str, profile: str, out: str, parsed, env) -> list[str]:
@@ -55,7 +56,8 @@ def ncu_argv(path: str, profile: str, out: str, parsed, env) -> list[str]:
             argv += ["--section", section]
         argv += ["--metrics", ",".join(LAUNCH_METRICS)]
     else:
-        argv += ["--metrics", ",".join(NCU_METRICS[profile] + LAUNCH_METRICS)]
+        chosen = [m for m in env.get(ENV_METRICS, "").split(",") if m.strip()] or NCU_METRICS[profile]
+        argv += ["--metrics", ",".join(chosen + LAUNCH_METRICS)]
     include = (parsed.values("--kernel-include-regex") or [None])[-1]
     exclude = (parsed.values("--kernel-exclude-regex") or [None])[-1]
     if include or exclude:

@@ -5,7 +5,8 @@ import csv
 import json
 import os
 import re
-import tempfile
+
+from madengine_rocprof.wrapper.atomic import atomic_file
 
 MANIFEST = "manifest.json"
 FILTERED_LOG = "wrapper_filtered.log"
@@ -90,9 +91,6 @@ def collect(out: str, before: dict[str, tuple]) -> tuple[list[dict], int | None]
 
 def write_json(path: str, data: dict) -> None:
     """Atomic write: a reader never sees half a manifest."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".json", dir=os.path.dirname(path))
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+    with atomic_file(path) as fh:
         json.dump(data, fh, indent=2)
         fh.write("\n")
-    os.replace(tmp, path)

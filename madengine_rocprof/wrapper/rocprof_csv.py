@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 import os
 import re
-import tempfile
+
+from madengine_rocprof.wrapper.atomic import atomic_file
 
 KERNEL_TRACE = ("Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id", "Kernel_Name",
                 "Correlation_Id", "Start_Timestamp", "End_Timestamp", "LDS_Block_Size", "Scratch_Size", "VGPR_Count",
@@ -39,20 +40,12 @@ def _cell(value) -> str:
 
 def write_rows(path: str, header, rows) -> int:
     """Write `rows` (sequences in header order) atomically; returns the row count."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".csv", dir=os.path.dirname(path) or ".")
     count = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(",".join(_cell(h) for h in header) + "\n")
-            for row in rows:
-                fh.write(",".join(_cell(v) for v in row) + "\n")
-                count += 1
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_file(path) as fh:
+        fh.write(",".join(_cell(h) for h in header) + "\n")
+        for row in rows:
+            fh.write(",".join(_cell(v) for v in row) + "\n")
+            count += 1
     return count
 
 

@@ -438,7 +438,7 @@ _LOG2E = 1.4426950408889634
 
 def _attn_blocks(D):
     if INTERPRET:
-        return dict(fwd=(16, 16, 1, 1), bwd=(16, 16, 1, 1))  # small: exercises several blocks
+        return dict(fwd=(32, 32, 1, 1), bwd=(32, 32, 1, 1))
     # (BLOCK_M, BLOCK_N, num_warps, num_stages); tuned for head_dim 64 on H100/H200-class GPUs.
     if D <= 64:
         return dict(fwd=(128, 64, 4, 3), bwd=(64, 64, 4, 2))

@@ -1,12 +1,10 @@
 """Builders for synthetic profiler output trees (the formats the real fixtures do not cover, and large runs)."""
-
 from __future__ import annotations
 
 import csv
 import json
 import random
 from pathlib import Path
-
 
 # rocprofv3 7.x and 6.2 kernel_trace.csv headers (docs/reference rocprofv3.md; real samples in the shared fixtures)
 HEADER_7 = ["Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id", "Kernel_Name",

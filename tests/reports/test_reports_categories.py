@@ -50,3 +50,24 @@ def test_every_rule_category_is_a_listed_category():
     from madengine_rocprof.reports.categories import RULES
 
     assert {c for c, _ in RULES} | {"other"} == set(CATEGORIES)
+
+
+@pytest.mark.parametrize(
+    "name, shown",
+    [
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>>"
+         "(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)",
+         "vectorized_elementwise_kernel<4, CUDAFunctor_add<…>, array<…>>"),
+        ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>(float*, float const*, int)",
+         "cunn_SoftMaxForward<…>"),
+        ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float>>>(...)",
+         "reduce_kernel<512, 1, ReduceOp<float, MeanOps<…>>>"),
+        ("subtract_kernel(float*, float const*, float const*, int, int)", "subtract_kernel"),
+        ("aten::mm", "aten::mm"),
+        ("Cijk_Alik_Bljk_SB_MT128x128x16", "Cijk_Alik_Bljk_SB_MT128x128x16"),
+    ],
+)
+def test_display_name_drops_namespaces_and_arguments(name, shown):
+    from madengine_rocprof.reports.formatting import display_name
+
+    assert display_name(name) == shown

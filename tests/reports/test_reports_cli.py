@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 from reports_builders import TT_MEMORY, TT_THROUGHPUT, expected_from_dispatches, tt_dispatches, write_trace
@@ -43,7 +42,14 @@ def test_comparison_against_independent_numbers(tt_runs, tmp_path, capsys):
 
 def test_categories_sum_to_gpu_time(tt_runs, tmp_path, capsys):
     out_json = tmp_path / "r.json"
-    run_cli([*tt_runs, "--json", out_json, "-q"], capsys)
+    _, text = run_cli([*tt_runs, "--json", out_json], capsys)
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("| run | GEMM |"))
+    assert header.startswith("| run | GEMM | attention | normalization | elementwise | memory copy | other |")
+    for version in ("v1", "v2", "v3", "v4"):
+        gemm_ns = sum(e - s for name, s, e in tt_dispatches(version) if name.startswith("Cijk_"))
+        row = next(line for line in lines[lines.index(header):] if line.startswith(f"| tiny_llama_{version}__"))
+        assert row.split(" | ")[1] == f"{gemm_ns / 1e6:,.3f}"
     for run in json.loads(out_json.read_text())["runs"]:
         assert sum(c["total_ns"] for c in run["categories"]) == run["summary"]["gpu_time_ns"]
         assert sum(c["calls"] for c in run["categories"]) == run["summary"]["dispatches"]
@@ -164,3 +170,14 @@ def test_run_without_profiler_output_but_with_workload_result(tmp_path, capsys):
     rows = json.loads(out_json.read_text())["comparison"]
     assert rows[0]["gpu_time_ns"] is None and rows[1]["throughput_speedup"] == pytest.approx(0.5)
     assert "no kernel timing in this run" in text
+
+
+def test_throughput_from_run_json_when_no_workload_result(tmp_path, capsys):
+    run_dir = tmp_path / "m__rocprofv3"
+    write_trace(run_dir / "profiler" / "h" / "1_kernel_trace.csv", [("k", 1, 5)])
+    (run_dir / "run.json").write_text(json.dumps({"status": "FAILURE", "model": "m",
+                                                  "performance": {"value": 1234.5, "metric": "tokens_per_second"}}))
+    out_json = tmp_path / "r.json"
+    assert run_cli([run_dir, "--json", out_json, "-q"], capsys)[0] == 0
+    row = json.loads(out_json.read_text())["comparison"][0]
+    assert row["tokens_per_second"] == 1234.5 and row["status"] == "FAILURE"

@@ -6,6 +6,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from reports_builders import HEADER_62, STATS_HEADER, expected_from_dispatches, random_dispatches, write_csv, write_trace
 
 from madengine_rocprof.reports import build_report, load_runs
@@ -91,8 +93,8 @@ def test_rocpd_kernels_view_and_counters(tmp_path):
     assert derived["L2 cache hit rate"] == pytest.approx(100 * hits / (hits + misses))
     kb = sum(100.0 + i for i in range(50)) + 50.0 * 50
     ns = sum(e - s for _, s, e in dispatches[:50])
-    assert derived["memory traffic"] == pytest.approx(kb / 1e6)
-    assert derived["achieved memory bandwidth"] == pytest.approx(kb * 1000 / ns)
+    assert derived["memory traffic"] == pytest.approx(kb * 1024 / 1e9)
+    assert derived["achieved memory bandwidth"] == pytest.approx(kb * 1024 / ns)
 
 
 def test_rocpd_top_kernels_only(tmp_path):
@@ -216,7 +218,7 @@ def test_bandwidth_when_counters_come_from_different_passes(tmp_path):
     run = report_one(tmp_path / "run")
     t1 = sum(e - s for _, s, e in pass1)
     t2 = sum(e - s for _, s, e in pass2)
-    expected = (sum(10.0 * i for i in range(40)) * 1000 / t1) + (3.0 * 40 * 1000 / t2)
+    expected = (sum(10.0 * i for i in range(40)) * 1024 / t1) + (3.0 * 40 * 1024 / t2)
     derived = {d["name"]: d["value"] for d in run["derived_metrics"]}
     assert derived["achieved memory bandwidth"] == pytest.approx(expected)
 
@@ -266,3 +268,16 @@ def test_perfetto_from_every_timeline_format(tmp_path, fmt):
     t0 = dispatches[0][1]
     assert [(e["name"], e["ts"], e["dur"]) for e in events] == [
         (n, pytest.approx((s - t0) / 1e3), pytest.approx((e - s) / 1e3)) for n, s, e in dispatches]
+
+
+kernel_names = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=40)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(kernel_names, st.integers(0, 10**15), st.integers(0, 10**9)), min_size=1, max_size=60))
+def test_any_names_and_durations_round_trip(tmp_path_factory, rows):
+    """Names with quotes, commas, newlines or any unicode, and any durations: the report equals plain sums."""
+    run_dir = tmp_path_factory.mktemp("prop")
+    dispatches = [(name, start, start + duration) for name, start, duration in rows]
+    write_trace(run_dir / "h" / "1_kernel_trace.csv", dispatches)
+    assert kernel_table(report_one(run_dir)) == expected_from_dispatches(dispatches)

@@ -34,6 +34,14 @@ SCRIPTS = {
         echo start
         for i in $(seq 1 600); do echo "tick $i"; sleep 0.2; done
         """,
+    # docker only: the plugin mount must be read-only, the workspace writable
+    "probe": """\
+        for d in madengine_rocprof counters; do touch "$MADENGINE_ROCPROF_PLUGIN/$d/probe" 2>/dev/null && echo "$d writable" || echo "$d read-only"; done
+        ls "$MADENGINE_ROCPROF_PLUGIN/scripts/rocprof_wrapper.sh" "$MADENGINE_ROCPROF_PLUGIN/counters/compute_bound.txt"
+        touch /myworkspace/ws_probe && echo "workspace writable"
+        echo "env FROM_ENV_VARS=${FROM_ENV_VARS:-unset} FROM_DOCKER_ENV_VARS=${FROM_DOCKER_ENV_VARS:-unset}"
+        echo "performance: 1 probes"
+        """,
     "noperf": """\
         echo "finished but printed no performance line"
         """,

@@ -1,0 +1,154 @@
+"""TinyTransformer v1-v4 benchmark: validation gates on the device, then every version x both configs in one process
+(one run, so ratios are fair), a short table last, and one JSON with every result.
+
+    python benchmarks/tinytransformer/bench.py --out DIR [--gates] [--diagnose] [--quick]
+
+Configs (hidden 512, 8 layers, 8 heads / 4 kv heads, vocab 1000): B8 S128 and B32 S512.
+Exits non-zero when a run or a gate fails; the targets are reported, not enforced (see README.md)."""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts" / "tinytransformer"))
+
+import torch  # noqa: E402
+
+import tt_harness  # noqa: E402
+
+CONFIGS = {"B8_S128": dict(batch=8, seq=128, steps=100, warmup=10),
+           "B32_S512": dict(batch=32, seq=512, steps=50, warmup=8)}
+RUNS = [("v1", []), ("v2", []), ("v3", []), ("v4", []), ("v4", ["--attention", "triton"])]
+SMOKE = False
+TARGETS = "B8 S128: v4 >= 500,000 tok/s and >= 20x v1; B32 S512: v4 >= 1,000,000 tok/s, peak memory <= 40% of v1"
+
+
+def label(version, extra):
+    return version + ("-triton-attn" if "triton" in extra else "")
+
+
+def pct(x, digits=1):
+    return "n/a" if x is None or x != x else f"{100 * x:.{digits}f}%"
+
+
+def mib(x):
+    return "n/a" if x is None else f"{x / 2**20:,.0f} MiB"
+
+
+def one_run(version, extra, cfg, out_dir: Path, gates: bool):
+    json_path = out_dir / f"run_{label(version, extra)}_{cfg['batch']}_{cfg['seq']}.json"
+    argv = ["--version", version, "--batch-size", str(cfg["batch"]), "--seq-len", str(cfg["seq"]),
+            "--num-steps", str(cfg["steps"]), "--warmup-steps", str(cfg["warmup"]), "--json-out", str(json_path),
+            "--tiny" if SMOKE else "--full"] + extra + (["--validate"] if gates else [])
+    t0 = time.time()
+    try:
+        rc = tt_harness.main(argv)
+    except Exception:  # record and go on: one broken version must not hide the others' numbers
+        traceback.print_exc()
+        rc = -1
+    result = json.loads(json_path.read_text()) if json_path.exists() else None
+    if json_path.exists():
+        json_path.unlink()  # the combined JSON holds it; the device tool returns few files
+    gc.collect()
+    torch.cuda.empty_cache()
+    return {"rc": rc, "wall_s": time.time() - t0, "result": result}
+
+
+def diagnose(out_dir: Path):
+    """Top GPU kernels of one eager v4 step per config (what bounds v4)."""
+    import tt_train
+    import tt_model
+    from torch.profiler import ProfilerActivity, profile
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    for name, c in CONFIGS.items():
+        cfg = tt_model.ModelConfig(max_seq_len=c["seq"])
+        if SMOKE:
+            cfg = tt_model.ModelConfig(hidden_dim=64, num_layers=2, num_heads=4, max_seq_len=c["seq"])
+        model = tt_train.build_model("v4", cfg, device, 0, "sdpa")
+        opt = tt_train.make_optimizer(model, "v4", 3e-4, device, capturable=False)
+        step = tt_train.TrainStep(model, opt, device, "bf16" if device.type == "cuda" else "fp32")
+        x, y = tt_train.split_batches(tt_train.make_tokens("random", 1, c["batch"], c["seq"], 1000, 0, device)[0])
+        for _ in range(3):
+            step(x, y)
+        tt_train.sync(device)
+        with profile(activities=acts) as prof:
+            for _ in range(3):
+                step(x, y)
+            tt_train.sync(device)
+        n_kernels = sum(1 for e in prof.events() if e.device_type.name == "CUDA") / 3
+        print(f"\n=== v4 eager step {name}: {n_kernels:.0f} GPU kernels per step; top kernels (3 steps)")
+        print(prof.key_averages().table(sort_by="cuda_time_total" if device.type == "cuda" else "cpu_time_total", row_limit=22, max_name_column_width=60))
+        del model, opt, step
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", required=True)
+    p.add_argument("--gates", action="store_true", help="run the validation gates (B8 S128 runs)")
+    p.add_argument("--diagnose", action="store_true", help="print v4's top kernels per config")
+    p.add_argument("--configs", default=",".join(CONFIGS))
+    p.add_argument("--smoke", action="store_true", help="tiny model, few steps (checks the script on a CPU)")
+    args = p.parse_args(argv)
+    global SMOKE
+    SMOKE = args.smoke
+    if SMOKE:
+        for c in CONFIGS.values():
+            c.update(batch=2, seq=16, steps=2, warmup=1)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = {}
+    for cname in args.configs.split(","):
+        cfg = CONFIGS[cname]
+        for version, extra in RUNS:
+            key = f"{cname}/{label(version, extra)}"
+            print(f"\n##### {key}", flush=True)
+            results[key] = one_run(version, extra, cfg, out, gates=args.gates and cname == "B8_S128")
+    if args.diagnose:
+        diagnose(out)
+
+    rows, failed = [], []
+    for key, r in results.items():
+        res = r["result"]
+        if r["rc"] != 0 or res is None:
+            failed.append(key)
+        if res is None:
+            rows.append(f"| {key} | FAILED rc={r['rc']} | | | | |")
+            continue
+        m = res["metrics"]
+        cname = key.split("/")[0]
+        v1 = results.get(f"{cname}/v1", {}).get("result")
+        speedup = m["tokens_per_second"] / v1["metrics"]["tokens_per_second"] if v1 else float("nan")
+        mem_ratio = (m["peak_memory_allocated_bytes"] / v1["metrics"]["peak_memory_allocated_bytes"]
+                     if v1 and m["peak_memory_allocated_bytes"] else float("nan"))
+        gates = res.get("validation") or {}
+        gate_txt = ("all pass" if all(g["passed"] for g in gates.values()) else
+                    "FAIL: " + ",".join(k for k, g in gates.items() if not g["passed"])) if gates else "-"
+        rows.append(f"| {key} | {m['tokens_per_second']:,.0f} | {m['step_time_ms']['median']:.3f} "
+                    f"({m['step_time_ms']['p10']:.3f}-{m['step_time_ms']['p90']:.3f}) | {speedup:.1f}x | "
+                    f"{pct(m['mfu'])} | {mib(m['peak_memory_allocated_bytes'])} ({pct(mem_ratio, 0)}) | "
+                    f"{gate_txt} |")
+    any_res = next((r["result"] for r in results.values() if r["result"]), None)
+    summary = {"targets": TARGETS, "device": any_res and any_res["device"], "versions": any_res and any_res["versions"],
+               "command": "python benchmarks/tinytransformer/bench.py " + " ".join(argv or sys.argv[1:]),
+               "results": results, "failed": failed}
+    (out / "bench_results.json").write_text(json.dumps(summary, indent=1))
+    print(f"\ndevice: {summary['device']}\nversions: {summary['versions']}\ntargets: {TARGETS}")
+    print("| run | tokens/s | step ms median (p10-p90) | vs v1 | MFU (bf16 peak) | peak alloc (vs v1) | gates |")
+    print("|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    if failed:
+        print("FAILED: " + ", ".join(failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""Compare kernel dispatch counts of two wrapper outputs (e.g. the embedded tracer vs Nsight Compute) per kernel name.
+
+    python3 compare_counts.py EMBEDDED_OUT NCU_OUT > counts.json
+Reads every *_kernel_trace.csv (one row per dispatch) and every *_counter_collection.csv (distinct Dispatch_Id per
+file) below each directory. Standard library only."""
+from __future__ import annotations
+
+import collections
+import csv
+import glob
+import json
+import os
+import sys
+
+
+def counts(out: str) -> collections.Counter:
+    per_name = collections.Counter()
+    for path in glob.glob(os.path.join(out, "**", "*_kernel_trace.csv"), recursive=True):
+        with open(path, newline="") as fh:
+            per_name.update(row["Kernel_Name"] for row in csv.DictReader(fh))
+    for path in glob.glob(os.path.join(out, "**", "*_counter_collection.csv"), recursive=True):
+        seen = {}
+        with open(path, newline="") as fh:
+            for row in csv.DictReader(fh):
+                seen[row["Dispatch_Id"]] = row["Kernel_Name"]
+        per_name.update(seen.values())
+    return per_name
+
+
+def main() -> int:
+    a, b = counts(sys.argv[1]), counts(sys.argv[2])
+    names = sorted(set(a) | set(b))
+    diff = {n: {"a": a[n], "b": b[n]} for n in names if a[n] != b[n]}
+    print(json.dumps({"a": sys.argv[1], "b": sys.argv[2], "total_a": sum(a.values()), "total_b": sum(b.values()),
+                      "unique_a": len(a), "unique_b": len(b), "names_differing": len(diff),
+                      "differences": dict(list(diff.items())[:40])}, indent=2))
+    return 0 if sum(a.values()) == sum(b.values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
