@@ -24,13 +24,13 @@ import tt_harness  # noqa: E402
 
 CONFIGS = {"B8_S128": dict(batch=8, seq=128, steps=100, warmup=10),
            "B32_S512": dict(batch=32, seq=512, steps=50, warmup=8)}
-RUNS = [("v1", []), ("v2", []), ("v3", []), ("v4", []), ("v4", ["--attention", "triton"])]
+RUNS = [("v1", []), ("v2", []), ("v3", []), ("v4", []), ("v4", ["--attention", "sdpa"])]
 SMOKE = False
 TARGETS = "B8 S128: v4 >= 500,000 tok/s and >= 20x v1; B32 S512: v4 >= 1,000,000 tok/s, peak memory <= 40% of v1"
 
 
 def label(version, extra):
-    return version + ("-triton-attn" if "triton" in extra else "")
+    return version + ("-sdpa" if "sdpa" in extra else "")
 
 
 def pct(x, digits=1):
@@ -71,7 +71,7 @@ def diagnose(out_dir: Path):
         cfg = tt_model.ModelConfig(max_seq_len=c["seq"])
         if SMOKE:
             cfg = tt_model.ModelConfig(hidden_dim=64, num_layers=2, num_heads=4, max_seq_len=c["seq"])
-        model = tt_train.build_model("v4", cfg, device, 0, "sdpa")
+        model = tt_train.build_model("v4", cfg, device, 0, "triton")
         opt = tt_train.make_optimizer(model, "v4", 3e-4, device, capturable=False)
         step = tt_train.TrainStep(model, opt, device, "bf16" if device.type == "cuda" else "fp32")
         x, y = tt_train.split_batches(tt_train.make_tokens("random", 1, c["batch"], c["seq"], 1000, 0, device)[0])

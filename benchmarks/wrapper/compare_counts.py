@@ -12,6 +12,8 @@ import json
 import os
 import sys
 
+from madengine_rocprof.wrapper.rocprof_csv import truncate_name
+
 
 def counts(out: str) -> collections.Counter:
     per_name = collections.Counter()
@@ -31,8 +33,15 @@ def main() -> int:
     a, b = counts(sys.argv[1]), counts(sys.argv[2])
     names = sorted(set(a) | set(b))
     diff = {n: {"a": a[n], "b": b[n]} for n in names if a[n] != b[n]}
+    # CUPTI and ncu spell template arguments differently: compare by function name too (rocprofv3 -T rule).
+    fa, fb = collections.Counter(), collections.Counter()
+    for counter, target in ((a, fa), (b, fb)):
+        for name, n in counter.items():
+            target[truncate_name(name)] += n
+    fdiff = {n: {"a": fa[n], "b": fb[n]} for n in sorted(set(fa) | set(fb)) if fa[n] != fb[n]}
     print(json.dumps({"a": sys.argv[1], "b": sys.argv[2], "total_a": sum(a.values()), "total_b": sum(b.values()),
                       "unique_a": len(a), "unique_b": len(b), "names_differing": len(diff),
+                      "functions_a": len(fa), "functions_b": len(fb), "functions_differing": fdiff,
                       "differences": dict(list(diff.items())[:40])}, indent=2))
     return 0 if sum(a.values()) == sum(b.values()) else 1
 

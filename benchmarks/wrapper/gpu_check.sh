@@ -32,7 +32,7 @@ cd "$work"
 time python3 -m madengine_rocprof.wrapper --profiler embedded --profile lightweight --kernel-trace --stats \
     -d "$work/embedded" -- bash "$REPO/scripts/tinytransformer/run.sh" "${SMALL[@]}" > "$RESULTS/embedded.log" 2>&1
 echo "embedded exit $?"
-time python3 -m madengine_rocprof.wrapper --profiler ncu --profile compute_bound --kernel-trace \
+time timeout 300 python3 -m madengine_rocprof.wrapper --profiler ncu --profile compute_bound --kernel-trace \
     -d "$work/ncu" -- bash "$REPO/scripts/tinytransformer/run.sh" "${SMALL[@]}" > "$RESULTS/ncu.log" 2>&1
 echo "ncu exit $?"
 tail -n 5 "$RESULTS/embedded.log" "$RESULTS/ncu.log"
@@ -49,8 +49,10 @@ for k, v in m.items():
 PY
 head -3 "$work"/ncu/*/*_counter_collection.csv | cut -c1-300
 cd "$REPO"
-time python3 benchmarks/wrapper/overhead.py --pairs "${PAIRS:-3}" -- --version v1 --num-steps 20 --cuda-graphs off \
+python3 benchmarks/wrapper/launch_overhead.py > "$RESULTS/launch_overhead.json"
+cat "$RESULTS/launch_overhead.json"
+time python3 benchmarks/wrapper/overhead.py --pairs "${PAIRS:-2}" -- --version v1 --num-steps 20 --cuda-graphs off \
     > "$RESULTS/overhead_v1.json"
-time python3 benchmarks/wrapper/overhead.py --pairs "${PAIRS_V4:-2}" -- --version v4 --num-steps 30 \
-    > "$RESULTS/overhead_v4.json"
-grep -h '"overhead_pct\|_step_ms_median' "$RESULTS"/overhead_*.json
+time python3 benchmarks/wrapper/overhead.py --pairs "${PAIRS:-2}" --tracer-env MADENGINE_ROCPROF_TRACER_CORRELATION=0 \
+    -- --version v1 --num-steps 20 --cuda-graphs off > "$RESULTS/overhead_v1_nocorr.json"
+grep -h '"overhead_pct\|_step_ms_median\|tracer_env' -A1 "$RESULTS"/overhead_*.json

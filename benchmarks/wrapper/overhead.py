@@ -19,13 +19,14 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def one(traced: bool, harness_args: list[str], workdir: str) -> dict:
+def one(traced: bool, harness_args: list[str], workdir: str, tracer_env: dict) -> dict:
     result_file = os.path.join(workdir, "result.json")
     app = [sys.executable, os.path.join(REPO, "scripts", "tinytransformer", "tt_harness.py"), *harness_args,
            "--json-out", result_file]
     env = dict(os.environ, PYTHONPATH=REPO)
     cmd = app
     if traced:
+        env.update(tracer_env)
         cmd = [sys.executable, "-m", "madengine_rocprof.wrapper", "--profiler", "embedded", "--profile", "lightweight",
                "--kernel-trace", "--stats", "-d", os.path.join(workdir, "out"), "--", *app]
     t0 = time.monotonic()
@@ -48,6 +49,7 @@ def one(traced: bool, harness_args: list[str], workdir: str) -> dict:
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--pairs", type=int, default=3)
+    p.add_argument("--tracer-env", action="append", default=[], metavar="K=V", help="environment for the traced runs")
     p.add_argument("harness", nargs=argparse.REMAINDER)
     args = p.parse_args()
     harness = [a for a in args.harness if a != "--"]
@@ -55,12 +57,12 @@ def main() -> int:
     for i in range(args.pairs):
         for traced in ((False, True) if i % 2 == 0 else (True, False)):  # alternate the order
             with tempfile.TemporaryDirectory() as work:
-                runs.append(one(traced, harness, work))
+                runs.append(one(traced, harness, work, dict(kv.split("=", 1) for kv in args.tracer_env)))
             print(json.dumps(runs[-1]), file=sys.stderr)
     plain = [r["step_time_ms_median"] for r in runs if not r["traced"]]
     traced = [r["step_time_ms_median"] for r in runs if r["traced"]]
     overhead = 100.0 * (statistics.median(traced) / statistics.median(plain) - 1.0)
-    print(json.dumps({"harness_args": harness, "runs": runs, "plain_step_ms_median": statistics.median(plain),
+    print(json.dumps({"harness_args": harness, "tracer_env": args.tracer_env, "runs": runs, "plain_step_ms_median": statistics.median(plain),
                       "traced_step_ms_median": statistics.median(traced), "overhead_pct": round(overhead, 2),
                       "target_pct": 5.0, "met": overhead <= 5.0}, indent=2))
     return 0

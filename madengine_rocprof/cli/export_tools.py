@@ -18,6 +18,8 @@ def register(subparsers) -> None:
     p.add_argument("--tools", help="comma-separated tool names (default: all)")
     p.add_argument("--wrapper", default=DEFAULT_WRAPPER, help=f"command prefix (default: {DEFAULT_WRAPPER})")
     p.add_argument("--counters-dir", default=DEFAULT_COUNTERS_DIR, help=f"where counter files are at run time (default: {DEFAULT_COUNTERS_DIR})")
+    p.add_argument("--wrapper-dir", type=Path, help="also place rocprof_wrapper.sh and its self-contained zipapp here "
+                                                    "(madengine: scripts/common/tools)")
     p.set_defaults(func=run)
 
 
@@ -33,4 +35,8 @@ def run(args) -> int:
         raise UserError("is a directory, expected a file path", file=str(args.output), fix=f"use {args.output / 'tools.json'}")
     atomic_write(args.output, json.dumps(data, indent=2) + "\n")
     print(f"wrote {len(data['tools'])} tools to {args.output}")
+    if args.wrapper_dir:
+        from madengine_rocprof.wrapper import bundle
+
+        print("wrote " + ", ".join(bundle.install_into(str(args.wrapper_dir))))
     return 0

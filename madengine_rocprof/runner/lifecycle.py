@@ -69,9 +69,10 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def _git_commit(repo: Path) -> str:
+def _git_commit(repo: Path, short: bool = True) -> str:
     try:
-        out = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
+        argv = ["git", "-C", str(repo), "rev-parse", *(["--short"] if short else []), "HEAD"]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10)
         return out.stdout.strip() if out.returncode == 0 else ""
     except (OSError, subprocess.TimeoutExpired):
         return ""
@@ -179,6 +180,8 @@ def _executor(runner: str, client: Any, image: str, ws: Path, opts: RunOptions, 
     env = dict(os.environ)
     env.update(base_env)
     env.update(host.visible_devices_env(vendor, ctx.docker_gpus))
+    if vendor == "CPU":
+        env.setdefault("TRITON_INTERPRET", "1")  # as in the CPU image: Triton has no CPU backend, only its interpreter
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (plugin, os.environ.get("PYTHONPATH", "")) if p)
     env["MADENGINE_ROCPROF_PLUGIN"] = plugin
@@ -210,8 +213,11 @@ def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
     sampler_results: list[dict[str, Any]] = []
     image: dict[str, Any] = {}
     executor = None
-    interrupted = False
+    started = interrupted = False
     base_env = {**chain.env, **distributed_env(ctx)}
+    commit = _git_commit(opts.model_root, short=False)
+    if commit:
+        base_env.setdefault("GIT_SHA", commit)  # the workload runs from a copy outside the checkout
     try:
         image_tag = ""
         if runner == "docker":
@@ -220,6 +226,7 @@ def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
         workspace, plugin = executor.workspace, executor.plugin_home
         command = _fill(chain.command, workspace, plugin)
         executor.start()
+        started = True
         image["id"] = image.get("id") or executor.image_id
         hooks_ok = True
         for i, (phase, ref, path) in enumerate(h for h in item.hooks if h[0] == "pre"):
@@ -251,7 +258,7 @@ def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
         say(f"[run] error: {type(err).__name__}: {err}")
     finally:
         try:
-            if executor is not None:
+            if started:
                 for s in chain.samplers:
                     sampler_results.append(_stop_sampler(executor, s, ws, logs))
                 if not interrupted:  # post-scripts run after a failure or a timeout too; Ctrl-C means stop now
@@ -263,6 +270,8 @@ def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
                             failures.append(f"post-script {path.name}: {step.describe()}")
         except KeyboardInterrupt:
             interrupted = True
+        except Exception as err:  # the container died under us: still remove it and write the results
+            failures.append(f"cleanup: {type(err).__name__}: {err}")
         finally:
             if executor is not None:
                 executor.close()
@@ -401,7 +410,7 @@ def _finish(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
         "model": card.name, "n_gpus": n_gpus, "nnodes": 1, "gpus_per_node": n_gpus,
         "training_precision": card.training_precision, "pipeline": "", "args": card.args, "tags": ",".join(card.tags),
         "docker_file": image.get("dockerfile", ""), "base_docker": image.get("base_docker", ""),
-        "docker_sha": image.get("id", ""), "docker_image": image.get("tag", ""), "git_commit": _git_commit(opts.repo),
+        "docker_sha": image.get("id", ""), "docker_image": image.get("tag", ""), "git_commit": _git_commit(opts.model_root),
         "machine_name": socket.gethostname(), "deployment_type": "local",
         "launcher": ctx.distributed.launcher if ctx.distributed and ctx.distributed.launcher else "",
         "gpu_architecture": vendor, "performance": performance[0] if performance else "",

@@ -12,6 +12,8 @@ uncaught exception) or on SIGTERM. Environment (all optional):
   MADENGINE_ROCPROF_TRACER_MAX_KERNELS  rows kept in kernel_trace.csv (default 2000000)
   MADENGINE_ROCPROF_TRACER_CPU          1: also record CPU operators on a GPU (more overhead)
   MADENGINE_ROCPROF_TRACER_TRUNCATE     1: function names only (rocprofv3 -T)
+  MADENGINE_ROCPROF_TRACER_CORRELATION  1: keep Kineto's CPU-op (external) correlation on a GPU. Default 0: no CPU
+                                        operators are recorded there, so it only costs time per launch
 """
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ class _Tracer:
         self.max_kernels = int(_env_float("MADENGINE_ROCPROF_TRACER_MAX_KERNELS", 2_000_000))
         self.want_cpu = os.environ.get("MADENGINE_ROCPROF_TRACER_CPU", "") in ("1", "yes", "true", "on")
         self.truncate = os.environ.get("MADENGINE_ROCPROF_TRACER_TRUNCATE", "") in ("1", "yes", "true", "on")
+        self.correlation = os.environ.get("MADENGINE_ROCPROF_TRACER_CORRELATION", "0") in ("1", "yes", "true", "on")
         self.pid = os.getpid()
         self.prof = None
         self.cpu_mode = False
@@ -80,7 +83,15 @@ class _Tracer:
         activities = [ProfilerActivity.CUDA] if gpu else []
         if self.cpu_mode or self.want_cpu:
             activities.append(ProfilerActivity.CPU)
-        self.prof = profile(activities=activities)
+        extra = {}
+        if gpu and not self.want_cpu and not self.correlation:
+            try:  # private API (torch >= 2.1): without it, tracing simply keeps the correlation
+                from torch._C._profiler import _ExperimentalConfig
+
+                extra["experimental_config"] = _ExperimentalConfig(disable_external_correlation=True)
+            except (ImportError, TypeError):
+                pass
+        self.prof = profile(activities=activities, **extra)
         self.prof.start()
         self.t_start = time.monotonic()
 

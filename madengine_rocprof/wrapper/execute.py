@@ -5,6 +5,7 @@ import datetime as _dt
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -21,6 +22,7 @@ NOISE = (
     re.compile(r"phasing out development and support for roctracer"),     # legacy rocprof banner
     re.compile(r"^(?:\x1b\[[0-9;]*m)*RPL: on '"),                        # legacy rocprof progress
     re.compile(r"^(?:\x1b\[[0-9;]*m)+\s*$"),                              # colour reset left by the banner
+    re.compile(r"^==PROF== Profiling \""),                                # ncu: one line per replayed kernel
     re.compile(r"^(?:USDT|STAGE):\S+ \S+ \d+:\d+ \w+\.cpp:\d+\] "),             # Kineto start/stop chatter
 )
 # Messages that mean the profiler itself failed (not the app).
@@ -75,6 +77,8 @@ def execute(plan: Plan, env=None) -> Result:
     env.update(plan.env_added)
     out = plan.output_dir
     os.makedirs(out, exist_ok=True)
+    if plan.post:  # ncu and nsys do not create the folder of their --export/--output path
+        os.makedirs(os.path.join(out, socket.gethostname()), exist_ok=True)
     before = outputs.snapshot(out)
     started = _dt.datetime.now(_dt.timezone.utc)
     t0 = time.monotonic()
@@ -120,14 +124,14 @@ def _forward_signals(child) -> dict:
 def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, noise: list, tail: str,
             start_error: str | None) -> Result:
     messages = list(plan.messages)
-    if plan.post == "ncu":
-        reports = [os.path.join(out, rel) for rel in outputs.snapshot(out) if rel.endswith(".ncu-rep")
-                   and outputs.snapshot(out).get(rel) != before.get(rel)]
-        nvidia.convert_ncu(out, reports, plan.profiler.path, messages)
-    elif plan.post == "nsys":
-        dbs = [os.path.join(out, rel) for rel, st in outputs.snapshot(out).items() if rel.endswith(".sqlite")
-               and before.get(rel) != st]
-        nvidia.convert_nsys(out, dbs, messages)
+    if plan.post:
+        suffix = {"ncu": ".ncu-rep", "nsys": ".sqlite"}[plan.post]
+        new = [os.path.join(out, rel) for rel, st in outputs.snapshot(out).items()
+               if rel.endswith(suffix) and before.get(rel) != st]
+        if plan.post == "ncu":
+            nvidia.convert_ncu(out, new, plan.profiler.path, messages)
+        else:
+            nvidia.convert_nsys(out, new, messages)
     if noise:
         with open(os.path.join(out, outputs.FILTERED_LOG), "a", encoding="utf-8") as fh:
             fh.writelines(noise)

@@ -68,7 +68,8 @@ _TEMPLATE_ARGS = re.compile(r"<[^<>]*>")
 
 def truncate_name(name: str) -> str:
     """rocprofv3 -T: keep only the function name (no return type, template arguments or parameters)."""
-    text = name
+    # Anonymous namespaces are spelled "(anonymous namespace)" (CUPTI) or "<unnamed>" (ncu): drop them first.
+    text = name.replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
     while True:
         stripped = _TEMPLATE_ARGS.sub("", text)
         if stripped == text:

@@ -27,10 +27,14 @@ TOLERANCES = {
 def tolerance_kind(version: str, device, dtype: str, attention: str) -> str:
     if dtype == "bf16":
         return "bf16"
-    uses_triton_dot = version == "v3" or (version == "v4" and attention == "triton")
-    if device.type == "cuda" and uses_triton_dot:
+    uses_triton_dot = version == "v3" or (version == "v4" and attention != "sdpa")
+    if device.type == "cuda" and (uses_triton_dot or VERSIONS[version].tf32):
         return "tf32"
     return "fp32"
+
+
+def _tf32(version, dtype):
+    return tt_train.tf32_mode(VERSIONS[version].tf32 and dtype == "fp32")
 
 
 def _grads_ok(model):
@@ -49,8 +53,9 @@ def _grads_ok(model):
 def gate_coverage(version, cfg, device, dtype, attention, seed, batch, seq):
     model = tt_train.build_model(version, cfg, device, seed, attention)
     x, y = tt_train.split_batches(tt_train.make_tokens("random", 1, batch, seq, cfg.vocab_size, seed + 1, device)[0])
-    loss = tt_train.compute_loss(model, x, y, device, dtype)
-    loss.backward()
+    with _tf32(version, dtype):
+        loss = tt_train.compute_loss(model, x, y, device, dtype)
+        loss.backward()
     grads, bad = _grads_ok(model)
     return {"passed": not bad, "parameters": len(grads), "with_grad": len(grads) - len(bad), "problems": bad}
 
@@ -59,16 +64,21 @@ def gate_parity(version, cfg, device, dtype, attention, seed, batch, seq, ref_mo
     tol = TOLERANCES[tolerance_kind(version, device, dtype, attention)]
     x, y = tt_train.split_batches(tt_train.make_tokens("random", 1, batch, seq, cfg.vocab_size, seed + 2, device)[0])
     ref = tt_train.build_model("v1", cfg, device, seed)
-    ref_logits = ref(x).float()
-    ref_loss = torch.nn.functional.cross_entropy(ref_logits.reshape(-1, cfg.vocab_size), y.reshape(-1))
-    ref_loss.backward()
+    with tt_train.tf32_mode(False):
+        ref_logits = ref(x).float()
+        ref_loss = torch.nn.functional.cross_entropy(ref_logits.reshape(-1, cfg.vocab_size), y.reshape(-1))
+        ref_loss.backward()
     ref_grads = tt_model.reference_grads(ref)
 
     model = tt_train.build_model(version, cfg, device, seed, attention, reference=tt_model.reference_state(ref))
-    with tt_train.autocast(device, dtype):
-        logits = model(x).float()
-    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, cfg.vocab_size), y.reshape(-1))
-    loss.backward()
+    with _tf32(version, dtype):
+        with tt_train.autocast(device, dtype):
+            raw_logits = model(x)
+        loss = model.ops.loss(raw_logits, y)  # the version's own loss path (v4: Triton cross-entropy on bf16 logits)
+        loss.backward()
+    loss, ref_loss = loss.detach(), ref_loss.detach()
+    logits = raw_logits.detach().float()
+    ref_logits = ref_logits.detach()
     grads = tt_model.reference_grads(model)
 
     logits_err = float((logits - ref_logits).abs().max() / ref_logits.abs().max())
@@ -92,7 +102,7 @@ def gate_parity(version, cfg, device, dtype, attention, seed, batch, seq, ref_mo
 def _train_losses(version, cfg, device, dtype, attention, seed, tokens, lr, graphs):
     model = tt_train.build_model(version, cfg, device, seed, attention)
     opt = tt_train.make_optimizer(model, version, lr, device, capturable=graphs)
-    step = tt_train.TrainStep(model, opt, device, dtype, graphs=graphs)
+    step = tt_train.TrainStep(model, opt, device, dtype, graphs=graphs, tf32=VERSIONS[version].tf32)
     xs, ys = tt_train.split_batches(tokens)
     return [float(step(xs[i], ys[i])) for i in range(xs.shape[0])]
 
@@ -125,7 +135,7 @@ def gate_kernels(version, cfg, device, dtype, attention, seed, batch, seq):
 
     model = tt_train.build_model(version, cfg, device, seed, attention)
     opt = tt_train.make_optimizer(model, version, 1e-4, device, capturable=False)
-    step = tt_train.TrainStep(model, opt, device, dtype, graphs=False)
+    step = tt_train.TrainStep(model, opt, device, dtype, graphs=False, tf32=VERSIONS[version].tf32)
     x, y = tt_train.split_batches(tt_train.make_tokens("random", 1, batch, seq, cfg.vocab_size, seed + 5, device)[0])
     step(x, y)  # compile / warm up outside the trace
     tt_train.sync(device)

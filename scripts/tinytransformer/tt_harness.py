@@ -52,7 +52,7 @@ def parse_args(argv=None):
     p.add_argument("--cuda-graphs", choices=("auto", "on", "off"), default="auto",
                    help="capture the whole step in one CUDA graph (auto: v4 on one GPU)")
     p.add_argument("--attention", choices=("auto", "sdpa", "triton"), default="auto",
-                   help="v4 attention: PyTorch SDPA (flash backend) or our Triton flash attention")
+                   help="v4 attention: our Triton flash attention fused with RoPE (default) or PyTorch SDPA")
     p.add_argument("--task", choices=("random", "learnable"), default="random")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
@@ -85,7 +85,7 @@ def resolve(args):
     if args.dtype is None:
         args.dtype = spec.cuda_dtype if args.device == "cuda" else "fp32"
     if args.attention == "auto":
-        args.attention = "sdpa" if args.version == "v4" else ""
+        args.attention = "triton" if args.version == "v4" else ""
     elif args.version != "v4":
         raise HarnessError(f"--attention applies to v4 only (v1 explicit, v2 SDPA, v3 Triton); got {args.version}")
     for key in ("batch_size", "seq_len", "num_steps", "hidden_dim", "num_layers", "num_heads"):
@@ -187,7 +187,8 @@ def main(argv=None) -> int:
     cfg = tt_model.ModelConfig(vocab_size=args.vocab_size, hidden_dim=args.hidden_dim, num_layers=args.num_layers,
                                num_heads=args.num_heads, num_kv_heads=args.num_kv_heads, max_seq_len=args.seq_len)
     settings = {k: v for k, v in vars(args).items()}
-    settings.update(cuda_graphs_used=graphs, warmup_steps_used=warmup, world_size=world,
+    settings.update(tf32_matmuls=spec.tf32 and args.dtype == "fp32" and device.type == "cuda",
+                    cuda_graphs_used=graphs, warmup_steps_used=warmup, world_size=world,
                     model_config=cfg.as_dict())
     say = print if rank == 0 else (lambda *a, **k: None)
     say(f"TinyTransformer {args.version}: {spec.description}")
@@ -216,7 +217,7 @@ def main(argv=None) -> int:
         from torch.nn.parallel import DistributedDataParallel as DDP
         model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
     opt = tt_train.make_optimizer(model, args.version, args.learning_rate, device, capturable=graphs)
-    step = tt_train.TrainStep(model, opt, device, args.dtype, graphs=graphs)
+    step = tt_train.TrainStep(model, opt, device, args.dtype, graphs=graphs, tf32=spec.tf32)
     n_batches = min(warmup + args.num_steps, 64)
     tokens = tt_train.make_tokens(args.task, n_batches, args.batch_size, args.seq_len, cfg.vocab_size,
                                   args.seed + 1009 * (rank + 1), device)

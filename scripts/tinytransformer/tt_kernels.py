@@ -25,7 +25,7 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # Every kernel name, as the profiler shows it on the GPU (the CUDA kernel name starts with it).
 KERNEL_NAMES = (
     "tt_rmsnorm_fwd", "tt_rmsnorm_bwd", "tt_swiglu_fwd", "tt_swiglu_bwd", "tt_rope",
-    "tt_attn_fwd", "tt_attn_bwd_dkdv", "tt_attn_bwd_dq",
+    "tt_attn_fwd", "tt_attn_bwd_delta", "tt_attn_bwd_dkdv", "tt_attn_bwd_dq", "tt_xent_fwd", "tt_xent_bwd",
 )
 
 
@@ -48,8 +48,9 @@ def _acc_torch(t: torch.Tensor):
 
 # ----------------------------------------------------------------------------------------------------- RMSNorm
 @triton.jit
-def tt_rmsnorm_fwd(x_ptr, r_ptr, h_ptr, y_ptr, w_ptr, rstd_ptr, n_rows, n_cols, eps,
-                   HAS_RES: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, ACC: tl.constexpr):
+def tt_rmsnorm_fwd(x_ptr, r_ptr, h_ptr, hs_ptr, y_ptr, w_ptr, rstd_ptr, n_rows, n_cols, eps,
+                   HAS_RES: tl.constexpr, SAVE_LOW: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr,
+                   ACC: tl.constexpr):
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
@@ -58,6 +59,8 @@ def tt_rmsnorm_fwd(x_ptr, r_ptr, h_ptr, y_ptr, w_ptr, rstd_ptr, n_rows, n_cols, 
     if HAS_RES:  # h = x + r is both an output (the new residual stream) and the norm's input
         x += tl.load(r_ptr + offs, mask=mask, other=0.0).to(ACC)
         tl.store(h_ptr + offs, x.to(h_ptr.dtype.element_ty), mask=mask)
+        if SAVE_LOW:  # low-precision copy of h kept for the backward instead of the fp32 stream
+            tl.store(hs_ptr + offs, x.to(hs_ptr.dtype.element_ty), mask=mask)
     rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / n_cols + eps)
     w = tl.load(w_ptr + cols, mask=cols < n_cols, other=0.0).to(ACC)
     tl.store(y_ptr + offs, (x * rstd[:, None] * w[None, :]).to(y_ptr.dtype.element_ty), mask=mask)
@@ -121,13 +124,17 @@ class TritonRMSNorm(torch.autograd.Function):
         has_res = residual is not None
         r2 = residual.reshape(-1, n_cols).contiguous() if has_res else x2
         h2 = torch.empty_like(x2) if has_res else x2
-        y2 = torch.empty(x2.shape, dtype=_norm_out_dtype(x), device=x.device)
+        out_dtype = _norm_out_dtype(x)
+        y2 = torch.empty(x2.shape, dtype=out_dtype, device=x.device)
         rstd = torch.empty(n_rows, dtype=_acc_torch(x), device=x.device)
+        # Under autocast the fp32 residual stream is not kept for the backward: a bf16 copy is (half the memory).
+        save_low = has_res and out_dtype.itemsize < x.dtype.itemsize
+        hs = torch.empty(x2.shape, dtype=out_dtype, device=x.device) if save_low else h2
         block = triton.next_power_of_2(n_cols)
         rows = _norm_rows(block)
-        _launch(tt_rmsnorm_fwd, (triton.cdiv(n_rows, rows),), x2, r2, h2, y2, weight, rstd, n_rows, n_cols, eps,
-                HAS_RES=has_res, ROWS=rows, BLOCK=block, ACC=_acc_type(x), num_warps=4)
-        ctx.save_for_backward(h2, weight, rstd)
+        _launch(tt_rmsnorm_fwd, (triton.cdiv(n_rows, rows),), x2, r2, h2, hs, y2, weight, rstd, n_rows, n_cols, eps,
+                HAS_RES=has_res, SAVE_LOW=save_low, ROWS=rows, BLOCK=block, ACC=_acc_type(x), num_warps=4)
+        ctx.save_for_backward(hs, weight, rstd)
         ctx.has_res = has_res
         ctx.dtypes = (x.dtype, residual.dtype if has_res else None)
         ctx.shape = shape
@@ -140,13 +147,14 @@ class TritonRMSNorm(torch.autograd.Function):
         h2, weight, rstd = ctx.saved_tensors
         n_rows, n_cols = h2.shape
         x_dtype, r_dtype = ctx.dtypes
+        acc = _acc_type(h2) if h2.dtype == torch.float64 else tl.float32
         if dy is None:
-            dy2 = torch.zeros(h2.shape, dtype=h2.dtype, device=h2.device)
+            dy2 = torch.zeros(h2.shape, dtype=x_dtype, device=h2.device)
         else:
             dy2 = dy.reshape(-1, n_cols).contiguous()
         has_dh = dh is not None
         dh2 = dh.reshape(-1, n_cols).contiguous() if has_dh else dy2
-        dx = torch.empty((n_rows, n_cols), dtype=x_dtype, device=h2.device)
+        dx = torch.empty((n_rows, n_cols), dtype=x_dtype, device=h2.device)  # dtype of the input, not of hs
         has_dr = ctx.has_res and r_dtype != x_dtype
         dr = torch.empty((n_rows, n_cols), dtype=r_dtype, device=h2.device) if has_dr else dx
         block = triton.next_power_of_2(n_cols)
@@ -155,9 +163,9 @@ class TritonRMSNorm(torch.autograd.Function):
         n_prog = min(n_tiles, 2 if INTERPRET else 2 * _sm_count(h2.device))
         tiles_per_prog = triton.cdiv(n_tiles, n_prog)
         n_prog = triton.cdiv(n_tiles, tiles_per_prog)
-        dw_partial = torch.empty((n_prog, n_cols), dtype=_acc_torch(h2), device=h2.device)
+        dw_partial = torch.empty((n_prog, n_cols), dtype=rstd.dtype, device=h2.device)
         _launch(tt_rmsnorm_bwd, (n_prog,), dy2, dh2, h2, weight, rstd, dx, dr, dw_partial, n_rows, n_cols,
-                tiles_per_prog, HAS_DH=has_dh, HAS_DR=has_dr, ROWS=rows, BLOCK=block, ACC=_acc_type(h2),
+                tiles_per_prog, HAS_DH=has_dh, HAS_DR=has_dr, ROWS=rows, BLOCK=block, ACC=acc,
                 num_warps=4)
         dw = dw_partial.sum(0).to(weight.dtype)
         dx = dx.view(ctx.shape)
@@ -216,30 +224,38 @@ def tt_swiglu_bwd(gu_ptr, dout_ptr, dgu_ptr, n_elem, F, BLOCK: tl.constexpr, ACC
     tl.store(dgu_ptr + row * 2 * F + F + col, du.to(dgu_ptr.dtype.element_ty), mask=mask)
 
 
+def _swiglu_fwd(gu):
+    F = gu.shape[-1] // 2
+    out = torch.empty(gu.shape[:-1] + (F,), dtype=gu.dtype, device=gu.device)
+    n = out.numel()
+    block = 16384 if INTERPRET else 1024
+    _launch(tt_swiglu_fwd, (triton.cdiv(n, block),), gu, out, n, F, BLOCK=block, ACC=_acc_type(gu))
+    return out
+
+
+def _swiglu_bwd(gu, dout):
+    F = gu.shape[-1] // 2
+    dgu = torch.empty_like(gu)
+    n = dout.numel()
+    block = 16384 if INTERPRET else 1024
+    _launch(tt_swiglu_bwd, (triton.cdiv(n, block),), gu, dout.contiguous(), dgu, n, F, BLOCK=block,
+            ACC=_acc_type(gu))
+    return dgu
+
+
 class TritonSwiGLU(torch.autograd.Function):
     """silu(gate) * up, where gate_up = [gate | up] along the last dimension (one fused projection)."""
 
     @staticmethod
     def forward(ctx, gate_up):
         gu = gate_up.contiguous()
-        F = gu.shape[-1] // 2
-        out = torch.empty(gu.shape[:-1] + (F,), dtype=gu.dtype, device=gu.device)
-        n = out.numel()
-        block = 16384 if INTERPRET else 1024
-        _launch(tt_swiglu_fwd, (triton.cdiv(n, block),), gu, out, n, F, BLOCK=block, ACC=_acc_type(gu))
         ctx.save_for_backward(gu)
-        return out
+        return _swiglu_fwd(gu)
 
     @staticmethod
     def backward(ctx, dout):
         (gu,) = ctx.saved_tensors
-        F = gu.shape[-1] // 2
-        dgu = torch.empty_like(gu)
-        n = dout.numel()
-        block = 16384 if INTERPRET else 1024
-        _launch(tt_swiglu_bwd, (triton.cdiv(n, block),), gu, dout.contiguous(), dgu, n, F, BLOCK=block,
-                ACC=_acc_type(gu))
-        return dgu
+        return _swiglu_bwd(gu, dout)
 
 
 def swiglu(gate_up):
@@ -248,39 +264,39 @@ def swiglu(gate_up):
 
 # -------------------------------------------------------------------------------------------------------- RoPE
 @triton.jit
-def tt_rope(x_ptr, y_ptr, cos_ptr, sin_ptr, n_tokens, S, n_heads, sxb, sxs, sxh, syb, sys, syh, sign,
-            HALF: tl.constexpr, TOKENS: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr,
-            ACC: tl.constexpr):
-    """Rotate interleaved pairs (x[2i], x[2i+1]) of TOKENS tokens' heads by angle sign*theta(s, i)."""
-    tok = tl.program_id(0).to(tl.int64) * TOKENS + tl.arange(0, TOKENS)
-    b = tok // S
+def tt_rope(x_ptr, y_ptr, cos_ptr, sin_ptr, n_rows, S, n_heads, sxb, sxs, sxh, syb, sys, syh, sign,
+            HALF: tl.constexpr, ROWS: tl.constexpr, BLOCK_D: tl.constexpr, ACC: tl.constexpr):
+    """Rotate interleaved pairs (x[2i], x[2i+1]) by angle sign*theta(s, i). A row is one (batch, token, head);
+    rows are loaded whole (contiguous) and split into pairs in registers. x_ptr may equal y_ptr (in place)."""
+    r = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    h = r % n_heads
+    tok = r // n_heads
     s = tok % S
-    h = tl.arange(0, BLOCK_H)
-    i = tl.arange(0, BLOCK_HALF)
-    tmask = tok < n_tokens
-    imask = i < HALF
-    mask = tmask[:, None, None] & (h[None, :, None] < n_heads) & imask[None, None, :]
-    xp = x_ptr + (b * sxb + s * sxs)[:, None, None] + h[None, :, None] * sxh + 2 * i[None, None, :]
-    x0 = tl.load(xp, mask=mask, other=0.0).to(ACC)
-    x1 = tl.load(xp + 1, mask=mask, other=0.0).to(ACC)
-    cs_mask = tmask[:, None] & imask[None, :]
-    c = tl.load(cos_ptr + s[:, None] * HALF + i[None, :], mask=cs_mask, other=0.0).to(ACC)[:, None, :]
-    sn = tl.load(sin_ptr + s[:, None] * HALF + i[None, :], mask=cs_mask, other=0.0).to(ACC)[:, None, :] * sign
-    yp = y_ptr + (b * syb + s * sys)[:, None, None] + h[None, :, None] * syh + 2 * i[None, None, :]
-    tl.store(yp, (x0 * c - x1 * sn).to(y_ptr.dtype.element_ty), mask=mask)
-    tl.store(yp + 1, (x0 * sn + x1 * c).to(y_ptr.dtype.element_ty), mask=mask)
+    b = tok // S
+    d = tl.arange(0, BLOCK_D)
+    i = tl.arange(0, BLOCK_D // 2)
+    rmask = r < n_rows
+    mask = rmask[:, None] & (d[None, :] < 2 * HALF)
+    x = tl.load(x_ptr + (b * sxb + s * sxs + h * sxh)[:, None] + d[None, :], mask=mask, other=0.0).to(ACC)
+    x0, x1 = tl.split(tl.reshape(x, [ROWS, BLOCK_D // 2, 2]))
+    cs_mask = rmask[:, None] & (i[None, :] < HALF)
+    c = tl.load(cos_ptr + s[:, None] * HALF + i[None, :], mask=cs_mask, other=0.0).to(ACC)
+    sn = tl.load(sin_ptr + s[:, None] * HALF + i[None, :], mask=cs_mask, other=0.0).to(ACC) * sign
+    y = tl.reshape(tl.join(x0 * c - x1 * sn, x0 * sn + x1 * c), [ROWS, BLOCK_D])
+    tl.store(y_ptr + (b * syb + s * sys + h * syh)[:, None] + d[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def _rope_launch(x, cos, sin, sign):
+def _rope_launch(x, cos, sin, sign, out=None):
+    """Rotate x (B, S, heads, D) into `out` (new contiguous tensor when None; may be x itself: in place)."""
     B, S, H, D = x.shape
-    assert x.stride(3) == 1, "RoPE needs the head dimension contiguous"
-    y = torch.empty((B, S, H, D), dtype=x.dtype, device=x.device)
-    half = D // 2
-    block_h, block_half = triton.next_power_of_2(H), triton.next_power_of_2(half)
-    tokens = 64 if INTERPRET else max(1, min(8, 1024 // (block_h * block_half)))
-    _launch(tt_rope, (triton.cdiv(B * S, tokens),), x, y, cos, sin, B * S, S, H, x.stride(0), x.stride(1),
-            x.stride(2), y.stride(0), y.stride(1), y.stride(2), sign, HALF=half, TOKENS=tokens, BLOCK_H=block_h,
-            BLOCK_HALF=block_half, ACC=_acc_type(x))
+    assert x.stride(3) == 1 and D % 2 == 0, "RoPE needs an even, contiguous head dimension"
+    y = torch.empty((B, S, H, D), dtype=x.dtype, device=x.device) if out is None else out
+    block_d = triton.next_power_of_2(D)
+    rows = 64 if INTERPRET else max(1, 2048 // block_d)
+    n_rows = B * S * H
+    _launch(tt_rope, (triton.cdiv(n_rows, rows),), x, y, cos, sin, n_rows, S, H, x.stride(0), x.stride(1),
+            x.stride(2), y.stride(0), y.stride(1), y.stride(2), sign, HALF=D // 2, ROWS=rows, BLOCK_D=block_d,
+            ACC=_acc_type(x), num_warps=4)
     return y
 
 
@@ -434,15 +450,72 @@ def tt_attn_bwd_dq(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
 
 
 _LOG2E = 1.4426950408889634
+INTERPRET_ATTN_BLOCK = 32  # attention tile under the interpreter (tests lower it to cover several blocks cheaply)
 
 
 def _attn_blocks(D):
     if INTERPRET:
-        return dict(fwd=(32, 32, 1, 1), bwd=(32, 32, 1, 1))
+        b = INTERPRET_ATTN_BLOCK
+        return dict(fwd=(b, b, 1, 1), bwd=(b, b, 1, 1))
     # (BLOCK_M, BLOCK_N, num_warps, num_stages); tuned for head_dim 64 on H100/H200-class GPUs.
     if D <= 64:
         return dict(fwd=(128, 64, 4, 3), bwd=(64, 64, 4, 2))
     return dict(fwd=(64, 64, 4, 2), bwd=(32, 64, 4, 2))
+
+
+@triton.jit
+def tt_attn_bwd_delta(o_ptr, do_ptr, delta_ptr, n_rows, S, H, D: tl.constexpr, ROWS: tl.constexpr,
+                      BLOCK_D: tl.constexpr, ACC: tl.constexpr):
+    """delta[b, h, s] = sum_d O * dO; o and do are contiguous (B, S, H, D)."""
+    r = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    d = tl.arange(0, BLOCK_D)
+    mask = (r[:, None] < n_rows) & (d[None, :] < D)
+    o = tl.load(o_ptr + r[:, None] * D + d[None, :], mask=mask, other=0.0).to(ACC)
+    do = tl.load(do_ptr + r[:, None] * D + d[None, :], mask=mask, other=0.0).to(ACC)
+    h = r % H
+    bs = r // H
+    tl.store(delta_ptr + ((bs // S) * H + h) * S + bs % S, tl.sum(o * do, axis=1), mask=r < n_rows)
+
+
+def _flash_fwd(q, k, v):
+    B, S, H, D = q.shape
+    HKV = k.shape[2]
+    assert H % HKV == 0 and q.stride(3) == 1 and k.stride(3) == 1 and v.stride(3) == 1
+    o = torch.empty((B, S, H, D), dtype=q.dtype, device=q.device)
+    lse = torch.empty((B, H, S), dtype=_acc_torch(q), device=q.device)
+    sm_scale = 1.0 / math.sqrt(D)
+    bm, bn, warps, stages = _attn_blocks(D)["fwd"]
+    _launch(tt_attn_fwd, (triton.cdiv(S, bm), B * H), q, k, v, o, lse,
+            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+            v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
+            S, H, H // HKV, sm_scale * _LOG2E,
+            D=D, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=max(16, triton.next_power_of_2(D)), ACC=_acc_type(q),
+            num_warps=warps, num_stages=stages)
+    return o, lse
+
+
+def _flash_bwd(q, k, v, o, lse, do, dq, dk, dv):
+    """Writes the gradients into dq (B,S,H,D), dk/dv (B,S,Hkv,D): any strides with a contiguous last dim."""
+    B, S, H, D = q.shape
+    HKV = k.shape[2]
+    do = do.contiguous()
+    block_d = max(16, triton.next_power_of_2(D))
+    acc = _acc_type(q)
+    delta = torch.empty((B, H, S), dtype=lse.dtype, device=q.device)
+    rows = 64 if INTERPRET else 32
+    _launch(tt_attn_bwd_delta, (triton.cdiv(B * S * H, rows),), o, do, delta, B * S * H, S, H, D=D, ROWS=rows,
+            BLOCK_D=block_d, ACC=acc)
+    sm_scale = 1.0 / math.sqrt(D)
+    bm, bn, warps, stages = _attn_blocks(D)["bwd"]
+    strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+               v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2))
+    assert dk.stride() == dv.stride()
+    _launch(tt_attn_bwd_dkdv, (triton.cdiv(S, bn), B * HKV), q, k, v, do, lse, delta, dk, dv, *strides,
+            dk.stride(0), dk.stride(1), dk.stride(2), S, H, HKV, H // HKV, sm_scale * _LOG2E, sm_scale,
+            D=D, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=block_d, ACC=acc, num_warps=warps, num_stages=stages)
+    _launch(tt_attn_bwd_dq, (triton.cdiv(S, bm), B * H), q, k, v, do, lse, delta, dq, *strides,
+            dq.stride(0), dq.stride(1), dq.stride(2), S, H, H // HKV, sm_scale * _LOG2E, sm_scale,
+            D=D, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=block_d, ACC=acc, num_warps=warps, num_stages=stages)
 
 
 class TritonFlashAttention(torch.autograd.Function):
@@ -451,48 +524,141 @@ class TritonFlashAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v):
-        B, S, H, D = q.shape
-        HKV = k.shape[2]
-        assert H % HKV == 0 and q.stride(3) == 1 and k.stride(3) == 1 and v.stride(3) == 1
-        o = torch.empty((B, S, H, D), dtype=q.dtype, device=q.device)
-        lse = torch.empty((B, H, S), dtype=_acc_torch(q), device=q.device)
-        sm_scale = 1.0 / math.sqrt(D)
-        bm, bn, warps, stages = _attn_blocks(D)["fwd"]
-        grid = (triton.cdiv(S, bm), B * H)
-        _launch(tt_attn_fwd, grid, q, k, v, o, lse,
-                q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-                v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
-                S, H, H // HKV, sm_scale * _LOG2E,
-                D=D, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=max(16, triton.next_power_of_2(D)), ACC=_acc_type(q),
-                num_warps=warps, num_stages=stages)
+        o, lse = _flash_fwd(q, k, v)
         ctx.save_for_backward(q, k, v, o, lse)
         return o
 
     @staticmethod
     def backward(ctx, do):
         q, k, v, o, lse = ctx.saved_tensors
-        B, S, H, D = q.shape
-        HKV = k.shape[2]
-        do = do.contiguous()
-        # delta_i = sum_d dO_id * O_id, laid out like lse: (B, H, S)
-        delta = (do.to(lse.dtype) * o.to(lse.dtype)).sum(-1).transpose(1, 2).contiguous()
-        dq = torch.empty_like(q, memory_format=torch.contiguous_format)
-        dk = torch.empty((B, S, HKV, D), dtype=k.dtype, device=k.device)
-        dv = torch.empty((B, S, HKV, D), dtype=v.dtype, device=v.device)
-        sm_scale = 1.0 / math.sqrt(D)
-        bm, bn, warps, stages = _attn_blocks(D)["bwd"]
-        block_d = max(16, triton.next_power_of_2(D))
-        acc = _acc_type(q)
-        strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-                   v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2))
-        _launch(tt_attn_bwd_dkdv, (triton.cdiv(S, bn), B * HKV), q, k, v, do, lse, delta, dk, dv, *strides,
-                dk.stride(0), dk.stride(1), dk.stride(2), S, H, HKV, H // HKV, sm_scale * _LOG2E, sm_scale,
-                D=D, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=block_d, ACC=acc, num_warps=warps, num_stages=stages)
-        _launch(tt_attn_bwd_dq, (triton.cdiv(S, bm), B * H), q, k, v, do, lse, delta, dq, *strides,
-                dq.stride(0), dq.stride(1), dq.stride(2), S, H, H // HKV, sm_scale * _LOG2E, sm_scale,
-                D=D, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=block_d, ACC=acc, num_warps=warps, num_stages=stages)
+        dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+        dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+        _flash_bwd(q, k, v, o, lse, do, dq, dk, dv)
         return dq, dk, dv
 
 
 def flash_attention(q, k, v):
     return TritonFlashAttention.apply(q, k, v)
+
+
+class TritonRopeAttention(torch.autograd.Function):
+    """RoPE + causal GQA flash attention on the packed projection qkv: (B, S, H + 2*Hkv, D) -> o (B, S, H, D).
+
+    Forward rotates q and k IN PLACE in qkv (no copy; qkv is a fresh matmul output nobody else saved) and reads q, k,
+    v as strided views. Backward writes dq, dk, dv straight into one packed gradient and un-rotates its q/k part in
+    place, so there are no slices to stitch back together."""
+
+    @staticmethod
+    def forward(ctx, qkv, cos, sin, n_heads):
+        qkv = qkv if qkv.is_contiguous() else qkv.contiguous()
+        H = n_heads
+        HKV = (qkv.shape[2] - H) // 2
+        qk = qkv[:, :, : H + HKV]
+        _rope_launch(qk, cos, sin, 1.0, out=qk)
+        o, lse = _flash_fwd(qkv[:, :, :H], qkv[:, :, H: H + HKV], qkv[:, :, H + HKV:])
+        ctx.save_for_backward(qkv, o, lse, cos, sin)
+        ctx.heads = (H, HKV)
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        qkv, o, lse, cos, sin = ctx.saved_tensors
+        H, HKV = ctx.heads
+        dqkv = torch.empty_like(qkv)
+        _flash_bwd(qkv[:, :, :H], qkv[:, :, H: H + HKV], qkv[:, :, H + HKV:], o, lse, do.view(o.shape),
+                   dqkv[:, :, :H], dqkv[:, :, H: H + HKV], dqkv[:, :, H + HKV:])
+        dqk = dqkv[:, :, : H + HKV]
+        _rope_launch(dqk, cos, sin, -1.0, out=dqk)
+        return dqkv, None, None, None
+
+
+def rope_attention(qkv, cos, sin, n_heads):
+    return TritonRopeAttention.apply(qkv, cos, sin, n_heads)
+
+
+# ------------------------------------------------------------------------------------------ SwiGLU + down projection
+class TritonSwiGLUDown(torch.autograd.Function):
+    """out = swiglu(gate_up) @ w_down.T without keeping swiglu's output alive: the backward recomputes it (one
+    elementwise kernel) instead of saving a (tokens x ffn_dim) activation per layer."""
+
+    @staticmethod
+    def forward(ctx, gate_up, w_down):
+        gu = gate_up.contiguous()
+        w = w_down.to(gu.dtype)
+        out = _swiglu_fwd(gu) @ w.t()
+        ctx.save_for_backward(gu, w)
+        ctx.w_dtype = w_down.dtype
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        gu, w = ctx.saved_tensors
+        act = _swiglu_fwd(gu)  # recomputed, not saved
+        dout2 = dout.reshape(-1, dout.shape[-1])
+        dw = (dout2.t() @ act.reshape(-1, act.shape[-1])).to(ctx.w_dtype)
+        dgu = _swiglu_bwd(gu, (dout2 @ w).view(act.shape))
+        return dgu, dw
+
+
+def swiglu_down(gate_up, w_down):
+    return TritonSwiGLUDown.apply(gate_up, w_down)
+
+
+# --------------------------------------------------------------------------------------------------- cross-entropy
+@triton.jit
+def tt_xent_fwd(logits_ptr, tgt_ptr, loss_ptr, lse_ptr, V, stride, BLOCK_V: tl.constexpr, ACC: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_V)
+    x = tl.load(logits_ptr + row * stride + cols, mask=cols < V, other=float("-inf")).to(ACC)
+    m = tl.max(x, axis=0)
+    lse = m + tl.log(tl.sum(tl.exp(x - m), axis=0))
+    t = tl.load(tgt_ptr + row)
+    xt = tl.load(logits_ptr + row * stride + t).to(ACC)
+    tl.store(loss_ptr + row, lse - xt)
+    tl.store(lse_ptr + row, lse)
+
+
+@triton.jit
+def tt_xent_bwd(logits_ptr, tgt_ptr, lse_ptr, dloss_ptr, dlogits_ptr, V, stride, inv_n,
+                BLOCK_V: tl.constexpr, ACC: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_V)
+    mask = cols < V
+    x = tl.load(logits_ptr + row * stride + cols, mask=mask, other=0.0).to(ACC)
+    lse = tl.load(lse_ptr + row)
+    t = tl.load(tgt_ptr + row)
+    g = tl.load(dloss_ptr).to(ACC) * inv_n
+    d = (tl.exp(x - lse) - tl.where(cols == t, 1.0, 0.0)) * g
+    tl.store(dlogits_ptr + row * V + cols, d.to(dlogits_ptr.dtype.element_ty), mask=mask)
+
+
+class TritonCrossEntropy(torch.autograd.Function):
+    """Mean cross-entropy of (N, V) logits in their own dtype (no fp32 copy); d(logits) = (softmax - onehot) / N."""
+
+    @staticmethod
+    def forward(ctx, logits, targets):
+        N, V = logits.shape
+        assert logits.stride(1) == 1
+        acc = _acc_torch(logits)
+        losses = torch.empty(N, dtype=acc, device=logits.device)
+        lse = torch.empty(N, dtype=acc, device=logits.device)
+        tgt = targets.contiguous()
+        block = triton.next_power_of_2(V)
+        _launch(tt_xent_fwd, (N,), logits, tgt, losses, lse, V, logits.stride(0), BLOCK_V=block,
+                ACC=_acc_type(logits), num_warps=4)
+        ctx.save_for_backward(logits, tgt, lse)
+        return losses.mean()
+
+    @staticmethod
+    def backward(ctx, dloss):
+        logits, tgt, lse = ctx.saved_tensors
+        N, V = logits.shape
+        dlogits = torch.empty((N, V), dtype=logits.dtype, device=logits.device)
+        _launch(tt_xent_bwd, (N,), logits, tgt, lse, dloss.contiguous(), dlogits, V, logits.stride(0), 1.0 / N,
+                BLOCK_V=triton.next_power_of_2(V), ACC=_acc_type(logits), num_warps=4)
+        return dlogits, None
+
+
+def cross_entropy(logits, targets):
+    return TritonCrossEntropy.apply(logits, targets)

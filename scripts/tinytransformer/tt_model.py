@@ -53,13 +53,13 @@ class ModelConfig:
 
 # ------------------------------------------------------------------------------------------ eager reference ops
 def eager_rmsnorm(x, w, eps):
-    xf = x.float()
-    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype)
+    xf = x.to(torch.promote_types(x.dtype, torch.float32))
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.to(xf.dtype)).to(x.dtype)
 
 
 def eager_rope(x, cos, sin):
     """x: (B, S, h, D); rotate interleaved pairs (x[2i], x[2i+1]) by theta(s, i)."""
-    xf = x.float().unflatten(-1, (-1, 2))
+    xf = x.to(torch.promote_types(x.dtype, torch.float32)).unflatten(-1, (-1, 2))
     x0, x1 = xf[..., 0], xf[..., 1]
     c, s = cos[None, :, None, :], sin[None, :, None, :]
     return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).flatten(-2).to(x.dtype)
@@ -136,6 +136,18 @@ class Ops:
     def embedding(self, ids, weight):
         return F.embedding(ids, weight)
 
+    def packed_attention(self, qkv, cos, sin, n_heads):
+        """qkv: (B, S, H + 2*Hkv, D) from the fused projection -> (B, S, H*D)."""
+        hkv = (qkv.shape[2] - n_heads) // 2
+        qk = self.rope(qkv[:, :, : n_heads + hkv], cos, sin)  # q and k rotated in one launch
+        return self.attention(qk[:, :, :n_heads], qk[:, :, n_heads:], qkv[:, :, n_heads + hkv:])
+
+    def swiglu_down(self, gate_up, w_down: nn.Linear):
+        return w_down(self.swiglu(gate_up))
+
+    def loss(self, logits, targets):
+        return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
 
 # ------------------------------------------------------------------------------------------------------- model
 class Attention(nn.Module):
@@ -155,13 +167,10 @@ class Attention(nn.Module):
         B, S, _ = y.shape
         h, hkv, hd = self.cfg.num_heads, self.cfg.num_kv_heads, self.cfg.head_dim
         if self.fused:
-            qkv = self.wqkv(y).view(B, S, h + 2 * hkv, hd)
-            qk = ops.rope(qkv[:, :, : h + hkv], cos, sin)  # q and k rotated in one launch
-            q, k, v = qk[:, :, :h], qk[:, :, h:], qkv[:, :, h + hkv:]
-        else:
-            q = ops.rope(self.wq(y).view(B, S, h, hd), cos, sin)
-            k = ops.rope(self.wk(y).view(B, S, hkv, hd), cos, sin)
-            v = self.wv(y).view(B, S, hkv, hd)
+            return self.wo(ops.packed_attention(self.wqkv(y).view(B, S, h + 2 * hkv, hd), cos, sin, h))
+        q = ops.rope(self.wq(y).view(B, S, h, hd), cos, sin)
+        k = ops.rope(self.wk(y).view(B, S, hkv, hd), cos, sin)
+        v = self.wv(y).view(B, S, hkv, hd)
         return self.wo(ops.attention(q, k, v))
 
 
@@ -179,7 +188,7 @@ class FeedForward(nn.Module):
 
     def forward(self, y, ops: Ops):
         if self.fused:
-            return self.w_down(ops.swiglu(self.w_gate_up(y)))
+            return ops.swiglu_down(self.w_gate_up(y), self.w_down)
         return self.w_down(F.silu(self.w_gate(y)) * self.w_up(y))
 
 
@@ -240,7 +249,8 @@ def _to_reference(named, cfg):
         for fused_suffix, parts in splits.items():
             if name.endswith(fused_suffix):
                 prefix = name[: -len(fused_suffix)]
-                for (part, size), piece in zip(parts, torch.split(t, [s for _, s in parts], dim=0)):
+                pieces = torch.split(t, [s for _, s in parts], dim=0) if t is not None else [None] * len(parts)
+                for (part, _), piece in zip(parts, pieces):
                     out[prefix + part] = piece
                 break
         else:

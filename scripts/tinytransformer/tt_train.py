@@ -6,7 +6,6 @@ import contextlib
 import time
 
 import torch
-import torch.nn.functional as F
 
 import tt_model
 from tt_versions import VERSIONS
@@ -69,10 +68,27 @@ def autocast(device, dtype: str, cache_enabled: bool = True):
     return torch.autocast(device.type, dtype=DTYPES[dtype], cache_enabled=cache_enabled)
 
 
+def base_model(model):
+    """The TinyLlama inside DDP / torch.compile wrappers."""
+    model = getattr(model, "module", model)
+    return getattr(model, "_orig_mod", model)
+
+
+@contextlib.contextmanager
+def tf32_mode(enabled: bool):
+    """fp32 matmuls on TF32 tensor cores inside the block (a process-wide switch: restored on exit)."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
 def compute_loss(model, x, y, device, dtype: str, cache_enabled: bool = True):
     with autocast(device, dtype, cache_enabled):
         logits = model(x)
-    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+    return base_model(model).ops.loss(logits, y)
 
 
 class TrainStep:
@@ -83,18 +99,21 @@ class TrainStep:
     one CUDA graph and replays it, and later calls copy the batch into the static inputs and replay. Every call,
     eager or replayed, is one real training step on the batch it is given."""
 
-    def __init__(self, model, optimizer, device, dtype: str, graphs: bool = False, warmup_eager: int = 3):
+    def __init__(self, model, optimizer, device, dtype: str, graphs: bool = False, warmup_eager: int = 3,
+                 tf32: bool = False):
         self.model, self.opt, self.device, self.dtype = model, optimizer, device, dtype
+        self.tf32 = tf32 and dtype == "fp32"
         self.graphs = graphs and device.type == "cuda"
         self.warmup_eager = warmup_eager
         self.calls = 0
         self.graph = None
 
     def eager(self, x, y):
-        self.opt.zero_grad(set_to_none=True)
-        loss = compute_loss(self.model, x, y, self.device, self.dtype, cache_enabled=not self.graphs)
-        loss.backward()
-        self.opt.step()
+        with tf32_mode(self.tf32):
+            self.opt.zero_grad(set_to_none=True)
+            loss = compute_loss(self.model, x, y, self.device, self.dtype, cache_enabled=not self.graphs)
+            loss.backward()
+            self.opt.step()
         return loss.detach()
 
     def __call__(self, x, y):
@@ -116,7 +135,7 @@ class TrainStep:
         self.static_x, self.static_y = x.clone(), y.clone()
         self.opt.zero_grad(set_to_none=True)  # grads are then allocated inside the graph's memory pool
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
+        with torch.cuda.graph(self.graph), tf32_mode(self.tf32):
             loss = compute_loss(self.model, self.static_x, self.static_y, self.device, self.dtype,
                                 cache_enabled=False)
             loss.backward()

@@ -49,10 +49,11 @@ class TritonOps(Ops):
 
 
 class FastOps(TritonOps):
-    """v4: residual add fused into the Triton RMSNorm, Triton RoPE/SwiGLU, FlashAttention-class attention
-    (PyTorch SDPA's flash backend by default, or our Triton kernel), a graph-capturable embedding backward."""
+    """v4: residual add fused into the Triton RMSNorm; RoPE fused with our Triton flash attention on the packed QKV
+    (or PyTorch SDPA with --attention sdpa); SwiGLU fused with the down projection (activation recomputed in the
+    backward); Triton cross-entropy on bf16 logits; a graph-capturable embedding backward."""
 
-    def __init__(self, attention: str = "sdpa"):
+    def __init__(self, attention: str = "triton"):
         super().__init__()
         self.attention_impl = attention
 
@@ -64,12 +65,24 @@ class FastOps(TritonOps):
             return super().attention(q, k, v)
         return tt_model.sdpa_attention(q, k, v)
 
+    def packed_attention(self, qkv, cos, sin, n_heads):
+        if self.attention_impl != "triton":
+            return super().packed_attention(qkv, cos, sin, n_heads)
+        B, S = qkv.shape[:2]
+        return self.k.rope_attention(qkv, cos, sin, n_heads).view(B, S, -1)
+
+    def swiglu_down(self, gate_up, w_down):
+        return self.k.swiglu_down(gate_up, w_down.weight)
+
+    def loss(self, logits, targets):
+        return self.k.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
     def embedding(self, ids, weight):
         return tt_model._IndexAddEmbedding.apply(ids, weight)
 
 
 TRITON_FWD_BWD = ("tt_rmsnorm_fwd", "tt_rmsnorm_bwd", "tt_rope", "tt_swiglu_fwd", "tt_swiglu_bwd")
-TRITON_ATTN = ("tt_attn_fwd", "tt_attn_bwd_dkdv", "tt_attn_bwd_dq")
+TRITON_ATTN = ("tt_attn_fwd", "tt_attn_bwd_delta", "tt_attn_bwd_dkdv", "tt_attn_bwd_dq")
 
 
 @dataclass
@@ -79,6 +92,7 @@ class VersionSpec:
     cuda_dtype: str                   # default --dtype on a GPU (on the CPU every version defaults to fp32)
     cuda_graphs: bool                 # capture the whole training step in one CUDA graph (GPU, single process)
     fused_adam: bool                  # torch.optim.AdamW(fused=True) on the GPU
+    tf32: bool = False                # fp32 matmuls on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32)
     triton_kernels: tuple = ()        # Triton kernels that must run
     required_ops: tuple = ()          # aten operators that must run
     forbidden_ops: tuple = ()         # aten operators that must not run (what the version replaced)
@@ -91,7 +105,7 @@ class VersionSpec:
             return FusedTorchOps()
         if self.name == "v3":
             return TritonOps()
-        return FastOps(attention or "sdpa")
+        return FastOps(attention or "triton")
 
 
 VERSIONS = {
@@ -101,20 +115,20 @@ VERSIONS = {
                       forbidden_ops=("aten::scaled_dot_product_attention",)),
     "v2": VersionSpec("v2", "PyTorch fusions: one QKV and one gate/up projection, F.rms_norm, "
                             "scaled_dot_product_attention",
-                      cuda_dtype="fp32", cuda_graphs=False, fused_adam=False,
+                      cuda_dtype="fp32", cuda_graphs=False, fused_adam=False, tf32=True,
                       required_ops=("aten::scaled_dot_product_attention", "aten::rms_norm"),
                       forbidden_ops=("aten::softmax",)),
     "v3": VersionSpec("v3", "Triton RMSNorm, RoPE, SwiGLU and causal flash attention, each with a Triton backward",
-                      cuda_dtype="fp32", cuda_graphs=False, fused_adam=False,
+                      cuda_dtype="fp32", cuda_graphs=False, fused_adam=False, tf32=True,
                       triton_kernels=TRITON_FWD_BWD + TRITON_ATTN,
                       forbidden_ops=("aten::softmax", "aten::scaled_dot_product_attention", "aten::silu",
                                      "aten::rsqrt", "aten::rms_norm")),
-    "v4": VersionSpec("v4", "bf16 autocast, residual+RMSNorm / RoPE / SwiGLU Triton kernels, flash attention, "
-                            "fused AdamW, whole training step in one CUDA graph",
+    "v4": VersionSpec("v4", "bf16 autocast; Triton residual+RMSNorm, RoPE+flash attention, SwiGLU+down (recompute), "
+                            "cross-entropy; fused AdamW; whole training step in one CUDA graph",
                       cuda_dtype="bf16", cuda_graphs=True, fused_adam=True,
-                      triton_kernels=TRITON_FWD_BWD,
+                      triton_kernels=TRITON_FWD_BWD + ("tt_xent_fwd", "tt_xent_bwd"),
                       forbidden_ops=("aten::softmax", "aten::silu", "aten::rsqrt", "aten::rms_norm",
-                                     "aten::embedding_dense_backward")),
+                                     "aten::embedding_dense_backward", "aten::log_softmax", "aten::nll_loss")),
 }
 
 
@@ -124,7 +138,7 @@ def expected_for(spec: VersionSpec, device: torch.device, dtype: str, attention:
     required = list(spec.required_ops)
     gpu = list(spec.gpu_kernel_substrings)
     if spec.name == "v4":
-        if attention == "triton":
+        if attention != "sdpa":
             triton_kernels += TRITON_ATTN
         else:
             required.append("aten::scaled_dot_product_attention")

@@ -71,6 +71,16 @@ def test_same_cmd_string_added_once():
     assert len(chain.notes) == 2
 
 
+def test_each_wrapper_gets_its_own_profile_and_samplers_cannot_override_it():
+    chain = chain_for({"tools": [{"name": "rocprofv3_communication"}, {"name": "rocprofv3_lightweight"},
+                                 {"name": "gpu_info_vram_profiler"}]})
+    words = shlex.split(chain.command)
+    profiles = [w.split("=", 1)[1] for w in words if w.startswith("MADENGINE_ROCPROF_PROFILE=")]
+    assert profiles == ["lightweight", "multi_gpu"]  # outermost first, each right before its own wrapper
+    assert words[words.index("MADENGINE_ROCPROF_PROFILE=lightweight") + 1] == "bash"
+    assert "MADENGINE_ROCPROF_PROFILE" not in chain.env
+
+
 def test_pre_and_post_scripts_order_matches_madengine():
     ctx = {"pre_scripts": [{"path": "ctx_pre.sh"}], "post_scripts": [{"path": "ctx_post.sh"}],
            "tools": [{"name": "rocprofv3_lightweight", "pre_scripts": [{"path": "A_pre.sh"}], "post_scripts": [{"path": "A_post.sh"}]},

@@ -171,10 +171,13 @@ def test_no_dockerfile_for_this_vendor_is_bad_input(docker_client, model_repo, t
 
 def test_missing_prebuilt_image_is_recorded_not_a_crash(docker_client, model_repo, tmp_path):
     out = tmp_path / "out"
-    ctx = {"MAD_CONTAINER_IMAGE": "madengine-rocprof/does-not-exist:never"}
+    # a registry on a closed loopback port: the pull fails at once, nothing leaves this machine
+    ctx = {"MAD_CONTAINER_IMAGE": "localhost:1/does-not-exist:never",
+           "post_scripts": [{"path": "scripts/hooks/post.sh"}], "tools": [{"name": "gpu_info_vram_profiler"}]}
     assert run_cli("--tags", "ok_model", "--models", str(model_repo), "--output-dir", str(out),
                    "--additional-context", json.dumps(ctx)) == 1
-    manifest = run_json(out / "ok_model__none")
+    manifest = run_json(out / "ok_model__gpu_info_vram_profiler")
     assert manifest["status"] == "FAILURE" and "does-not-exist" in manifest["failures"][0]
+    assert manifest["steps"] == [] and manifest["samplers"] == []  # nothing ran, nothing crashed
     assert manifest["image"]["tag"] == ctx["MAD_CONTAINER_IMAGE"]
     assert perf_rows(out)[0]["status"] == "FAILURE"

@@ -137,7 +137,8 @@ def test_profiler_outcome_decides_status(model_repo, tmp_path, fake_plugin, outc
     manifest = run_json(out, "ok_model__rocprofv3_lightweight")
     assert manifest["status"] == status and code == (0 if status == "SUCCESS" else 1)
     assert (manifest["failures"] == []) if failure is None else (failure in manifest["failures"])
-    assert manifest["chain"]["command"].startswith(f"bash {{plugin}}/scripts/rocprof_wrapper.sh --hip-trace --kernel-trace")
+    assert manifest["chain"]["command"].startswith(
+        "MADENGINE_ROCPROF_PROFILE=lightweight bash {plugin}/scripts/rocprof_wrapper.sh --hip-trace --kernel-trace")
     assert perf_rows(out)[0]["status"] == status
     if outcome == "ok":
         assert (out / "ok_model__rocprofv3_lightweight" / "profiler" / "host" / "1_kernel_trace.csv").exists()
@@ -187,3 +188,38 @@ def test_ctrl_c_stops_the_step_and_keeps_partial_outputs(model_repo, tmp_path, r
     assert manifest["steps"][0]["interrupted"]
     assert (out / "slow_model__none" / "flushed.txt").exists()
     assert perf_rows(out)[0]["status"] == "FAILURE"
+
+
+def test_readme_command_runs_tiny_llama_v4_locally_on_the_cpu(repo, tmp_path):
+    """The issue's main command, without docker: detected CPU, embedded tracer, Triton in interpreter mode."""
+    out = tmp_path / "out"
+    code = cli_main(["run", "--tags", "tiny_llama_v4:num-steps=2:warmup-steps=1", "--runner", "local", "--quiet",
+                     "--additional-context-file", str(repo / "profiling-configs" / "rocprofv3_lightweight.json"),
+                     "--models", str(repo / "models.json"), "--output-dir", str(out)])
+    ws = out / "tiny_llama_v4__rocprofv3_lightweight"
+    manifest = run_json(out, ws.name)
+    assert code == 0, manifest["failures"]
+    assert manifest["gpu_vendor"] == {"requested": "AMD", "detected": "CPU", "used": "CPU"}
+    assert any("no GPU" in w for w in manifest["warnings"])
+    wrapper = json.loads((ws / "profiler" / "manifest.json").read_text())
+    assert wrapper["outcome"] == "ok" and wrapper["dispatch_count"] > 0
+    (row,) = perf_rows(out)
+    assert row["status"] == "SUCCESS" and float(row["performance"]) > 0
+
+
+def test_multi_gpu_profile_runs_torchrun_with_per_rank_outputs(repo, tmp_path):
+    """multi_gpu with 2 processes on the CPU (gloo): each rank's profiler output lands in its own files."""
+    out = tmp_path / "out"
+    code = cli_main(["run", "--tags", "tiny_llama_v1:num-steps=3", "--runner", "local", "--quiet",
+                     "--additional-context-file", str(repo / "profiling-configs" / "rocprofv3_multi_gpu.json"),
+                     "--additional-context", '{"docker_gpus": "0,1", "distributed": {"nproc_per_node": 2}}',
+                     "--models", str(repo / "models.json"), "--output-dir", str(out)])
+    ws = next(out.glob("tiny_llama_v1__rocprofv3_communication+*"))
+    manifest = run_json(out, ws.name)
+    assert code == 0, manifest["failures"]
+    assert "MAD_MULTI_NODE_RUNNER" not in manifest["chain"]["env"]  # set per run, recorded in the context
+    traces = sorted(p.name.split("_")[0] for p in (ws / "profiler").rglob("*_kernel_trace.csv"))
+    assert traces == ["rank0", "rank1"]
+    assert [s["tool"] for s in manifest["samplers"]] == ["gpu_info_power_profiler", "gpu_info_vram_profiler"]
+    (row,) = perf_rows(out)
+    assert (row["status"], row["n_gpus"], row["launcher"]) == ("SUCCESS", "2", "torchrun")

@@ -73,7 +73,7 @@ def test_nothing_captured_is_its_own_outcome(tmp_path, make_env):
 
 
 def test_profiler_failure_is_reported_as_such(tmp_path, make_env):
-    counters = [f"C{i}" for i in range(9)]  # more than one pass can hold: the fake fails like rocprofv3
+    counters = [f"SQ_C{i}" for i in range(9)]  # 9 SQ events: more than one pass holds, rocprofv3 fails
     result = wrapper.run(["--pmc", *counters], app(tmp_path), str(tmp_path / "o"), env=make_env("rocprofv3"),
                          cwd=str(tmp_path))
     assert (result.exit_code, result.outcome) == (1, "profiler_failed")

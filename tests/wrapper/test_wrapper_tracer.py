@@ -77,6 +77,10 @@ def test_truncate_name():
     assert rocprof_csv.truncate_name("void at::native::vectorized_elementwise_kernel<4, at::native::Foo<float>>(int, Bar)") \
         == "vectorized_elementwise_kernel"
     assert rocprof_csv.truncate_name("ampere_sgemm_128x64_tn") == "ampere_sgemm_128x64_tn"
+    # The two spellings seen on the H100 run (CUPTI vs ncu) truncate to the same function name.
+    cupti = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 6, false, false>(float*, int, bool)"
+    ncu = "void <unnamed>::softmax_warp_forward<float, float, float, 6, 0, 0>(T2 *, int, bool)"
+    assert rocprof_csv.truncate_name(cupti) == rocprof_csv.truncate_name(ncu) == "softmax_warp_forward"
 
 
 OPS_APP = """

@@ -1,0 +1,121 @@
+"""The harness contract: performance line, JSON result, exit codes, FLOP formula, data, run.sh and torchrun/DDP."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import tt_harness
+import tt_model
+import tt_train
+
+TINY = ["--tiny", "--device", "cpu", "--num-steps", "4", "--warmup-steps", "1"]
+PERF = re.compile(r"^performance:\s+([0-9.]+)\s+tokens_per_second$", re.M)
+
+
+def test_json_result_and_performance_line(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    rc = tt_harness.main(["--version", "v2", *TINY, "--batch-size", "3", "--seq-len", "12", "--json-out", str(out)])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    res = json.loads(out.read_text())
+    for key in ("schema_version", "model", "version", "git_sha", "versions", "device", "settings", "metrics",
+                "step_times_ms", "validation", "status"):
+        assert key in res, key
+    assert res["model"] == "tiny_llama_v2" and res["status"] == "ok" and res["schema_version"] == 1
+    m = res["metrics"]
+    times = res["step_times_ms"]
+    assert len(times) == 4
+    assert m["step_time_ms"]["median"] == pytest.approx(statistics.median(times))
+    assert m["tokens_per_second"] == pytest.approx(3 * 12 / (statistics.median(times) / 1e3))
+    assert m["samples_per_second"] == pytest.approx(3 / (statistics.median(times) / 1e3))
+    assert m["step_time_ms"]["p10"] == pytest.approx(np.percentile(times, 10))
+    assert m["step_time_ms"]["p90"] == pytest.approx(np.percentile(times, 90))
+    assert float(PERF.findall(printed)[0]) == pytest.approx(m["tokens_per_second"], abs=0.006)  # printed %.2f
+    assert res["settings"]["batch_size"] == 3 and res["settings"]["version"] == "v2"
+
+
+def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert tt_harness.main(["--version", "v1", *TINY, "--attention", "sdpa", "--json-out", str(out)]) == 2
+    assert tt_harness.main(["--version", "v1", *TINY, "--batch-size", "0", "--json-out", str(out)]) == 2
+    assert "error:" in capsys.readouterr().err
+    assert not out.exists()
+    with pytest.raises(SystemExit):
+        tt_harness.main(["--version", "v7"])
+
+
+def test_failed_gate_exits_1_with_failed_status(tmp_path, monkeypatch):
+    import tt_gates
+    monkeypatch.setattr(tt_gates, "run_gates", lambda *a, **k: {"gradient_coverage": {"passed": False}})
+    out = tmp_path / "r.json"
+    assert tt_harness.main(["--version", "v1", *TINY, "--validate", "--json-out", str(out)]) == 1
+    assert json.loads(out.read_text())["status"] == "failed"
+
+
+def test_flops_formula_against_parameter_count():
+    cfg = tt_model.ModelConfig()  # hidden 512, 8 layers, 8 heads / 4 kv heads, vocab 1000
+    model = tt_model.TinyLlama(cfg, tt_model.Ops())
+    assert tt_model.count_params(model) == 31_977_984  # the public versions' parameter count
+    n_matmul = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear)) + 1000 * 512
+    tokens = 32 * 512
+    expected = 6 * n_matmul * tokens + 12 * 8 * 512 * 512 * tokens
+    assert tt_model.flops_per_step(cfg, 32, 512) == pytest.approx(expected)
+    assert 3.4e12 < expected < 3.7e12
+
+
+def test_data_is_seeded_and_labels_shift_by_one():
+    a = tt_train.make_tokens("random", 2, 3, 10, 1000, 7, "cpu")
+    assert torch.equal(a, tt_train.make_tokens("random", 2, 3, 10, 1000, 7, "cpu"))
+    assert not torch.equal(a, tt_train.make_tokens("random", 2, 3, 10, 1000, 8, "cpu"))
+    x, y = tt_train.split_batches(a)
+    assert x.shape == y.shape == (2, 3, 10)
+    assert torch.equal(x[..., 1:], y[..., :-1])
+    learn = tt_train.make_tokens("learnable", 1, 4, 9, 1000, 1, "cpu")[0]
+    step = (learn[:, 1] - learn[:, 0]) % 32
+    assert set(step.tolist()) <= {1, 2}
+    assert torch.equal((learn[:, :-1] + step[:, None]) % 32, learn[:, 1:])
+
+
+def _run_sh(scripts_dir, tmp_path, *args, timeout=240):
+    env = dict(os.environ, PYTHON=sys.executable)
+    env.pop("WORLD_SIZE", None)
+    return subprocess.run(["bash", str(scripts_dir / "run.sh"), *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_run_sh_writes_workload_result(scripts_dir, tmp_path):
+    p = _run_sh(scripts_dir, tmp_path, "--version", "v2", "--num-steps", "2", "--device", "cpu")
+    assert p.returncode == 0, p.stderr
+    res = json.loads((tmp_path / "workload_result.json").read_text())
+    assert res["version"] == "v2" and res["status"] == "ok"
+    assert float(PERF.findall(p.stdout)[0]) == pytest.approx(res["metrics"]["tokens_per_second"], abs=0.006)
+
+
+def test_run_sh_rejects_bad_arguments(scripts_dir, tmp_path):
+    assert _run_sh(scripts_dir, tmp_path, "--version", "v9").returncode == 2
+    assert _run_sh(scripts_dir, tmp_path, "--nproc-per-node", "x").returncode == 2
+    p = _run_sh(scripts_dir, tmp_path, "--version", "v1", "--batch-size", "0")
+    assert p.returncode == 2 and "error:" in p.stderr
+    assert not (tmp_path / "workload_result.json").exists()
+
+
+def test_run_sh_torchrun_ddp_two_processes(scripts_dir, tmp_path):
+    """torchrun with 2 CPU processes (gloo): one performance line, global tokens/s, world_size in the JSON."""
+    p = _run_sh(scripts_dir, tmp_path, "--version", "v1", "--nproc-per-node", "2", "--num-steps", "3",
+                "--batch-size", "2", "--seq-len", "8", "--device", "cpu")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert len(PERF.findall(p.stdout)) == 1
+    res = json.loads((tmp_path / "workload_result.json").read_text())
+    assert res["world_size"] == 2
+    assert res["metrics"]["tokens_per_step"] == 2 * 2 * 8
+    assert res["metrics"]["tokens_per_second"] == pytest.approx(
+        2 * 2 * 8 / (res["metrics"]["step_time_ms"]["median"] / 1e3))  # median: the slowest rank's
