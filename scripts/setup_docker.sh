@@ -98,9 +98,16 @@ else
   rootfs=$(mktemp -d "$CACHE/docker/rootfs.XXXXXX")
   trap 'as_root umount "$rootfs/proc" 2>/dev/null || true; as_root rm -rf "$rootfs"' EXIT
   say "debootstrap $SUITE (minbase + python3, pip) into $rootfs"
-  as_root debootstrap --variant=minbase --include="$INCLUDE" \
-    "$SUITE" "$rootfs" "$MIRROR" >"$CACHE/docker/debootstrap.log" 2>&1 \
-    || { tail -20 "$CACHE/docker/debootstrap.log" >&2; exit 1; }
+  for attempt in 1 2; do  # a mirror hiccup should not fail CI: one retry from scratch
+    if as_root debootstrap --variant=minbase --include="$INCLUDE" \
+         "$SUITE" "$rootfs" "$MIRROR" >"$CACHE/docker/debootstrap.log" 2>&1; then
+      break
+    fi
+    tail -20 "$CACHE/docker/debootstrap.log" >&2
+    [ "$attempt" = 2 ] && { say "debootstrap failed twice: see $CACHE/docker/debootstrap.log" >&2; exit 1; }
+    say "debootstrap failed; retrying"
+    as_root rm -rf "$rootfs" && mkdir -p "$rootfs"
+  done
   say "installing the wheelhouse into the base (offline)"
   as_root mkdir -p "$rootfs/tmp/wheelhouse"
   as_root cp "$WHEELHOUSE"/*.whl "$rootfs/tmp/wheelhouse/"
@@ -121,6 +128,11 @@ else
   trap - EXIT
 fi
 docker tag "$BASE_IMAGE" "$BASE_REPO:latest"
+# Older bases are 2 GB each: drop their tags (an image still used by a container stays).
+for old in $(docker images "$BASE_REPO" --format '{{.Repository}}:{{.Tag}}' | grep -v -e ":$base_hash\$" -e ':latest$'); do
+  say "removing the previous base $old"
+  docker rmi "$old" >/dev/null 2>&1 || true
+done
 
 # --- 5. CPU workload image ---------------------------------------------------------------------------------
 say "CPU workload image (skipped when its content hash exists)"

@@ -53,9 +53,11 @@ run multi_gpu 150 rocprofv3_multi_gpu --tags tiny_llama_v1:num-steps=10 \
 run lightweight 120 rocprofv3_lightweight --tags tiny_llama_v2 tiny_llama_v3
 
 # perf.csv rows and run outcomes, readable in the reply's output tail.
-for f in "$RUNS"/*/perf.csv; do echo "--- $f"; cut -d, -f1,3,17-22 "$f"; done
 "$PY" - "$RUNS" <<'PY'
-import json, pathlib, sys
+import csv, json, pathlib, sys
+for f in sorted(pathlib.Path(sys.argv[1]).glob("*/perf.csv")):
+    for r in csv.DictReader(open(f, newline="")):
+        print(f"perf.csv {f.parent.name}: {r['model']} n_gpus={r['n_gpus']} {r['performance']} {r['metric']} {r['status']} {r['gpu_architecture']}")
 for p in sorted(pathlib.Path(sys.argv[1]).glob("*/*/run.json")):
     d = json.loads(p.read_text())
     prof = "; ".join(f"{x['tool']}: {x['outcome']} via {x.get('profiler', {}).get('name')} ({x.get('dispatch_count')} dispatches)"
@@ -66,13 +68,15 @@ for p in sorted(pathlib.Path(sys.argv[1]).glob("*/*/run.json")):
 PY
 
 # One tarball per phase (no copied model scripts). Over the size limit: again without the Perfetto JSON traces,
-# then also without the full kernel traces (stats, manifests, logs and perf.csv always stay).
+# then also without the full kernel traces, then without ncu/Perfetto binary reports (stats, counter CSVs,
+# manifests, logs, sampler CSVs and perf.csv always stay).
 for dir in "$RUNS"/*/; do
   name=$(basename "$dir")
-  for level in 0 1 2; do
+  for level in 0 1 2 3; do
     excludes=(--exclude=model_scripts --exclude=__pycache__)
     [ "$level" -ge 1 ] && excludes+=(--exclude="*_perfetto_trace.json")
     [ "$level" -ge 2 ] && excludes+=(--exclude="*_kernel_trace.csv")
+    [ "$level" -ge 3 ] && excludes+=(--exclude="*.ncu-rep" --exclude="*.pftrace" --exclude="*_results.json" --exclude="*.nsys-rep")
     tar -czf "$OUT/$name.tgz" "${excludes[@]}" -C "$RUNS" "$name"
     [ "$(stat -c %s "$OUT/$name.tgz")" -le "$MAX_TAR" ] && break
   done

@@ -1,7 +1,7 @@
 """TinyTransformer v1-v4 benchmark: validation gates on the device, then every version x both configs in one process
 (one run, so ratios are fair), a short table last, and one JSON with every result.
 
-    python benchmarks/tinytransformer/bench.py --out DIR [--gates] [--diagnose] [--quick]
+    python benchmarks/tinytransformer/bench.py --out DIR [--gates] [--diagnose] [--configs B8_S128,B32_S512] [--smoke]
 
 Configs (hidden 512, 8 layers, 8 heads / 4 kv heads, vocab 1000): B8 S128 and B32 S512.
 Exits non-zero when a run or a gate fails; the targets are reported, not enforced (see README.md)."""
@@ -84,7 +84,8 @@ def diagnose(out_dir: Path):
             tt_train.sync(device)
         n_kernels = sum(1 for e in prof.events() if e.device_type.name == "CUDA") / 3
         print(f"\n=== v4 eager step {name}: {n_kernels:.0f} GPU kernels per step; top kernels (3 steps)")
-        print(prof.key_averages().table(sort_by="cuda_time_total" if device.type == "cuda" else "cpu_time_total", row_limit=22, max_name_column_width=60))
+        sort_by = "cuda_time_total" if device.type == "cuda" else "cpu_time_total"
+        print(prof.key_averages().table(sort_by=sort_by, row_limit=22, max_name_column_width=60))
         del model, opt, step
         gc.collect()
         torch.cuda.empty_cache()

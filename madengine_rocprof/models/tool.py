@@ -2,6 +2,9 @@
 
 The rendered command uses rocprofv3's option vocabulary. Our wrapper (scripts/rocprof_wrapper.sh) translates it for
 legacy rocprof, NVIDIA ncu/nsys or the embedded tracer, and fills in -d/-o/--output-format when they are missing.
+The profile (which NVIDIA metric set matches the tool) goes on the wrapper's own command line as `--profile NAME`,
+never into env_vars: madengine merges every tool's env_vars into one environment, so a chained tool or a sampler
+would overwrite it.
 """
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
 
-PROFILE_ENV = "MADENGINE_ROCPROF_PROFILE"  # tells the wrapper which NVIDIA metric set matches this tool
+PROFILE_ENV = "MADENGINE_ROCPROF_PROFILE"  # the wrapper reads it as a user override; tools never set it
 DEFAULT_WRAPPER = "bash ../scripts/common/tools/rocprof_wrapper.sh"
 DEFAULT_COUNTERS_DIR = "../scripts/common/tools/counters"
 
@@ -111,6 +114,9 @@ class ToolDefinition(BaseModel):
         for a in args:
             if a == "--":
                 raise ValueError("extra_args must not contain '--' (fix: remove it; the entry adds the trailing '--' itself)")
+            if a == "--profile" or a.startswith("--profile="):
+                # The entry renders --profile itself; a second one would disagree with core_profile.
+                raise ValueError("extra_args must not contain --profile (fix: set \"core_profile\" instead)")
         return args
 
     @field_validator("output_file")
@@ -134,8 +140,12 @@ class ToolDefinition(BaseModel):
                 raise ValueError("stats needs at least one trace domain: rocprofv3 refuses --stats without tracing (fix: add \"trace\": [\"kernel\"])")
         if self.pc_sampling and "rocpd" in self.output_formats:
             raise ValueError("PC-sampling output cannot be written as rocpd (fix: use csv and/or json)")
-        self.env_vars.setdefault(PROFILE_ENV, self.core_profile or self.name)
         return self
+
+    @property
+    def profile(self) -> str:
+        """The profile the wrapper is told with `--profile`: the core profile, or else the tool name."""
+        return self.core_profile or self.name
 
     def rocprofv3_args(self, counters_dir: str = DEFAULT_COUNTERS_DIR) -> list[str]:
         """rocprofv3 options for this tool (no trailing '--'); -i points at <counters_dir>/<counters>.txt."""
@@ -162,10 +172,12 @@ class ToolDefinition(BaseModel):
         return args + list(self.extra_args)
 
     def madengine_entry(self, wrapper: str = DEFAULT_WRAPPER, counters_dir: str = DEFAULT_COUNTERS_DIR) -> dict:
-        """The exact entry for madengine's scripts/common/tools.json: pre_scripts, cmd ("... --"; "" for samplers), env_vars, post_scripts."""
+        """The exact entry for madengine's scripts/common/tools.json: pre_scripts, cmd
+        ("<wrapper> --profile P <rocprofv3 options> --"; "" for samplers), env_vars, post_scripts."""
         cmd = ""
         if self.profiler == "rocprofv3":
-            cmd = " ".join([wrapper, *(shlex.quote(a) for a in self.rocprofv3_args(counters_dir)), "--"])
+            args = ["--profile", self.profile, *self.rocprofv3_args(counters_dir)]
+            cmd = " ".join([wrapper, *(shlex.quote(a) for a in args), "--"])
         return {
             "pre_scripts": [s.model_dump(exclude_defaults=True) for s in self.pre_scripts],
             "cmd": cmd,

@@ -14,15 +14,15 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.models import AdditionalContext, ScriptRef, load_context
 from madengine_rocprof.registry.store import BUILTIN_COUNTERS_DIR, PACKAGE_ROOT
 from madengine_rocprof.runner import host
-from madengine_rocprof.runner.chain import Chain, build_chain, distributed_env, model_command, profiler_output_dir
+from madengine_rocprof.runner.chain import Chain, Sampler, build_chain, distributed_env, model_command, profiler_output_dir
 from madengine_rocprof.runner.executors import DockerExecutor, LocalExecutor, StepResult
-from madengine_rocprof.runner.images import BuildFailed, ensure_image, select_dockerfile
+from madengine_rocprof.runner.images import BuildFailed, default_base, ensure_image, select_dockerfile
 from madengine_rocprof.runner.results import append_perf_row, parse_performance, write_json
 from madengine_rocprof.runner.selection import ModelCard, load_models, select_models
 
@@ -175,7 +175,7 @@ def _executor(runner: str, client: Any, image: str, ws: Path, opts: RunOptions, 
             run_options["cpuset_cpus"] = ctx.docker_cpus
         env = {**base_env, "PYTHONPATH": plugin, "MADENGINE_ROCPROF_PLUGIN": plugin}
         return DockerExecutor(client, image, ws, mounts, env, run_options,
-                              {"org.madengine-rocprof.run": ws.name}, say)
+                              {"org.madengine-rocprof.run": str(ws)}, say)
     plugin = str(opts.repo)
     env = dict(os.environ)
     env.update(base_env)
@@ -239,7 +239,7 @@ def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
                 break
         if hooks_ok and not interrupted:
             for s in chain.samplers:
-                _start_sampler(executor, s, ws, logs)
+                _start_sampler(executor, s, logs)
             say(f"[run] workload: {command}  (timeout {item.timeout:g}s)")
             step = executor.run_step("run", command, workspace, item.timeout, logs / "run.log", opts.echo)
             steps.append(step)
@@ -291,7 +291,6 @@ def _image(card: ModelCard, ctx: AdditionalContext, opts: RunOptions, vendor: st
         return ctx.MAD_CONTAINER_IMAGE
     dockerfile = select_dockerfile(opts.model_root, card.dockerfile, vendor, ctx.guest_os if vendor != "CPU" else None)
     tag, image_id, seconds = ensure_image(client, dockerfile, dict(ctx.docker_build_arg), logs / "build.log", say)
-    from madengine_rocprof.runner.images import default_base
     image.update(tag=tag, id=image_id, dockerfile=str(dockerfile.relative_to(opts.model_root)), build_duration_s=seconds,
                  base_docker=ctx.docker_build_arg.get("BASE_DOCKER") or default_base(dockerfile))
     return tag
@@ -304,7 +303,7 @@ def _hook(executor: Any, name: str, ref: ScriptRef, path: Path, workspace: str, 
     return executor.run_step(name, command, f"{workspace}/{SCRIPTS_DIR}", timeout, ws_host / "logs" / f"{name}.log", echo)
 
 
-def _start_sampler(executor: Any, s, ws: Path, logs: Path) -> None:
+def _start_sampler(executor: Any, s: Sampler, logs: Path) -> None:
     out = f"{executor.workspace}/samplers/{s.output_name}"
     stop = f"{executor.workspace}/.runner/stop_{s.tool}"
     argv = [executor.python, "-m", "madengine_rocprof.samplers", s.mode, "--output", out, "--stop-file", stop]
@@ -312,7 +311,7 @@ def _start_sampler(executor: Any, s, ws: Path, logs: Path) -> None:
     executor.start_background(s.tool, argv, logs / f"sampler_{s.tool}.log", env=s.env)
 
 
-def _stop_sampler(executor: Any, s, ws: Path, logs: Path) -> dict[str, Any]:
+def _stop_sampler(executor: Any, s: Sampler, ws: Path, logs: Path) -> dict[str, Any]:
     code = executor.stop_background(s.tool, ws / ".runner" / f"stop_{s.tool}")
     csv_path = ws / "samplers" / s.output_name
     rows = max(0, len(csv_path.read_text(encoding="utf-8", errors="replace").splitlines()) - 1) if csv_path.exists() else 0
@@ -378,10 +377,14 @@ def _finish(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
     profilers, profiler_failures = _profiler_outcomes(chain, ws) if run_step else ([], [])
     failures.extend(profiler_failures)
     result_file = ws / "workload_result.json"
+    device_name = ""
     if result_file.is_file():
         try:
-            if json.loads(result_file.read_text(encoding="utf-8")).get("status") == "failed":
+            result = json.loads(result_file.read_text(encoding="utf-8"))
+            if result.get("status") == "failed":
                 failures.append("workload_result.json says status failed")
+            device = result.get("device") or {}
+            device_name = str(device.get("arch") or device.get("name") or "") if device.get("type") != "cpu" else ""
         except (OSError, json.JSONDecodeError, AttributeError):
             failures.append("workload_result.json is unreadable")
     status = "SUCCESS" if not failures else "FAILURE"
@@ -413,7 +416,7 @@ def _finish(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
         "docker_sha": image.get("id", ""), "docker_image": image.get("tag", ""), "git_commit": _git_commit(opts.model_root),
         "machine_name": socket.gethostname(), "deployment_type": "local",
         "launcher": ctx.distributed.launcher if ctx.distributed and ctx.distributed.launcher else "",
-        "gpu_architecture": vendor, "performance": performance[0] if performance else "",
+        "gpu_architecture": device_name or vendor, "performance": performance[0] if performance else "",
         "metric": performance[1] if performance else "", "relative_change": "", "status": status,
         "build_duration": round(image.get("build_duration_s", 0.0), 3),
         "test_duration": round(run_step.duration_s, 3) if run_step else "",

@@ -96,7 +96,8 @@ def gate_parity(version, cfg, device, dtype, attention, seed, batch, seq, ref_mo
               and cos_min >= tol["grad_cos"])
     return {"passed": passed, "tolerance": tolerance_kind(version, device, dtype, attention), "limits": tol,
             "logits_rel_err": logits_err, "loss_rel_err": loss_err, "grad_norm_rel_err_max": norm_err,
-            "grad_norm_worst_param": worst, "grad_cosine_min": cos_min, "loss": float(loss), "ref_loss": float(ref_loss)}
+            "grad_norm_worst_param": worst, "grad_cosine_min": cos_min, "loss": float(loss),
+            "ref_loss": float(ref_loss)}
 
 
 def _train_losses(version, cfg, device, dtype, attention, seed, tokens, lr, graphs):

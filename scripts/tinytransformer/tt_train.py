@@ -18,7 +18,8 @@ def make_tokens(task: str, n_batches: int, batch: int, seq: int, vocab: int, see
     """(n_batches, batch, seq + 1) token ids, seeded and generated on the CPU so every device sees the same data.
     random: uniform ids (speed runs; the loss cannot fall much below ln(vocab)).
     learnable: each sequence counts up from a random start with a random stride of 1 or 2, modulo 32 (or vocab if
-    smaller); the stride is visible from the first two tokens, so a working model drives the loss far below ln(vocab)."""
+    smaller); the stride is visible from the first two tokens, so a working model drives the loss far below
+    ln(vocab)."""
     g = torch.Generator().manual_seed(seed)
     if task == "random":
         tokens = torch.randint(0, vocab, (n_batches, batch, seq + 1), generator=g)

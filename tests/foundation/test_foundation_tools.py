@@ -30,15 +30,18 @@ def test_builtin_renders_valid_rocprofv3_command(name, rocprof_fixtures):
     tool = get_tool(name)
     entry = tool.madengine_entry()
     assert set(entry) == {"pre_scripts", "cmd", "env_vars", "post_scripts"}
-    assert entry["env_vars"][PROFILE_ENV] == (tool.core_profile or name)
+    # The profile travels on the wrapper's command line, never in the shared environment.
+    assert PROFILE_ENV not in entry["env_vars"]
     if tool.profiler == "sampler":
         assert entry["cmd"] == ""
         return
     argv = shlex.split(entry["cmd"])
     assert argv[:2] == ["bash", "../scripts/common/tools/rocprof_wrapper.sh"] and argv[-1] == "--"
     assert argv.count("--") == 1
-    options = argv[2:-1]
+    assert argv[2:4] == ["--profile", tool.core_profile or name] and tool.profile == argv[3]
+    options = argv[4:-1]
     assert options == tool.rocprofv3_args()
+    assert not any(o == "--profile" or o.startswith("--profile=") for o in options)  # rocprofv3 has no --profile
     schema = json.loads((rocprof_fixtures / "rocprofv3_input_schema.json").read_text())
     known = {k.replace("-", "_") for k in schema["properties"]["jobs"]["items"]["properties"]} | EXTRA_OPTIONS
     short = {"-i": "input", "-d": "output_directory", "-o": "output_file"}
@@ -86,6 +89,7 @@ def test_pc_sampling_pairs(pcs, ok):
     ({"name": "t"}, "(top level)"),
     ({"name": "t", "trace": ["kernels"]}, "trace[0]"),
     ({"name": "t", "trace": ["kernel"], "extra_args": ["--"]}, "extra_args"),
+    ({"name": "t", "trace": ["kernel"], "extra_args": ["--profile=memory_bound"]}, "extra_args"),
     ({"name": "t", "profiler": "sampler", "trace": ["kernel"]}, "(top level)"),
     ({"name": "t", "trace": ["kernel"], "env_vars": {"1BAD": "x"}}, "env_vars"),
     ({"name": "t", "trace": ["kernel"], "pc_sampling": {"method": "host_trap"}, "output_formats": ["rocpd"]}, "(top level)"),
@@ -107,10 +111,10 @@ def test_resolver_merges_like_madengine():
         {"name": "rocprofv3_communication", "env_vars": {"RCCL_DEBUG": "WARN", "X": "1"}},
         {"name": "lightweight", "cmd": "my_profiler --"}]}))
     comm, light = resolve_tools(ctx, wrapper="W", counters_dir="C")
-    assert comm.env_vars == {"RCCL_DEBUG": "WARN", "X": "1", PROFILE_ENV: "multi_gpu"}
-    assert comm.cmd.startswith("W --hip-trace") and not comm.cmd_overridden
+    assert comm.env_vars == {"RCCL_DEBUG": "WARN", "X": "1"}
+    assert comm.cmd.startswith("W --profile multi_gpu --hip-trace") and not comm.cmd_overridden
     assert light.cmd == "my_profiler --" and light.cmd_overridden
-    assert light.env_vars == {PROFILE_ENV: "lightweight"}
+    assert light.env_vars == {}
 
 
 def test_resolver_unknown_tool_names_the_entry():

@@ -14,6 +14,7 @@ from madengine_rocprof.reports.categories import CATEGORIES, categorize
         ("ampere_sgemm_128x64_tn", "GEMM"),
         ("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32", "GEMM"),
         ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4>(Params)", "GEMM"),
+        ("nvjet_sm90_tst_128x64_64x8_1x2_h_bz_NNT", "GEMM"),  # cuBLASLt Hopper GEMM (torch 2.11 on H200)
         ("aten::addmm", "GEMM"),
         ("aten::mm", "GEMM"),
         ("_attn_fwd_kernel", "attention"),

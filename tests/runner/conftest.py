@@ -21,7 +21,7 @@ SCRIPTS = {
         echo "env FROM_ENV_VARS=${FROM_ENV_VARS:-unset} FROM_DOCKER_ENV_VARS=${FROM_DOCKER_ENV_VARS:-unset}"
         echo "runner: ${MAD_MULTI_NODE_RUNNER:-none} ngpus: ${MAD_RUNTIME_NGPUS:-none}"
         echo "partial result" > partial.txt
-        echo '{"schema_version": 1, "status": "ok"}' > workload_result.json
+        echo '{"schema_version": 1, "status": "ok", "device": {"type": "cuda", "name": "Fake GPU 9000"}}' > workload_result.json
         echo "performance: 1234.5 tokens_per_second"
         """,
     "fail": """\

@@ -19,7 +19,7 @@ LABEL = "org.madengine-rocprof.run"
 
 
 def containers_of(client, ws: Path):
-    return client.containers.list(all=True, filters={"label": f"{LABEL}={ws.name}"})
+    return client.containers.list(all=True, filters={"label": f"{LABEL}={ws}"})
 
 
 def perf_rows(out: Path):
@@ -72,7 +72,7 @@ def test_tinytransformer_v1_lightweight_in_a_container(docker_client, cpu_base_i
     result = json.loads((ws / "workload_result.json").read_text())
     assert result["status"] == "ok" and result["device"]["type"] == "cpu" and result["settings"]["num_steps"] == 3
     (row,) = perf_rows(out)
-    assert row["status"] == "SUCCESS" and row["metric"] == "tokens_per_second"
+    assert row["status"] == "SUCCESS" and row["metric"] == "tokens_per_second" and row["gpu_architecture"] == "CPU"
     assert float(row["performance"]) == pytest.approx(result["metrics"]["tokens_per_second"], rel=1e-3)
     assert row["docker_image"] == manifest["image"]["tag"] and row["docker_sha"] == manifest["image"]["id"]
     assert "performance:" in (ws / "logs" / "run.log").read_text()

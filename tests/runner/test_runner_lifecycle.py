@@ -2,7 +2,6 @@
 run.json and a perf.csv row; bad input writes nothing."""
 import csv
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -61,6 +60,7 @@ def test_success_env_hooks_distributed_and_results(model_repo, tmp_path):
     (row,) = perf_rows(out)
     assert (row["model"], row["status"], row["performance"], row["metric"]) == ("ok_model", "SUCCESS", "1234.5", "tokens_per_second")
     assert (row["n_gpus"], row["launcher"], row["args"], row["tags"]) == ("2", "torchrun", "--steps 2", "runnertest,ok")
+    assert row["gpu_architecture"] == "Fake GPU 9000"  # what the workload reported, not a guess
     manifest = run_json(out, "ok_model__none")
     assert manifest["status"] == "SUCCESS" and manifest["failures"] == []
     assert [s["name"] for s in manifest["steps"]] == ["pre_0_pre", "run", "post_0_post"]
@@ -223,3 +223,12 @@ def test_multi_gpu_profile_runs_torchrun_with_per_rank_outputs(repo, tmp_path):
     assert [s["tool"] for s in manifest["samplers"]] == ["gpu_info_power_profiler", "gpu_info_vram_profiler"]
     (row,) = perf_rows(out)
     assert (row["status"], row["n_gpus"], row["launcher"]) == ("SUCCESS", "2", "torchrun")
+
+
+def test_auto_runner_falls_back_to_local_when_no_daemon_answers(model_repo, tmp_path, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
+    out = tmp_path / "out"
+    assert run_models(RunOptions(tags=["ok_model"], models_file=model_repo, output_dir=out, echo=False)) == 0
+    assert run_json(out, "ok_model__none")["runner"] == "local"
+    with pytest.raises(Exception, match="no Docker engine answers"):
+        run_models(RunOptions(tags=["ok_model"], models_file=model_repo, output_dir=out, runner="docker", echo=False))

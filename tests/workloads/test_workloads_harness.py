@@ -7,7 +7,6 @@ import re
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
