@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -29,11 +30,19 @@ def user_home() -> Path:
 
 
 def atomic_write(path: Path, text: str) -> None:
-    """Write text to path via a temporary file in the same directory and a rename: never a partial file."""
+    """Write text to path via a temporary file in the same directory and a rename: never a partial file.
+    A replaced file keeps its mode; a new one gets 0644 less the umask (mkstemp alone would leave it 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0o022)  # the only way to read it; set straight back
+        os.umask(umask)
+        mode = 0o644 & ~umask
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            os.fchmod(fh.fileno(), mode)
             fh.write(text)
         os.replace(tmp, path)
     except BaseException:

@@ -5,10 +5,10 @@ listed tool is the OUTERMOST (`tools: [A, B]` runs `B ... -- A ... -- bash run.s
 it. Tool pre-scripts are prepended and post-scripts appended the same way (pre B, pre A, ..., post A, post B).
 
 Environment, lowest to highest precedence: tool env_vars (later tools win), the context's env_vars, the context's
-docker_env_vars. The exception is MADENGINE_ROCPROF_PROFILE, which each tool sets to its own profile: it is put in
-front of that tool's wrapper command (`MADENGINE_ROCPROF_PROFILE=x bash .../rocprof_wrapper.sh ...`), so chained
-tools and samplers cannot overwrite each other's. All of it reaches the workload, in a container and locally (madengine passes env_vars only to
-SLURM/K8s jobs; we pass both so one config means the same everywhere).
+docker_env_vars. No tool names its profile in the environment (it would be merged, last tool wins): each wrapper
+command carries its own `--profile NAME`, so chained tools compose as plain argv
+(`bash W --profile b ... -- bash W --profile a ... -- bash run.sh`). All of it reaches the workload, in a container
+and locally (madengine passes env_vars only to SLURM/K8s jobs; we pass both so one config means the same everywhere).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.models import PROFILE_ENV, AdditionalContext, ScriptRef
+from madengine_rocprof.models import AdditionalContext, ScriptRef
 from madengine_rocprof.registry import counter_profile_path, resolve_tools
 from madengine_rocprof.registry.store import BUILTIN_COUNTERS_DIR
 
@@ -75,11 +75,8 @@ def build_chain(ctx: AdditionalContext, model_command: str, *, workspace: str, p
     post: list[ScriptRef] = list(ctx.post_scripts)
     for tool in order:
         definition = tool.definition
-        # Every tool names its profile in PROFILE_ENV; merged into one environment the last tool's name would
-        # reach every wrapper in the chain. So it goes on each wrapper's own command line instead.
-        # (A context cmd that replaces ours is taken as given, with all its env vars: madengine semantics.)
-        profile = None if tool.cmd_overridden else tool.env_vars.get(PROFILE_ENV)
-        chain.env.update({k: v for k, v in tool.env_vars.items() if k != PROFILE_ENV or tool.cmd_overridden})
+        # The wrapper's profile is in the tool's cmd (`--profile NAME`), so env vars merge exactly as madengine does.
+        chain.env.update(tool.env_vars)
         if definition.profiler == "sampler":
             mode = sampler_mode(tool.name, tool.env_vars)
             name = Path(tool.env_vars.get(f"{mode.upper()}_OUTPUT_FILE") or f"{tool.name}_output.csv").name
@@ -101,8 +98,6 @@ def build_chain(ctx: AdditionalContext, model_command: str, *, workspace: str, p
                 wrapper=wrapper, counters_dir=counters_dir)["cmd"]
         else:
             chain.notes.append(f"{tool.name}: cmd replaced by the context; its outputs land where that cmd says")
-        if cmd and profile:
-            cmd = f"{PROFILE_ENV}={shlex.quote(profile)} {cmd}"
         if cmd and cmd not in added:  # madengine skips a cmd string already in the chain
             chain.command = f"{cmd} {chain.command}"
             added.append(cmd)

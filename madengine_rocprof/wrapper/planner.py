@@ -87,6 +87,11 @@ def counters_requested(parsed: opts.Parsed, cwd: str) -> list[str]:
     return names
 
 
+def known_profile(name: str) -> bool:
+    """A core profile, an upstream tool name that maps to one, or an AMD-only profile (refused clearly on NVIDIA)."""
+    return name in PROFILE_KINDS or name in PROFILE_ALIASES or name in AMD_ONLY_PROFILES
+
+
 def infer_profile(parsed: opts.Parsed, cwd: str) -> str:
     if parsed.on("--pc-sampling-beta-enabled") or parsed.get("--pc-sampling-method"):
         return "pc_sampling"
@@ -112,22 +117,30 @@ def build(profiler_args: list[str], app_argv: list[str], *, output_dir: str | No
     cwd = os.path.abspath(cwd or os.getcwd())
     parsed = opts.parse(list(profiler_args) + ["--"] + list(app_argv), prog=prog)
     flags = parsed.wrapper
-    profile = profile or flags.get("profile") or env.get(ENV_PROFILE) or None
+    early: list[str] = []
+    env_profile = env.get(ENV_PROFILE) or None
+    if env_profile and not known_profile(env_profile):
+        # Only a user override sets it, but an environment is shared by everything in it (madengine merges every
+        # tool's env_vars): a stray value such as a sampler's name must not stop the run. The --profile flag is
+        # the tool's own word and stays strict.
+        early.append(f"{ENV_PROFILE}={env_profile} is not a profile (known: {', '.join(PROFILE_KINDS)}): ignored")
+        env_profile = None
+    profile = profile or flags.get("profile") or env_profile
     drop = drop_unsupported if drop_unsupported is not None else bool(flags.get("drop_unsupported")) or _truthy(env.get(ENV_DROP))
     inferred = infer_profile(parsed, cwd)
     core = PROFILE_ALIASES.get(profile, profile) if profile else None
     prof = detect.choose(profiler or flags.get("profiler"), PROFILE_KINDS.get(core or "", PROFILE_KINDS[inferred]), env)
     out = resolve_output_dir(parsed, output_dir, cwd)
-    plan = Plan(prof, [], list(parsed.app), out, profile=profile or None,
+    plan = Plan(prof, [], list(parsed.app), out, profile=profile or None, messages=early,
                 settings={k: flags.get(k, False) for k in ("dry_run", "fail_on_no_output", "no_filter")})
     if prof.name in ("ncu", "nsys", "embedded"):
-        where = "--profile" if flags.get("profile") else ENV_PROFILE
+        where = ENV_PROFILE if profile == env_profile and not flags.get("profile") else "--profile"
         if profile in AMD_ONLY_PROFILES:
             raise UserError(f"profile `{profile}` has no meaning on {_vendor(prof)}: {AMD_ONLY_PROFILES[profile]}",
                             where=where, fix=f"use one of {', '.join(PROFILE_KINDS)}, or run it on an AMD GPU")
         if profile and core not in PROFILE_KINDS:
             raise UserError(f"unknown profile `{profile}`: no mapping for {_vendor(prof)} ({prof.name})", where=where,
-                            fix=f"set {ENV_PROFILE} to one of {', '.join(PROFILE_KINDS)} (e.g. in the tool's env_vars)")
+                            fix=f"use --profile with one of {', '.join(PROFILE_KINDS)} (a tool sets it with \"core_profile\")")
         plan.profile = core or inferred
         if not profile:
             plan.messages.append(f"profile inferred from the options: {inferred}")

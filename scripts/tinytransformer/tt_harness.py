@@ -15,7 +15,21 @@ import sys
 import tempfile
 from pathlib import Path
 
-import torch
+
+def _no_gpu_expected(argv) -> bool:
+    """True when the run will be on the CPU: no GPU device node, or an explicit `--device cpu`."""
+    explicit_cpu = any(a == "--device=cpu" or (a == "--device" and argv[i + 1:i + 2] == ["cpu"])
+                       for i, a in enumerate(argv))
+    return explicit_cpu or not any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/kfd"))
+
+
+# Triton has no CPU backend: on a CPU its kernels run only in the interpreter, and TRITON_INTERPRET must be set
+# before ANYTHING imports triton. Under the embedded tracer torch.profiler starts (and imports triton) as soon as
+# torch is imported, so the decision is made here, before `import torch`.
+if _no_gpu_expected(sys.argv[1:]):
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import torch  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:

@@ -160,3 +160,27 @@ def test_registration_checks_counter_profile_exists(tmp_path, isolated_home):
     with pytest.raises(UserError) as e:
         register_tool(src)
     assert e.value.where == "counters" and "compute_bound" in e.value.fix and e.value.file == str(src)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o077])
+def test_atomic_write_gives_new_files_normal_modes_and_keeps_existing_ones(tmp_path, umask):
+    import os
+    import stat
+
+    from madengine_rocprof.registry.store import atomic_write
+
+    old = os.umask(umask)
+    try:
+        new = tmp_path / "sub" / "new.json"
+        atomic_write(new, "one\n")
+        assert stat.S_IMODE(new.stat().st_mode) == 0o644 & ~umask
+        assert new.read_text() == "one\n"
+        kept = tmp_path / "kept.sh"
+        kept.write_text("old")
+        for mode in (0o755, 0o600):
+            kept.chmod(mode)
+            atomic_write(kept, "new")
+            assert stat.S_IMODE(kept.stat().st_mode) == mode and kept.read_text() == "new"
+    finally:
+        os.umask(old)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["kept.sh", "new.json", "sub"]  # no temp files left

@@ -75,9 +75,12 @@ def test_each_wrapper_gets_its_own_profile_and_samplers_cannot_override_it():
     chain = chain_for({"tools": [{"name": "rocprofv3_communication"}, {"name": "rocprofv3_lightweight"},
                                  {"name": "gpu_info_vram_profiler"}]})
     words = shlex.split(chain.command)
-    profiles = [w.split("=", 1)[1] for w in words if w.startswith("MADENGINE_ROCPROF_PROFILE=")]
-    assert profiles == ["lightweight", "multi_gpu"]  # outermost first, each right before its own wrapper
-    assert words[words.index("MADENGINE_ROCPROF_PROFILE=lightweight") + 1] == "bash"
+    # Plain argv: each wrapper starts with `bash`, its own --profile first, and ends where the next one begins.
+    wrappers = [i for i, w in enumerate(words) if w.endswith("/scripts/rocprof_wrapper.sh")]
+    assert [words[i - 1] for i in wrappers] == ["bash", "bash"]
+    assert [words[i + 1:i + 3] for i in wrappers] == [["--profile", "lightweight"], ["--profile", "multi_gpu"]]
+    assert words[wrappers[1] - 2] == "--" and words[0] == "bash"  # the inner wrapper is the outer one's app
+    assert not any(w.startswith("MADENGINE_ROCPROF_PROFILE") for w in words)
     assert "MADENGINE_ROCPROF_PROFILE" not in chain.env
 
 

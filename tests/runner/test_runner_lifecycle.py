@@ -138,7 +138,7 @@ def test_profiler_outcome_decides_status(model_repo, tmp_path, fake_plugin, outc
     assert manifest["status"] == status and code == (0 if status == "SUCCESS" else 1)
     assert (manifest["failures"] == []) if failure is None else (failure in manifest["failures"])
     assert manifest["chain"]["command"].startswith(
-        "MADENGINE_ROCPROF_PROFILE=lightweight bash {plugin}/scripts/rocprof_wrapper.sh --hip-trace --kernel-trace")
+        "bash {plugin}/scripts/rocprof_wrapper.sh --profile lightweight --hip-trace --kernel-trace")
     assert perf_rows(out)[0]["status"] == status
     if outcome == "ok":
         assert (out / "ok_model__rocprofv3_lightweight" / "profiler" / "host" / "1_kernel_trace.csv").exists()

@@ -74,9 +74,34 @@ def test_trace_profiles_on_nvidia_use_the_embedded_tracer(make_env):
     ("my_custom_tool", "unknown profile `my_custom_tool`"),
 ])
 def test_meaningless_or_unknown_profiles_fail_clearly(make_env, profile, match):
-    with pytest.raises(UserError, match=match):
-        wrapper.plan(["--kernel-trace", "--pmc", "SQ_WAVES"], ["app"], "/o",
-                     env=make_env("ncu", MADENGINE_ROCPROF_PROFILE=profile))
+    with pytest.raises(UserError, match=match) as info:
+        wrapper.plan(["--profile", profile, "--kernel-trace", "--pmc", "SQ_WAVES"], ["app"], "/o", env=make_env("ncu"))
+    assert info.value.where == "--profile"
+    with pytest.raises(UserError, match=match):  # anywhere before `--`, not only first
+        wrapper.plan(["--kernel-trace", "--pmc", "SQ_WAVES", "--profile", profile], ["app"], "/o", env=make_env("ncu"))
+
+
+def test_amd_only_profile_in_the_environment_still_fails_clearly(make_env):
+    with pytest.raises(UserError, match="no meaning on NVIDIA") as info:
+        wrapper.plan(["--pmc", "SQ_WAVES"], ["app"], "/o", env=make_env("ncu", MADENGINE_ROCPROF_PROFILE="rocprofv3_full"))
+    assert info.value.where == "MADENGINE_ROCPROF_PROFILE"
+
+
+@pytest.mark.parametrize("args, inferred, profiler", [
+    (["--pmc", "SQ_WAVES"], "compute_bound", "ncu"),
+    (["--pmc", "FETCH_SIZE"], "memory_bound", "ncu"),
+    (["--kernel-trace"], "lightweight", "embedded"),
+])
+def test_unknown_profile_in_the_environment_is_ignored_with_a_warning(make_env, args, inferred, profiler):
+    # e.g. a sampler's name left in a merged environment: the run goes on, profile inferred from the options.
+    env = make_env("ncu", MADENGINE_ROCPROF_PROFILE="gpu_info_power_profiler")
+    p = wrapper.plan(args, ["python3", "x.py"], "/o", env=env)
+    assert (p.profile, p.profiler.name) == (inferred, profiler)
+    assert any("MADENGINE_ROCPROF_PROFILE=gpu_info_power_profiler" in m and "ignored" in m for m in p.messages)
+    assert f"profile inferred from the options: {inferred}" in p.messages
+    # The flag beats the environment, known or not.
+    p = wrapper.plan(["--profile", "memory_bound", *args], ["python3", "x.py"], "/o", env=env)
+    assert p.profile == "memory_bound"
 
 
 def test_ncu_refuses_traces_and_missing_ncu_is_no_profiler(make_env):
