@@ -14,6 +14,12 @@ uncaught exception) or on SIGTERM. Environment (all optional):
   MADENGINE_ROCPROF_TRACER_TRUNCATE     1: function names only (rocprofv3 -T)
   MADENGINE_ROCPROF_TRACER_CORRELATION  1: keep Kineto's CPU-op (external) correlation on a GPU. Default 0: no CPU
                                         operators are recorded there, so it only costs time per launch
+  MADENGINE_ROCPROF_TRACER_GPU_ACTIVITIES  comma list of Kineto activity types to record on a GPU, e.g.
+                                        CONCURRENT_KERNEL,GPU_MEMCPY,GPU_MEMSET,CUDA_RUNTIME (default: torch's whole
+                                        CUDA set). Needs torch's per-group activity filters (newer torch); without
+                                        them the whole set is recorded, with a warning. Kernels are always kept
+  MADENGINE_ROCPROF_TRACER_KINETO_CONFIG  Kineto config lines (KEY=VALUE, newline-separated), passed through
+                                        torch's custom_profiler_config, e.g. CUPTI_PER_THREAD_BUFFER_ENABLED=true
 """
 from __future__ import annotations
 
@@ -43,6 +49,14 @@ def _env_float(name: str, default: float = 0.0) -> float:
         return default
 
 
+def gpu_activity_names(text: str) -> list[str]:
+    """MADENGINE_ROCPROF_TRACER_GPU_ACTIVITIES -> Kineto activity names; kernels are always recorded."""
+    names = [n.strip().upper() for n in text.split(",") if n.strip()]
+    if names and "CONCURRENT_KERNEL" not in names:
+        names.insert(0, "CONCURRENT_KERNEL")
+    return names
+
+
 class _Tracer:
     def __init__(self) -> None:
         self.out = os.environ.get("MADENGINE_ROCPROF_TRACER_OUT", "")
@@ -54,6 +68,8 @@ class _Tracer:
         self.want_cpu = os.environ.get("MADENGINE_ROCPROF_TRACER_CPU", "") in ("1", "yes", "true", "on")
         self.truncate = os.environ.get("MADENGINE_ROCPROF_TRACER_TRUNCATE", "") in ("1", "yes", "true", "on")
         self.correlation = os.environ.get("MADENGINE_ROCPROF_TRACER_CORRELATION", "0") in ("1", "yes", "true", "on")
+        self.kineto_config = os.environ.get("MADENGINE_ROCPROF_TRACER_KINETO_CONFIG", "").strip()
+        self.gpu_activities = gpu_activity_names(os.environ.get("MADENGINE_ROCPROF_TRACER_GPU_ACTIVITIES", ""))
         self.pid = os.getpid()
         self.prof = None
         self.cpu_mode = False
@@ -83,16 +99,34 @@ class _Tracer:
         activities = [ProfilerActivity.CUDA] if gpu else []
         if self.cpu_mode or self.want_cpu:
             activities.append(ProfilerActivity.CPU)
-        extra = {}
+        options = {}
         if gpu and not self.want_cpu and not self.correlation:
-            try:  # private API (torch >= 2.1): without it, tracing simply keeps the correlation
+            options["disable_external_correlation"] = True
+        if self.kineto_config:
+            options["custom_profiler_config"] = self.kineto_config
+        extra = {}
+        if options:
+            try:  # private API (torch >= 2.1): without it, tracing simply runs with Kineto's defaults
                 from torch._C._profiler import _ExperimentalConfig
 
-                extra["experimental_config"] = _ExperimentalConfig(disable_external_correlation=True)
-            except (ImportError, TypeError):
-                pass
-        self.prof = profile(activities=activities, **extra)
-        self.prof.start()
+                extra["experimental_config"] = _ExperimentalConfig(**options)
+            except (ImportError, TypeError) as exc:
+                if self.kineto_config:
+                    print(f"{TAG} warning: this torch ignores MADENGINE_ROCPROF_TRACER_KINETO_CONFIG ({exc!r})",
+                          file=sys.stderr)
+        self.prof = None
+        if gpu and self.gpu_activities:
+            try:  # per-group filter {CUDA: [names]}: older torch rejects the dict, newer ones unknown names
+                filtered = [{ProfilerActivity.CUDA: self.gpu_activities}] + activities[1:]
+                prof = profile(activities=filtered, **extra)
+                prof.start()
+                self.prof = prof
+            except Exception as exc:
+                print(f"{TAG} warning: cannot filter GPU activities to {self.gpu_activities} ({exc!r});"
+                      " recording all of them", file=sys.stderr)
+        if self.prof is None:
+            self.prof = profile(activities=activities, **extra)
+            self.prof.start()
         self.t_start = time.monotonic()
 
     def _after_step(self, *_args, **_kwargs) -> None:

@@ -123,7 +123,8 @@ def build(profiler_args: list[str], app_argv: list[str], *, output_dir: str | No
         # Only a user override sets it, but an environment is shared by everything in it (madengine merges every
         # tool's env_vars): a stray value such as a sampler's name must not stop the run. The --profile flag is
         # the tool's own word and stays strict.
-        early.append(f"{ENV_PROFILE}={env_profile} is not a profile (known: {', '.join(PROFILE_KINDS)}): ignored")
+        if not (profile or flags.get("profile")):
+            early.append(f"{ENV_PROFILE}={env_profile} is not a profile (known: {', '.join(PROFILE_KINDS)}): ignored")
         env_profile = None
     profile = profile or flags.get("profile") or env_profile
     drop = drop_unsupported if drop_unsupported is not None else bool(flags.get("drop_unsupported")) or _truthy(env.get(ENV_DROP))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from wrapper_testlib import FAKES, SYSTEM_PATH
+from wrapper_testlib import FAKES, REPO, SYSTEM_PATH
 
 
 @pytest.fixture
@@ -41,3 +41,10 @@ def recorded(tmp_path):
     return read
 
 
+@pytest.fixture(autouse=True)
+def no_output_in_the_checkout():
+    """A wrapper run without -d writes ./rocprof_output in its cwd: every test must give tmp_path as one or the other."""
+    stray = REPO / "rocprof_output"
+    existed = stray.exists()
+    yield
+    assert existed or not stray.exists(), "this test wrote rocprof_output/ into the repository (use tmp_path)"

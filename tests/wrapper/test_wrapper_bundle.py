@@ -79,10 +79,12 @@ def test_script_without_the_wrapper_says_what_is_missing(tmp_path):
     lonely = tmp_path / "tools"
     lonely.mkdir()
     shutil.copy2(REPO / "scripts" / "rocprof_wrapper.sh", lonely)
-    done = subprocess.run(["bash", str(lonely / "rocprof_wrapper.sh"), "--kernel-trace", "--", "true"],
-                          cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True)
+    # -d and cwd inside tmp_path: should a wrapper be found after all, it still writes nothing into the checkout.
+    done = subprocess.run(["bash", str(lonely / "rocprof_wrapper.sh"), "--kernel-trace", "-d", str(tmp_path / "o"),
+                           "--", "true"], cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True)
     assert done.returncode == 127
     assert "madengine_rocprof_wrapper.pyz" in done.stderr and "export-tools" in done.stderr
+    assert not (tmp_path / "o").exists() and not (tmp_path / "rocprof_output").exists()
 
 
 def test_script_in_the_checkout_uses_the_source_tree(tmp_path):

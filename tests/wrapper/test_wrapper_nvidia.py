@@ -101,7 +101,7 @@ def test_unknown_profile_in_the_environment_is_ignored_with_a_warning(make_env, 
     assert f"profile inferred from the options: {inferred}" in p.messages
     # The flag beats the environment, known or not.
     p = wrapper.plan(["--profile", "memory_bound", *args], ["python3", "x.py"], "/o", env=env)
-    assert p.profile == "memory_bound"
+    assert p.profile == "memory_bound" and not any("ignored" in m for m in p.messages)
 
 
 def test_ncu_refuses_traces_and_missing_ncu_is_no_profiler(make_env):

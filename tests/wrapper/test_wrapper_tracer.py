@@ -224,3 +224,23 @@ def test_torchrun_workers_get_per_rank_files_and_the_launcher_none(tmp_path):
     for rank, path in enumerate(stats):
         rows = {r["Name"]: r for r in read_csv(tmp_path / "out" / path)}
         assert rows["aten::mm"]["Calls"] == str(rank + 2)
+
+
+def test_gpu_activity_names_always_keep_kernels():
+    from madengine_rocprof.tracer.runtime import gpu_activity_names
+
+    assert gpu_activity_names("") == []
+    assert gpu_activity_names(" cuda_runtime , GPU_MEMCPY,") == ["CONCURRENT_KERNEL", "CUDA_RUNTIME", "GPU_MEMCPY"]
+    assert gpu_activity_names("CONCURRENT_KERNEL,GPU_MEMSET") == ["CONCURRENT_KERNEL", "GPU_MEMSET"]
+
+
+@pytest.mark.slow
+def test_kineto_config_and_gpu_filter_leave_the_cpu_trace_whole(tmp_path, capfd):
+    # On a CPU the GPU filter does not apply and the Kineto lines pass through torch: same operators, no warning.
+    result = run_embedded(tmp_path, "ok", {"MADENGINE_ROCPROF_TRACER_KINETO_CONFIG": "CUPTI_PER_THREAD_BUFFER_ENABLED=true",
+                                           "MADENGINE_ROCPROF_TRACER_GPU_ACTIVITIES": "CUDA_RUNTIME"})
+    assert (result.exit_code, result.outcome) == (0, "ok"), result.manifest
+    pid = (tmp_path / "pid").read_text()
+    stats = {r["Name"]: r for r in read_csv(host_files(tmp_path)[f"{pid}_kernel_stats.csv"])}
+    assert stats["aten::mm"]["Calls"] == "7" and stats["aten::relu"]["Calls"] == "3"
+    assert "warning" not in capfd.readouterr().err
