@@ -7,7 +7,7 @@ from pathlib import Path
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.models.tool import DEFAULT_COUNTERS_DIR, DEFAULT_WRAPPER
 from madengine_rocprof.registry import get_tool, list_tools
-from madengine_rocprof.registry.store import atomic_write
+from madengine_rocprof.atomic import atomic_write
 
 
 def register(subparsers) -> None:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import stat
-import tempfile
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from madengine_rocprof.atomic import atomic_write
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.models._common import parse_json_object, read_text_file, unknown_name, validation_errors
 from madengine_rocprof.models.counters import CounterProfile, parse_counter_text
@@ -27,28 +26,6 @@ BUILTIN_COUNTERS_DIR = PACKAGE_ROOT / "counters"
 
 def user_home() -> Path:
     return Path(os.environ.get("MADENGINE_ROCPROF_HOME") or Path.home() / ".config" / "madengine-rocprof")
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write text to path via a temporary file in the same directory and a rename: never a partial file.
-    A replaced file keeps its mode; a new one gets 0644 less the umask (mkstemp alone would leave it 0600)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-    except FileNotFoundError:
-        umask = os.umask(0o022)  # the only way to read it; set straight back
-        os.umask(umask)
-        mode = 0o644 & ~umask
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            os.fchmod(fh.fileno(), mode)
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 # ---- tools -----------------------------------------------------------------------------------------------

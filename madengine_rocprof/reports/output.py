@@ -1,11 +1,10 @@
-"""Write output files atomically: build in a temporary file beside the target, then rename."""
+"""Write report files atomically (madengine_rocprof.atomic), turning file-system errors into UserErrors."""
 from __future__ import annotations
 
-import os
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from madengine_rocprof.atomic import atomic_file
 from madengine_rocprof.errors import UserError
 
 
@@ -15,22 +14,11 @@ def atomic_writer(path: Path):
     path = Path(path)
     if path.is_dir():
         raise UserError(f"is a directory, expected a file name: {path}")
-    parent = path.parent if str(path.parent) else Path(".")
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+        with atomic_file(path) as fh:
+            yield fh
     except OSError as err:
         raise UserError(f"cannot write {path}: {err.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            yield fh
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def write_text(path: Path, text: str) -> None:

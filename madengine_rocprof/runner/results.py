@@ -4,11 +4,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from madengine_rocprof.atomic import atomic_write
 
 # madengine takes the first match in the whole log.
 PERFORMANCE = re.compile(r"performance:\s+([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s+([^\s,]+)")
@@ -27,23 +27,8 @@ def parse_performance(log_text: str) -> tuple[float, str] | None:
     return (float(m.group(1)), m.group(2)) if m else None
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are ordinary files
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    atomic_write(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 
 def append_perf_row(path: Path, row: dict[str, Any]) -> None:
@@ -63,4 +48,4 @@ def append_perf_row(path: Path, row: dict[str, Any]) -> None:
     writer = csv.DictWriter(out, fieldnames=columns, restval="", lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    atomic_write_text(path, out.getvalue())
+    atomic_write(path, out.getvalue())

@@ -18,8 +18,6 @@ uncaught exception) or on SIGTERM. Environment (all optional):
                                         CONCURRENT_KERNEL,GPU_MEMCPY,GPU_MEMSET,CUDA_RUNTIME (default: torch's whole
                                         CUDA set). Needs torch's per-group activity filters (newer torch); without
                                         them the whole set is recorded, with a warning. Kernels are always kept
-  MADENGINE_ROCPROF_TRACER_KINETO_CONFIG  Kineto config lines (KEY=VALUE, newline-separated), passed through
-                                        torch's custom_profiler_config, e.g. CUPTI_PER_THREAD_BUFFER_ENABLED=true
 """
 from __future__ import annotations
 
@@ -68,7 +66,6 @@ class _Tracer:
         self.want_cpu = os.environ.get("MADENGINE_ROCPROF_TRACER_CPU", "") in ("1", "yes", "true", "on")
         self.truncate = os.environ.get("MADENGINE_ROCPROF_TRACER_TRUNCATE", "") in ("1", "yes", "true", "on")
         self.correlation = os.environ.get("MADENGINE_ROCPROF_TRACER_CORRELATION", "0") in ("1", "yes", "true", "on")
-        self.kineto_config = os.environ.get("MADENGINE_ROCPROF_TRACER_KINETO_CONFIG", "").strip()
         self.gpu_activities = gpu_activity_names(os.environ.get("MADENGINE_ROCPROF_TRACER_GPU_ACTIVITIES", ""))
         self.pid = os.getpid()
         self.prof = None
@@ -99,21 +96,14 @@ class _Tracer:
         activities = [ProfilerActivity.CUDA] if gpu else []
         if self.cpu_mode or self.want_cpu:
             activities.append(ProfilerActivity.CPU)
-        options = {}
-        if gpu and not self.want_cpu and not self.correlation:
-            options["disable_external_correlation"] = True
-        if self.kineto_config:
-            options["custom_profiler_config"] = self.kineto_config
         extra = {}
-        if options:
-            try:  # private API (torch >= 2.1): without it, tracing simply runs with Kineto's defaults
+        if gpu and not self.want_cpu and not self.correlation:
+            try:  # private API (torch >= 2.1): without it, tracing simply keeps the correlation
                 from torch._C._profiler import _ExperimentalConfig
 
-                extra["experimental_config"] = _ExperimentalConfig(**options)
-            except (ImportError, TypeError) as exc:
-                if self.kineto_config:
-                    print(f"{TAG} warning: this torch ignores MADENGINE_ROCPROF_TRACER_KINETO_CONFIG ({exc!r})",
-                          file=sys.stderr)
+                extra["experimental_config"] = _ExperimentalConfig(disable_external_correlation=True)
+            except (ImportError, TypeError):
+                pass
         self.prof = None
         if gpu and self.gpu_activities:
             try:  # per-group filter {CUDA: [names]}: older torch rejects the dict, newer ones unknown names

@@ -11,7 +11,7 @@ import shutil
 import stat
 import zipfile
 
-from madengine_rocprof.wrapper.atomic import atomic_file
+from madengine_rocprof.atomic import atomic_file
 
 PYZ_NAME = "madengine_rocprof_wrapper.pyz"
 SCRIPT_NAME = "rocprof_wrapper.sh"
@@ -35,7 +35,8 @@ def _sources() -> list[tuple[str, str]]:
     if not os.path.isdir(_PACKAGE_DIR):
         raise FileNotFoundError(f"{_PACKAGE_DIR} is not a directory: build the bundle from a source checkout")
     files = [("madengine_rocprof/__init__.py", os.path.join(_PACKAGE_DIR, "__init__.py")),
-             ("madengine_rocprof/errors.py", os.path.join(_PACKAGE_DIR, "errors.py"))]
+             ("madengine_rocprof/errors.py", os.path.join(_PACKAGE_DIR, "errors.py")),
+             ("madengine_rocprof/atomic.py", os.path.join(_PACKAGE_DIR, "atomic.py"))]
     for sub in ("wrapper", "tracer", os.path.join("tracer", "inject")):
         folder = os.path.join(_PACKAGE_DIR, sub)
         for name in sorted(os.listdir(folder)):

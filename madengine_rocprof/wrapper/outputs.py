@@ -6,7 +6,7 @@ import json
 import os
 import re
 
-from madengine_rocprof.wrapper.atomic import atomic_file
+from madengine_rocprof.atomic import atomic_file
 
 MANIFEST = "manifest.json"
 FILTERED_LOG = "wrapper_filtered.log"

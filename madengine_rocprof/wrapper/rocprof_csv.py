@@ -9,7 +9,7 @@ import math
 import os
 import re
 
-from madengine_rocprof.wrapper.atomic import atomic_file
+from madengine_rocprof.atomic import atomic_file
 
 KERNEL_TRACE = ("Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id", "Kernel_Name",
                 "Correlation_Id", "Start_Timestamp", "End_Timestamp", "LDS_Block_Size", "Scratch_Size", "VGPR_Count",

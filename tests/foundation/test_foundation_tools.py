@@ -167,7 +167,7 @@ def test_atomic_write_gives_new_files_normal_modes_and_keeps_existing_ones(tmp_p
     import os
     import stat
 
-    from madengine_rocprof.registry.store import atomic_write
+    from madengine_rocprof.atomic import atomic_write
 
     old = os.umask(umask)
     try:

@@ -1,0 +1,46 @@
+"""Write a file so that readers see either the old file or the whole new one: a temporary file beside the target,
+then a rename. On any error the target is untouched and the temporary file is removed.
+
+Standard library only: the wrapper bundle (zipapp) carries this module into containers.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+
+
+def _final_mode(path: str) -> int:
+    """A replaced file keeps its mode; a new one gets 0666 less the umask, as open() would give (mkstemp gives 0600)."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0o022)  # the only way to read the umask is to set it; set straight back
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+@contextlib.contextmanager
+def atomic_file(path, mode: str = "w"):
+    """`with atomic_file(p) as fh: ...`; text mode writes UTF-8 with newlines as given."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    final_mode = _final_mode(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    try:
+        kwargs = {} if "b" in mode else {"encoding": "utf-8", "newline": ""}
+        with os.fdopen(fd, mode, **kwargs) as fh:
+            os.fchmod(fh.fileno(), final_mode)
+            yield fh
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write(path, text: str) -> None:
+    with atomic_file(path) as fh:
+        fh.write(text)
