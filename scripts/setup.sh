@@ -22,8 +22,13 @@ stamp=.venv/.requirements.sha
 want=$(cat requirements.txt requirements-dev.txt setup.cfg | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "[setup] installing pinned requirements (torch CPU wheel, triton, pydantic, ...)"
-  .venv/bin/python -m pip install -q -r requirements-dev.txt
-  .venv/bin/python -m pip install -q -e . --no-deps
+  # pip's output goes to a log (this machine's pip config adds noisy index warnings); shown when pip fails
+  if ! { .venv/bin/python -m pip install -q -r requirements-dev.txt && .venv/bin/python -m pip install -q -e . --no-deps; } \
+      > .venv/pip-install.log 2>&1; then
+    tail -40 .venv/pip-install.log >&2
+    echo "[setup] pip install failed; full log: .venv/pip-install.log" >&2
+    exit 1
+  fi
   echo "$want" > "$stamp"
 else
   echo "[setup] .venv is up to date"

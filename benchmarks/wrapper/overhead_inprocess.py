@@ -89,7 +89,7 @@ def harness_run(harness_args: list[str], work: str, traced: bool, env_extra: dic
     return row
 
 
-def part_a(harness_args: list[str], skip: int, procs: int, variants: dict) -> list[dict]:
+def part_a(harness_args: list[str], skip: int, procs: int, variants: dict, log: str) -> list[dict]:
     rows = []
     order = [("plain", False, {})] + [(name, True, env) for name, env in variants.items()]
     for i in range(procs):
@@ -105,6 +105,8 @@ def part_a(harness_args: list[str], skip: int, procs: int, variants: dict) -> li
             row["overhead_pct"] = 100.0 * (row["windows"]["traced"]["median"] / row["windows"]["untraced"]["median"]
                                            - 1.0)
             print(json.dumps({k: v for k, v in row.items() if k != "step_times_ms"}), file=sys.stderr, flush=True)
+            with open(log, "a") as fh:
+                fh.write(json.dumps(row) + "\n")
             rows.append(row)
     return rows
 
@@ -151,8 +153,6 @@ def part_b(harness_args: list[str], steps: int, rounds: int) -> dict:
         "cuda kernels+runtime (filter)": lambda: profile(activities=[{gpu_act: kernels_only + ["CUDA_RUNTIME"]}],
                                                          experimental_config=experimental(
                                                              disable_external_correlation=True)),
-        "cuda + CUPTI per-thread buffers": lambda: profile(activities=[gpu_act], experimental_config=experimental(
-            disable_external_correlation=True, custom_profiler_config="CUPTI_PER_THREAD_BUFFER_ENABLED=true")),
         "cpu+cuda": lambda: profile(activities=[ProfilerActivity.CPU, gpu_act]),
     }
     unsupported = {}
@@ -253,7 +253,7 @@ def main() -> int:
     p.add_argument("--skip", type=int, default=45, help="optimizer steps (warm-up included) before tracing starts")
     p.add_argument("--block-steps", type=int, default=10, help="Part B: timed steps per block")
     p.add_argument("--rounds", type=int, default=3, help="Part B: rounds over all configurations")
-    p.add_argument("--tracer-variant", action="append", default=[], metavar="NAME:K=V[,K=V]",
+    p.add_argument("--tracer-variant", action="append", default=[], metavar="NAME:K=V[;K=V]",
                    help="Part A: extra traced variant with tracer environment (default variant always runs)")
     p.add_argument("--skip-part-b", action="store_true")
     p.add_argument("harness", nargs=argparse.REMAINDER, help="-- harness arguments (default: v1 eager)")
@@ -263,17 +263,19 @@ def main() -> int:
     variants = {"default": {}}
     for spec in args.tracer_variant:
         name, _, kvs = spec.partition(":")
-        variants[name] = dict(kv.split("=", 1) for kv in kvs.split(",") if kv)
+        variants[name] = dict(kv.split("=", 1) for kv in kvs.split(";") if kv)
     os.makedirs(args.out, exist_ok=True)
     report = {"versions": versions(), "harness_args": harness_a, "skip_steps": args.skip, "command": sys.argv}
     t = time.monotonic()
     if not args.skip_part_b:
         report["part_b"] = part_b(harness, args.block_steps, args.rounds)
+        with open(os.path.join(args.out, "part_b.json"), "w") as fh:  # kept if a later part runs out of time
+            json.dump(report, fh, indent=1)
         print(f"part B done in {time.monotonic() - t:.0f} s", file=sys.stderr, flush=True)
     unsupported = report.get("part_b", {}).get("unsupported", {})
     if any("(filter)" in name for name in unsupported):  # this torch has no activity filters: same as default
         variants = {k: v for k, v in variants.items() if "MADENGINE_ROCPROF_TRACER_GPU_ACTIVITIES" not in v}
-    report["part_a"] = part_a(harness_a, args.skip, args.procs, variants)
+    report["part_a"] = part_a(harness_a, args.skip, args.procs, variants, os.path.join(args.out, "part_a_rows.jsonl"))
     # Completeness: rows in the kernel trace vs launches per step (Part B, default config) x traced steps.
     per_step = None
     if "part_b" in report:
