@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU measurements for the wrapper (run from the repository root on a CUDA machine with ncu; results to $RESULTS):
 #  1. versions; 2. embedded tracer and ncu (compute_bound, through the wrapper) on the same short TinyTransformer
-#  run, kernel counts compared per name; 3. lightweight tracing overhead vs no profiler, side by side.
+#  run, kernel counts compared per name; 3. lightweight tracing overhead vs no profiler, in one process.
 set -uo pipefail
 RESULTS="${RESULTS:-${OUT:-/tmp/wrapper_gpu}}"
 mkdir -p "$RESULTS"
@@ -51,8 +51,8 @@ head -3 "$work"/ncu/*/*_counter_collection.csv | cut -c1-300
 cd "$REPO"
 python3 benchmarks/wrapper/launch_overhead.py > "$RESULTS/launch_overhead.json"
 cat "$RESULTS/launch_overhead.json"
-time python3 benchmarks/wrapper/overhead.py --pairs "${PAIRS:-2}" -- --version v1 --num-steps 20 --cuda-graphs off \
-    > "$RESULTS/overhead_v1.json"
-time python3 benchmarks/wrapper/overhead.py --pairs "${PAIRS:-2}" --tracer-env MADENGINE_ROCPROF_TRACER_CORRELATION=0 \
-    -- --version v1 --num-steps 20 --cuda-graphs off > "$RESULTS/overhead_v1_nocorr.json"
-grep -h '"overhead_pct\|_step_ms_median\|tracer_env' -A1 "$RESULTS"/overhead_*.json
+# Overhead in one process: untraced steps, then traced steps (tracer starts after optimizer step 45), plus plain
+# processes as the drift control (see README section 2).
+time python3 benchmarks/wrapper/overhead_inprocess.py --out "$RESULTS" --procs "${PROCS:-3}" > "$RESULTS/table.txt" \
+    2> "$RESULTS/overhead_stderr.log"
+cat "$RESULTS/table.txt"

@@ -187,7 +187,8 @@ def part_b(harness_args: list[str], steps: int, rounds: int) -> dict:
         sync()
         return ([a.elapsed_time(b) for a, b in dev] if gpu else host), host
 
-    res = {n: {"device_ms": [], "host_ms": [], "start_ms": [], "kernels_per_step": [], "busy_ms_per_step": [],
+    res = {n: {"device_ms": [], "host_ms": [], "start_ms": [], "kernels_per_step": [], "activities_per_step": [],
+               "busy_ms_per_step": [],
                "names": None} for n in configs}
     names = list(configs)
     for r in range(rounds):
@@ -208,8 +209,10 @@ def part_b(harness_args: list[str], steps: int, rounds: int) -> dict:
                 p.stop()
                 evs = [e for e in p.profiler.kineto_results.events()
                        if (e.device_type() == torch.autograd.DeviceType.CUDA) == gpu]
-                if gpu:
-                    res[name]["kernels_per_step"].append(len(evs) / (steps + 2))
+                if gpu:  # kernels alone (the kernel trace's rows) and all GPU activities (memcpy/memset too)
+                    res[name]["kernels_per_step"].append(
+                        sum(not e.name().startswith(("Memcpy", "Memset")) for e in evs) / (steps + 2))
+                    res[name]["activities_per_step"].append(len(evs) / (steps + 2))
                     res[name]["busy_ms_per_step"].append(sum(e.duration_ns() for e in evs) / 1e6 / (steps + 2))
                     res[name]["names"] = sorted(collections.Counter(e.name() for e in evs).items())
                 else:
@@ -223,6 +226,7 @@ def part_b(harness_args: list[str], steps: int, rounds: int) -> dict:
             "device_step_ms": summary(d["device_ms"]), "host_step_ms": summary(d["host_ms"]),
             "overhead_pct": 100.0 * (statistics.median(d["device_ms"]) / base - 1.0),
             "profiler_start_ms": d["start_ms"], "kernels_per_step": d["kernels_per_step"],
+            "gpu_activities_per_step": d["activities_per_step"],
             "gpu_busy_ms_per_step": d["busy_ms_per_step"],
             "same_kernel_names_as_default": (d["names"] == ref_names) if d["names"] is not None else None,
         }
