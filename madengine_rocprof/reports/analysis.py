@@ -133,19 +133,22 @@ def _number(value):
 
 def analyze_run(run: RunData) -> dict:
     kernels = merge_kernels(run)
-    gpu_time = sum(k.total_ns for k in kernels.values())
+    # counter files without timestamps give dispatch counts but no kernel time
+    timed = not run.timing or any(s.counter_time != "untimed" for s in run.timing)
+    gpu_time = sum(k.total_ns for k in kernels.values()) if timed else None
     dispatches = sum(k.calls for k in kernels.values())
-    rows = sorted(kernels.items(), key=lambda item: (-item[1].total_ns, item[0]))
+    order = (lambda item: (-item[1].total_ns, item[0])) if timed else (lambda item: (-item[1].calls, item[0]))
+    rows = sorted(kernels.items(), key=order)
     kernel_rows = [
         {
             "name": name,
             "category": categorize(name),
             "calls": k.calls,
-            "total_ns": k.total_ns,
-            "average_ns": k.average_ns,
+            "total_ns": k.total_ns if timed else None,
+            "average_ns": k.average_ns if timed else None,
             "min_ns": k.min_ns,
             "max_ns": k.max_ns,
-            "share": k.total_ns / gpu_time if gpu_time else 0.0,
+            "share": (k.total_ns / gpu_time if gpu_time else 0.0) if timed else None,
         }
         for name, k in rows
     ]
@@ -153,9 +156,12 @@ def analyze_run(run: RunData) -> dict:
     for row in kernel_rows:
         entry = by_category[row["category"]]
         entry["calls"] += row["calls"]
-        entry["total_ns"] += row["total_ns"]
+        entry["total_ns"] += row["total_ns"] or 0
         entry["kernels"] += 1
-    categories = [dict(e, share=e["total_ns"] / gpu_time if gpu_time else 0.0) for e in by_category.values()]
+    categories = [
+        dict(e, share=e["total_ns"] / gpu_time if gpu_time else 0.0) if timed else dict(e, total_ns=None, share=None)
+        for e in by_category.values()
+    ]
 
     counters, by_kernel, counter_time = merge_counters(run)
     counter_rows = [
@@ -178,8 +184,11 @@ def analyze_run(run: RunData) -> dict:
     if any(s.cpu_operators for s in run.timing):
         notes.append("no GPU: the embedded tracer recorded CPU operators; nested operators are all listed, "
                      "so their times overlap and the total exceeds the wall time")
-    if run.timing and not any(s.has_timeline for s in run.timing):
+    if any(s.counter_time is None for s in run.timing) and not any(s.has_timeline for s in run.timing):
         notes.append("only per-kernel statistics (no per-dispatch trace): no timeline, no Perfetto trace")
+    time_from = _counter_time_note(run)
+    if time_from:
+        notes.append(time_from)
     profiler = manifest.get("profiler") if isinstance(manifest.get("profiler"), dict) else None
     return {
         "label": run.label,
@@ -189,7 +198,9 @@ def analyze_run(run: RunData) -> dict:
         "run_status": (run.run_info or {}).get("status"),
         "sources": [
             {"file": s.rel, "format": s.fmt, "origin": s.process, "pass": s.pass_id,
-             "dispatches": s.dispatches, "gpu_time_ns": sum(k.total_ns for k in s.kernels.values())}
+             "dispatches": s.dispatches,
+             "gpu_time_ns": None if s.counter_time == "untimed" else sum(k.total_ns for k in s.kernels.values()),
+             "kernel_time_from": KERNEL_TIME_FROM[s.counter_time]}
             for s in run.timing
         ],
         "counter_sources": [{"file": s.rel, "format": s.fmt, "origin": s.process, "pass": s.pass_id} for s in run.counters],
@@ -198,6 +209,7 @@ def analyze_run(run: RunData) -> dict:
         "summary": {
             "has_kernel_data": bool(run.timing),
             "timing_formats": fmts,
+            "kernel_time_from": sorted({KERNEL_TIME_FROM[s.counter_time] for s in run.timing}),
             "cpu_operators": any(s.cpu_operators for s in run.timing),
             "processes": len(run.timing),
             "dispatches": dispatches,
@@ -215,6 +227,35 @@ def analyze_run(run: RunData) -> dict:
         ],
         "workload": _workload_summary(run),
     }
+
+
+# where a timing source's kernel durations come from (TimingSource.counter_time -> words for the report)
+KERNEL_TIME_FROM = {
+    None: "kernel trace",
+    "gpu__time_duration.sum": "counter collection (gpu__time_duration.sum)",
+    "timestamps": "counter collection (End - Start)",
+    "untimed": "counter collection (no timestamps)",
+}
+
+
+def _counter_time_note(run: RunData) -> str | None:
+    """Say plainly that dispatches and times come from counter rows, and what such times mean."""
+    derived = [s for s in run.timing if s.counter_time is not None]
+    if not derived:
+        return None
+    kinds = {s.counter_time for s in derived}
+    text = (f"no kernel trace for process(es) {', '.join(s.process for s in derived)}: dispatches and kernel times "
+            f"come from the counter collection ({', '.join(s.rel for s in derived)}; one dispatch per Dispatch_Id, "
+            "or per Correlation_Id where there is no Dispatch_Id)")
+    if "gpu__time_duration.sum" in kinds:
+        text += ("; times are ncu's gpu__time_duration.sum per dispatch, measured while ncu replayed each kernel "
+                 "in isolation (per-replay durations, not a timeline of the real run)")
+    if "timestamps" in kinds:
+        text += ("; times are End_Timestamp - Start_Timestamp of each dispatch while counters were read "
+                 "(dispatches serialized; with counter replay these are per-replay durations)")
+    if "untimed" in kinds:
+        text += "; the counter file has no timestamps, so there are dispatch counts but no kernel times"
+    return text + "; no timeline, no Perfetto trace"
 
 
 def _ratio(numerator, denominator):

@@ -103,30 +103,65 @@ def read_kernel_stats(src: TimingSource) -> TimingSource:
     return src
 
 
+# ncu's per-dispatch kernel duration (ns); the wrapper's ncu conversion carries it as a counter, and its
+# Start/End timestamps are relative to the replay, so this value is preferred where present
+NCU_DURATION = "gpu__time_duration.sum"
+
+
 def read_counter_collection(src: CounterSource) -> CounterSource:
-    """rocprofv3 counter_collection.csv (one row per dispatch x counter), also the wrapper's ncu conversion."""
+    """rocprofv3 counter_collection.csv (one row per dispatch x counter), also the wrapper's ncu conversion.
+
+    Besides the counter statistics it keeps one entry per dispatch (Dispatch_Id, else Correlation_Id), so
+    a process profiled with counters only still has a dispatch list (see discover.derive_timing_from_counters).
+    """
     with open_table(
         src.path,
         {"name": NAME, "counter": ("Counter_Name",), "value": ("Counter_Value",)},
         {"dispatch": ("Dispatch_Id", "Correlation_Id"), "start": START, "end": END},
     ) as table:
         idx = table.index
-        timed = idx["start"] is not None and idx["end"] is not None and idx["dispatch"] is not None
-        seen: set[str] = set()
+        i_dispatch = idx["dispatch"]
+        has_times = idx["start"] is not None and idx["end"] is not None
+        # dispatch id -> [kernel name, End - Start or None, ncu duration or None]
+        dispatches: dict[str, list] = {}
         for row in table.rows():
             kernel, counter = row[idx["name"]], row[idx["counter"]]
             value = parse_number(table, row[idx["value"]], "Counter_Value")
             src.counters.setdefault(counter, CounterStats()).add(value)
             src.by_kernel.setdefault((kernel, counter), CounterStats()).add(value)
-            if timed and row[idx["dispatch"]] not in seen:
-                seen.add(row[idx["dispatch"]])
-                duration = parse_int(table, row[idx["end"]], "End_Timestamp") - parse_int(
-                    table, row[idx["start"]], "Start_Timestamp"
-                )
-                entry = src.kernel_time.setdefault(kernel, [0, 0])
-                entry[0] += 1
-                entry[1] += duration
+            if i_dispatch is None:
+                continue
+            entry = dispatches.get(row[i_dispatch])
+            if entry is None:
+                duration = None
+                if has_times:
+                    duration = parse_int(table, row[idx["end"]], "End_Timestamp") - parse_int(
+                        table, row[idx["start"]], "Start_Timestamp"
+                    )
+                    if duration < 0:
+                        raise table.error("End_Timestamp is before Start_Timestamp",
+                                          fix="the file is corrupt; re-run the profiler")
+                entry = dispatches[row[i_dispatch]] = [kernel, duration, None]
+            if counter == NCU_DURATION:
+                entry[2] = value
+    _collect_dispatches(src, dispatches)
     return src
+
+
+def _collect_dispatches(src: CounterSource, dispatches: dict[str, list]) -> None:
+    """Per kernel name: calls and durations (the ncu duration where present, else End - Start)."""
+    uses_ncu = any(ncu is not None for _, _, ncu in dispatches.values())
+    timed = all(ncu is not None or span is not None for _, span, ncu in dispatches.values())
+    src.time_from = ("gpu__time_duration.sum" if uses_ncu else "timestamps") if timed else "untimed"
+    for kernel, span, ncu in dispatches.values():
+        stats = src.dispatch_kernels.setdefault(kernel, KernelStats())
+        stats.calls += 1
+        if timed:
+            duration = ncu if ncu is not None else span
+            stats.merge(KernelStats(0, duration, duration, duration))
+            entry = src.kernel_time.setdefault(kernel, [0, 0])
+            entry[0] += 1
+            entry[1] += duration
 
 
 def read_memory_copies(path: Path) -> dict[str, CopyStats]:

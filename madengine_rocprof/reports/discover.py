@@ -5,6 +5,8 @@ Files are recognised by suffix (rocprofv3 names them `<prefix>_<kind>.<ext>`, th
 Within one process only the richest format is counted (a kernel trace beats rocpd beats JSON beats
 stats), so `-f csv json rocpd` never triples the numbers. Multi-pass runs (`pmc_N/`, `pass_N/`) re-run
 the whole workload per pass: kernel time is taken from the first pass, counters from all of them.
+A process profiled with counters only (no kernel trace) gets its dispatches from its counter_collection
+rows, again from the first pass only, since every pass re-dispatches the same kernels.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from pathlib import Path
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import csv_readers, json_reader, rocpd_reader
 from madengine_rocprof.reports.csv_tables import first_value, normalize, read_header
-from madengine_rocprof.reports.model import CounterSource, RunData, TimingSource
+from madengine_rocprof.reports.model import CounterSource, KernelStats, RunData, TimingSource
 
 # suffix -> kind; checked in order, first match wins
 SUFFIXES = (
@@ -141,6 +143,7 @@ def load_run(path: Path, label: str) -> RunData:
                     run.counters.append(source)
 
     _choose_timing(run, timing)
+    derive_timing_from_counters(run)
     for name, (_, file) in run_files.items():
         value = _read_json_object(file)
         if name == "workload_result.json":
@@ -189,6 +192,39 @@ def _choose_timing(run: RunData, timing: list[TimingSource]) -> None:
     duplicates = [s.rel for s in run.skipped_timing if s.pass_id == first_pass]
     if duplicates:
         run.notes.append(f"also read, not counted again (the same process's kernels, in a poorer format): {', '.join(duplicates)}")
+
+
+def derive_timing_from_counters(run: RunData) -> None:
+    """Processes with counter_collection rows but no kernel-timing file: one dispatch per Dispatch_Id.
+
+    Only the pass the kernel times come from counts (the first pass when no process has a kernel trace):
+    the other passes re-ran the same dispatches to read other counters.
+    """
+    candidates = [s for s in run.counters if s.fmt == "counters-csv" and s.dispatch_kernels]
+    if not candidates:
+        return
+    if run.timing:
+        chosen_pass = run.timing[0].pass_id
+    else:
+        chosen_pass = min((s.pass_id for s in candidates), key=_pass_order)
+    have_trace = {s.process for s in run.timing}
+    derived = [s for s in candidates if s.pass_id == chosen_pass and s.process not in have_trace]
+    for counter in derived:
+        source = TimingSource(path=counter.path, rel=counter.rel, fmt=counter.fmt, process=counter.process,
+                              pass_id=counter.pass_id, counter_time=counter.time_from)
+        source.kernels = {name: KernelStats(k.calls, k.total_ns, k.min_ns, k.max_ns)
+                          for name, k in counter.dispatch_kernels.items()}
+        source.dispatches = sum(k.calls for k in counter.dispatch_kernels.values())
+        run.timing.append(source)
+    if not derived:
+        return
+    run.timing.sort(key=lambda s: s.rel)
+    other_passes = sorted({s.pass_id for s in candidates if s.pass_id != chosen_pass}, key=_pass_order)
+    if other_passes:
+        run.notes.append(
+            f"dispatches are counted from the counter collection of {chosen_pass or 'the top level'} only; "
+            f"{', '.join(other_passes)} re-ran the same dispatches to read other counters"
+        )
 
 
 def _read_timing(source: TimingSource) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from html import escape
 
 from madengine_rocprof.reports.categories import CATEGORIES
-from madengine_rocprof.reports.markdown import category_table
+from madengine_rocprof.reports.markdown import category_table, shown_counters
 from madengine_rocprof.reports.formatting import DASH, count, display_name, gib, ms, number, pct, shorten, times, us
 from madengine_rocprof.reports.svg import CATEGORY_COLORS, hbars, stacked_hbars
 
@@ -78,7 +78,7 @@ def _comparison(report: dict) -> str:
     ))
     out.append("<p class='meta'>GPU-time speedup = baseline GPU time / run GPU time; throughput speedup = run tokens/s / "
                "baseline tokens/s; above 1x is better than the baseline.</p>")
-    timed = [r for r in runs if r["summary"]["has_kernel_data"]]
+    timed = [r for r in runs if r["summary"]["has_kernel_data"] and r["summary"]["gpu_time_ns"] is not None]
     if timed:
         out.append("<h3>GPU kernel time per run, by category</h3>")
         out.append(stacked_hbars(
@@ -118,13 +118,19 @@ def _run(run: dict, n: int, top: int, name_width: int) -> str:
         out.append(
             f"<p><b>{count(summary['dispatches'])}</b> kernel dispatches, <b>{count(summary['unique_kernels'])}</b> unique "
             f"kernels, <b>{ms(summary['gpu_time_ns'])} ms</b> GPU kernel time; sources: "
-            + ", ".join(f"<code>{escape(s['file'])}</code> ({escape(s['format'])})" for s in run["sources"]) + "</p>")
+            + ", ".join(f"<code>{escape(s['file'])}</code> ({escape(s['format'])})" for s in run["sources"])
+            + "; kernel times from " + escape(", ".join(summary["kernel_time_from"])) + "</p>")
     else:
         out.append("<p>No kernel timing in this run.</p>")
     for note in run["notes"]:
         out.append(f"<p class='note'>Note: {escape(note)}</p>")
     kernels = run["kernels"][:top]
-    if kernels:
+    if kernels and summary["gpu_time_ns"] is None:  # counter rows without timestamps: calls only, no bars
+        out.append(f"<h3>Top {len(kernels)} kernels by calls</h3>")
+        out.append(_table(["#", "kernel", "category", "calls"],
+                          [[i + 1, (k["name"], shorten(k["name"], name_width)), k["category"], count(k["calls"])]
+                           for i, k in enumerate(kernels)], left=1, name_col=1))
+    elif kernels:
         out.append(f"<h3>Top {len(kernels)} kernels by total time</h3>")
         out.append(hbars([
             (display_name(k["name"]), k["total_ns"] / 1e6, f"{ms(k['total_ns'])} ms ({pct(k['share'])})",
@@ -150,9 +156,12 @@ def _run(run: dict, n: int, top: int, name_width: int) -> str:
         ))
     if run["counters"]:
         out.append("<h3>Counters (per dispatch)</h3>")
+        rows, more = shown_counters(run)
         out.append(_table(["counter", "dispatches", "mean", "min", "max", "total"],
                           [[c["name"], count(c["dispatches"]), number(c["mean"]), number(c["min"]), number(c["max"]),
-                            number(c["total"])] for c in run["counters"]]))
+                            number(c["total"])] for c in rows]))
+        if more:
+            out.append(f"<p class='meta'>{escape(more)}</p>")
         if run["derived_metrics"]:
             out.append(_table(["derived metric", "value", "unit", "formula"],
                               [[d["name"], number(d["value"]), d["unit"], d["formula"]] for d in run["derived_metrics"]]))

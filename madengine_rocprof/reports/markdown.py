@@ -15,6 +15,18 @@ def table(header: list[str], rows: list[list]) -> list[str]:
     return lines + [""]
 
 
+COUNTER_ROWS = 25  # counters listed per run in Markdown/HTML; the JSON report has all of them
+
+
+def shown_counters(run: dict) -> tuple[list[dict], str | None]:
+    """The first COUNTER_ROWS counters by name, and a line saying how many more there are (None if none)."""
+    rows = run["counters"]
+    if len(rows) <= COUNTER_ROWS:
+        return rows, None
+    return rows[:COUNTER_ROWS], (f"{len(rows) - COUNTER_ROWS} more counters not shown "
+                                 f"(first {COUNTER_ROWS} by name); the JSON report (--json) has all {len(rows)}.")
+
+
 def category_table(runs: list[dict]) -> tuple[list[str], list[list]]:
     """Run x category kernel time in ms (categories in their fixed order, those empty in every run left out)."""
     totals = [{c["category"]: c["total_ns"] for c in r["categories"]} for r in runs]
@@ -39,7 +51,7 @@ def render(report: dict, top: int = 10, name_width: int = 70) -> str:
             ],
         )
         out += ["Speedups are baseline / run for GPU time and run / baseline for tokens/s (above 1x is faster).", ""]
-        timed = [r for r in report["runs"] if r["summary"]["has_kernel_data"]]
+        timed = [r for r in report["runs"] if r["summary"]["has_kernel_data"] and r["summary"]["gpu_time_ns"] is not None]
         if len(timed) > 1:
             out += ["### Kernel time by category (ms)", ""]
             out += table(*category_table(timed))
@@ -69,13 +81,16 @@ def _run(run: dict, top: int, name_width: int) -> list[str]:
             f"{ms(summary['gpu_time_ns'])} ms total GPU kernel time, from {len(run['sources'])} file(s) "
             f"({', '.join(summary['timing_formats'])}) of {len(origins)} process(es): {', '.join(origins)}"
         )
+        if summary["kernel_time_from"] != ["kernel trace"]:
+            out.append(f"- kernel times from: {', '.join(summary['kernel_time_from'])}")
     else:
         out.append("- no kernel timing in this run")
     for note in run["notes"]:
         out.append(f"- note: {note}")
     out.append("")
     if run["kernels"]:
-        out += [f"### Top {min(top, len(run['kernels']))} kernels by total time", ""]
+        by = "total time" if summary["gpu_time_ns"] is not None else "calls"
+        out += [f"### Top {min(top, len(run['kernels']))} kernels by {by}", ""]
         out += table(
             ["#", "kernel", "category", "calls", "total (ms)", "avg (us)", "min (us)", "max (us)", "share"],
             [
@@ -88,15 +103,18 @@ def _run(run: dict, top: int, name_width: int) -> list[str]:
         out += table(
             ["category", "kernels", "calls", "time (ms)", "share"],
             [[c["category"], c["kernels"], count(c["calls"]), ms(c["total_ns"]), pct(c["share"])]
-             for c in sorted(run["categories"], key=lambda c: -c["total_ns"]) if c["kernels"]],
+             for c in sorted(run["categories"], key=lambda c: -(c["total_ns"] or 0)) if c["kernels"]],
         )
     if run["counters"]:
         out += ["### Counters (per dispatch)", ""]
+        rows, more = shown_counters(run)
         out += table(
             ["counter", "dispatches", "mean", "min", "max", "total"],
             [[c["name"], count(c["dispatches"]), number(c["mean"]), number(c["min"]), number(c["max"]), number(c["total"])]
-             for c in run["counters"]],
+             for c in rows],
         )
+        if more:
+            out += [more, ""]
         if run["derived_metrics"]:
             out += ["Derived metrics:", ""]
             out += table(["metric", "value", "unit", "formula"],

@@ -52,6 +52,9 @@ class TimingSource:
     last_end_ns: int | None = None
     has_timeline: bool = False  # per-dispatch timestamps exist (a Perfetto trace can be drawn)
     cpu_operators: bool = False  # the embedded tracer without a GPU: rows are (nested) CPU operators
+    # set when the dispatches were derived from a counter_collection file (no kernel trace for the process):
+    # "gpu__time_duration.sum" (ncu), "timestamps" (End - Start of each dispatch) or "untimed" (no timestamps)
+    counter_time: str | None = None
 
 
 @dataclass
@@ -94,6 +97,10 @@ class CounterSource:
     by_kernel: dict[tuple[str, str], CounterStats] = field(default_factory=dict)
     # kernel name -> [dispatches, total ns] of the dispatches the counters were read on (when timed)
     kernel_time: dict[str, list] = field(default_factory=dict)
+    # the dispatches themselves (one per Dispatch_Id, else Correlation_Id), per kernel name, for processes
+    # that have no kernel trace; time_from says where their durations came from (see TimingSource.counter_time)
+    dispatch_kernels: dict[str, KernelStats] = field(default_factory=dict)
+    time_from: str | None = None
 
 
 @dataclass

@@ -4,7 +4,10 @@ from __future__ import annotations
 import csv
 import json
 import random
+import shutil
 from pathlib import Path
+
+from madengine_rocprof.reports import build_report, load_runs
 
 # rocprofv3 7.x and 6.2 kernel_trace.csv headers (docs/reference rocprofv3.md; real samples in the shared fixtures)
 HEADER_7 = ["Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id", "Kernel_Name",
@@ -31,6 +34,22 @@ TT_KERNELS = {
     "copy": "__amd_rocclr_copyBuffer",
     "adam": "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::FusedAdamMathFunctor<float, 4>>(...)",
 }
+
+
+def dict_rows(path: Path) -> list[dict]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def place(src: Path, dest: Path) -> Path:
+    """Copy a shared fixture into a run tree (never into the repo)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dest)
+    return dest
+
+
+def report_one(run_dir: Path) -> dict:
+    return build_report(load_runs([run_dir]))["runs"][0]
 
 
 def write_csv(path: Path, header: list[str], rows: list[list]) -> Path:

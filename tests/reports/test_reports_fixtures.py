@@ -2,17 +2,10 @@
 from __future__ import annotations
 
 import csv
-import shutil
 from pathlib import Path
 
 import pytest
-
-from madengine_rocprof.reports import build_report, load_runs
-
-
-def dict_rows(path: Path) -> list[dict]:
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(fh))
+from reports_builders import dict_rows, place, report_one
 
 
 def expected_kernels(path: Path) -> dict[str, tuple[int, int, int, int]]:
@@ -20,16 +13,6 @@ def expected_kernels(path: Path) -> dict[str, tuple[int, int, int, int]]:
     for row in dict_rows(path):
         durations.setdefault(row["Kernel_Name"], []).append(int(row["End_Timestamp"]) - int(row["Start_Timestamp"]))
     return {n: (len(d), sum(d), min(d), max(d)) for n, d in durations.items()}
-
-
-def place(src: Path, dest: Path) -> Path:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(src, dest)
-    return dest
-
-
-def report_one(run_dir: Path) -> dict:
-    return build_report(load_runs([run_dir]))["runs"][0]
 
 
 def assert_kernels_match(run: dict, expected: dict) -> None:
@@ -98,7 +81,8 @@ def test_counter_collection_every_header_version(rocprof_fixtures, tmp_path, fix
         assert got["total"] == pytest.approx(sum(values))
         assert got["mean"] == pytest.approx(sum(values) / len(values))
         assert (got["min"], got["max"]) == (min(values), max(values))
-    assert not run["summary"]["has_kernel_data"]  # counters alone are not kernel timing
+    # counters alone still give the dispatches (test_reports_counter_dispatches.py checks them)
+    assert [src["format"] for src in run["sources"]] == ["counters-csv"]
 
 
 def test_counters_join_the_kernel_trace_of_the_same_run(rocprof_fixtures, tmp_path):
