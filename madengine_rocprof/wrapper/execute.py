@@ -129,7 +129,8 @@ def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, n
         new = [os.path.join(out, rel) for rel, st in outputs.snapshot(out).items()
                if rel.endswith(suffix) and before.get(rel) != st]
         if plan.post == "ncu":
-            nvidia.convert_ncu(out, new, plan.profiler.path, messages)
+            ncu_options = plan.argv[:len(plan.argv) - len(plan.app_argv)]  # the app may have its own --metrics
+            nvidia.convert_ncu(out, new, plan.profiler.path, messages, nvidia.requested_metrics(ncu_options))
         else:
             nvidia.convert_nsys(out, new, messages)
     if noise:

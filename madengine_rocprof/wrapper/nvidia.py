@@ -94,21 +94,79 @@ def _dims(text: str) -> list[int]:
     return (nums + [1, 1, 1])[:3] if nums else [1, 1, 1]
 
 
-def ncu_raw_to_rows(csv_text: str) -> dict[int, list[tuple]]:
-    """Parse `ncu --import R --csv --page raw --print-units base` output into counter_collection rows per pid."""
+# ncu aggregates a metric over units with these roll-ups; the roll-up is the name's second dotted part
+# (`sm__throughput.avg.pct_of_peak_sustained_elapsed`). Order = preference when the exact name is missing.
+ROLLUPS = ("sum", "avg", "max", "min")
+# Columns ncu's raw page always adds (device attributes, links, replay bookkeeping): never counters.
+NCU_ATTRIBUTE_PREFIXES = ("device__attribute_", "nvlink__", "numa__", "c2clink__", "profiler__")
+_FIXED_COLUMNS = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Function Name", "Demangled Name",
+                  "Context", "Stream", "Block Size", "Grid Size", "Device", "CC", "Kernel Time", "Estimated Speedup"}
+
+
+def requested_metrics(ncu_options: list[str]) -> list[str]:
+    """The counters asked of ncu: every --metrics value, in order, once each, less the launch attributes the
+    wrapper adds for the rocprofv3 columns (VGPR_Count, LDS_Block_Size). Pass ncu's options only, not the app's."""
+    names: list[str] = []
+    for i, arg in enumerate(ncu_options[:-1]):
+        if arg == "--metrics":
+            names += [m.strip() for m in ncu_options[i + 1].split(",") if m.strip()]
+    return [m for m in dict.fromkeys(names) if m not in LAUNCH_METRICS]
+
+
+def _without_rollup(name: str) -> tuple[str, str]:
+    parts = name.split(".")
+    if len(parts) > 1 and parts[1] in ROLLUPS:
+        del parts[1]
+    return parts[0], ".".join(parts[1:])
+
+
+def pick_columns(header: list[str], requested: list[str]) -> tuple[dict[str, str], list[str]]:
+    """{requested name: raw-page column}: the exact name when ncu printed it, else the closest roll-up of the same
+    metric (the name itself without roll-up, then .sum, .avg, .max, .min). Also returns the names not found."""
+    present = set(header)
+    chosen, missing = {}, []
+    for name in requested:
+        if name in present:
+            chosen[name] = name
+            continue
+        base, rest = _without_rollup(name)
+        tail = "." + rest if rest else ""
+        candidates = [base + tail] + [f"{base}.{r}{tail}" for r in ROLLUPS]
+        found = next((c for c in candidates if c in present), None)
+        if found:
+            chosen[name] = found
+        else:
+            missing.append(name)
+    return chosen, missing
+
+
+def ncu_raw_to_rows(csv_text: str, requested: list[str] | None = None,
+                    notes: list[str] | None = None) -> dict[int, list[tuple]]:
+    """Parse `ncu --import R --csv --page raw --print-units base` output into counter_collection rows per pid:
+    one row per dispatch and requested metric, named as requested. Without `requested` (section-based profiles,
+    whose metric names ncu chooses) every metric column is kept except ncu's device/link/replay attributes.
+    Roll-up substitutions and metrics absent from the report are described in `notes`."""
     lines = [ln for ln in csv_text.splitlines() if ln.startswith('"')]  # drop ==PROF== and banner lines
     reader = list(csv.reader(io.StringIO("\n".join(lines))))
     if not reader:
         return {}
     header = reader[0]
     body = reader[1:]
-    if body and not _number(body[0][0] if body[0] else ""):  # second row holds the units
+    if body and _number(body[0][0] if body[0] else "") is None:  # second row holds the units
         body = body[1:]
     col = {name: i for i, name in enumerate(header)}
     name_col = next((c for c in ("Kernel Name", "Function Name", "Demangled Name") if c in col), None)
-    fixed = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Function Name", "Demangled Name",
-             "Context", "Stream", "Block Size", "Grid Size", "Device", "CC", "Kernel Time", "Estimated Speedup"}
-    metrics = [h for h in header if h not in fixed and not h.startswith("launch__")]
+    if requested:
+        columns, missing = pick_columns(header, requested)
+        if notes is not None:
+            notes += [f"ncu reported {name} as its roll-up {column}" for name, column in columns.items()
+                      if name != column]
+            if missing:
+                notes.append(f"ncu report has no value for requested metric(s): {', '.join(missing)}")
+    else:
+        columns = {h: h for h in header
+                   if h not in _FIXED_COLUMNS and not h.startswith(("launch__",) + NCU_ATTRIBUTE_PREFIXES)}
+    duration_col = pick_columns(header, ["gpu__time_duration.sum"])[0].get("gpu__time_duration.sum")
     kernel_ids: dict[str, int] = {}
     per_pid: dict[int, list[tuple]] = {}
     clock = 0
@@ -125,11 +183,11 @@ def ncu_raw_to_rows(csv_text: str) -> dict[int, list[tuple]]:
         grid_items = wg * grid[0] * grid[1] * grid[2]  # rocprofv3's grid size counts work-items
         lds = sum(int(_number(get(m)) or 0) for m in LAUNCH_METRICS[1:])
         vgpr = int(_number(get(LAUNCH_METRICS[0])) or 0)
-        duration = int(_number(get("gpu__time_duration.sum")) or 0)
+        duration = int(_number(get(duration_col) if duration_col else "") or 0)
         start, end = clock, clock + duration  # replay-relative: ncu serialises kernels
         clock = end
-        for metric in metrics:
-            value = _number(row[col[metric]])
+        for metric, column in columns.items():
+            value = _number(row[col[column]])
             if value is None:
                 continue
             per_pid.setdefault(pid, []).append(
@@ -138,8 +196,10 @@ def ncu_raw_to_rows(csv_text: str) -> dict[int, list[tuple]]:
     return per_pid
 
 
-def convert_ncu(out: str, reports: list[str], ncu_path: str, messages: list[str]) -> list[str]:
-    """Write <host>/<pid>_counter_collection.csv next to every .ncu-rep; returns the files written."""
+def convert_ncu(out: str, reports: list[str], ncu_path: str, messages: list[str],
+                requested: list[str] | None = None) -> list[str]:
+    """Write <host>/<pid>_counter_collection.csv next to every .ncu-rep, keeping the `requested` metrics
+    (see ncu_raw_to_rows); returns the files written."""
     written = []
     for report in reports:
         done = subprocess.run([ncu_path, "--import", report, "--csv", "--page", "raw", "--print-units", "base"],
@@ -147,10 +207,12 @@ def convert_ncu(out: str, reports: list[str], ncu_path: str, messages: list[str]
         if done.returncode != 0:
             messages.append(f"ncu --import {os.path.basename(report)} failed: {done.stderr.strip()[-300:]}")
             continue
-        for pid, rows in sorted(ncu_raw_to_rows(done.stdout).items()):
+        notes: list[str] = []
+        for pid, rows in sorted(ncu_raw_to_rows(done.stdout, requested, notes).items()):
             path = os.path.join(os.path.dirname(report), f"{pid}_counter_collection.csv")
             rocprof_csv.write_rows(path, rocprof_csv.COUNTER_COLLECTION, rows)
             written.append(path)
+        messages += [f"{os.path.basename(report)}: {n}" for n in notes]
     return written
 
 

@@ -32,7 +32,7 @@ def test_compute_bound_runs_ncu_and_converts_to_long_counter_collection(tmp_path
     assert metrics == nvidia.NCU_METRICS["compute_bound"] + nvidia.LAUNCH_METRICS
     assert argv[argv.index("--clock-control") + 1] == "none"
     assert any("SQ_WAVES" in m and "no meaning on NVIDIA" in m for m in result.manifest["messages"])
-    # Independent check: every (kernel, metric) value of the report appears once in the long CSV.
+    # Independent check: every (kernel, requested metric) value of the report appears once in the long CSV.
     [report] = list((tmp_path / "o").rglob("*.ncu-rep"))
     rep = json.loads(report.read_text())
     counter_files = [o for o in result.manifest["outputs"] if o["kind"] == "counter_collection"]
@@ -40,8 +40,8 @@ def test_compute_bound_runs_ncu_and_converts_to_long_counter_collection(tmp_path
     rows = read_csv(tmp_path / "o" / counter_files[0]["path"])
     assert list(rows[0]) == list(rocprof_csv.COUNTER_COLLECTION)
     got = {(int(r["Dispatch_Id"]), r["Counter_Name"]): float(r["Counter_Value"]) for r in rows}
-    want = {(k["id"] + 1, m): float(v) for k in rep["rows"] for m, v in k["values"].items() if not m.startswith("launch__")}
-    assert got == want
+    want = {(k["id"] + 1, m): float(k["values"][m]) for k in rep["rows"] for m in nvidia.NCU_METRICS["compute_bound"]}
+    assert got == want and len(rows) == len(want)
     assert {int(r["Process_Id"]) for r in rows} == {k["pid"] for k in rep["rows"]}
     assert Path(counter_files[0]["path"]).name == f"{rep['rows'][0]['pid']}_counter_collection.csv"
     assert rows[0]["Grid_Size"] == str(128 * 64) and rows[0]["Workgroup_Size"] == "128"
@@ -156,3 +156,118 @@ def test_nsys_sqlite_converter(tmp_path):
     stats = {r["Name"]: r for r in read_csv(tmp_path / f"{pid}_kernel_stats.csv")}
     assert stats["gemm"]["Calls"] == "2" and stats["gemm"]["TotalDurationNs"] == "130"
     assert len(written) == 2
+
+
+# ---------------------------------------------------------------- which ncu raw-page columns become counters
+
+def _ncu_run(tmp_path, make_env, dispatches: int, **env_extra):
+    env = make_env("ncu", FAKE_DISPATCHES=str(dispatches), **env_extra)
+    result = wrapper.run(["--pmc", "SQ_WAVES"], [sys.executable, "-c", "pass"], str(tmp_path / "o"), env=env,
+                         cwd=str(tmp_path))
+    assert result.outcome == "ok", result.manifest
+    [report] = list((tmp_path / "o").rglob("*.ncu-rep"))
+    [counters] = [o["path"] for o in result.manifest["outputs"] if o["kind"] == "counter_collection"]
+    return result, json.loads(report.read_text()), read_csv(tmp_path / "o" / counters)
+
+
+def test_ncu_conversion_keeps_exactly_the_requested_metrics_per_dispatch(tmp_path, make_env):
+    # The real raw page (H100, ncu 2025.3) had 242 columns per kernel for 10 requested metrics: device__attribute_*,
+    # nvlink__*, numa__*, profiler__*, and the .min/.max/.avg/.sum siblings of each requested metric.
+    result, rep, rows = _ncu_run(tmp_path, make_env, 5)
+    requested = nvidia.NCU_METRICS["compute_bound"]
+    assert len(rep["columns"]) > 3 * len(requested)  # the fake really prints the extra columns
+    assert any(c.startswith("device__attribute_") for c in rep["columns"])
+    assert {"sm__cycles_elapsed.sum", "sm__throughput.max.pct_of_peak_sustained_elapsed"} <= set(rep["columns"])
+    by_dispatch: dict[int, list[dict]] = {}
+    for r in rows:
+        by_dispatch.setdefault(int(r["Dispatch_Id"]), []).append(r)
+    assert sorted(by_dispatch) == [k["id"] + 1 for k in rep["rows"]] == [1, 2, 3, 4, 5]
+    clock = 0
+    for kernel in rep["rows"]:
+        got = by_dispatch[kernel["id"] + 1]
+        assert [r["Counter_Name"] for r in got] == requested  # one row each, in the order asked
+        for r in got:
+            assert float(r["Counter_Value"]) == pytest.approx(float(kernel["values"][r["Counter_Name"]]))
+        # Per-dispatch columns: the same on every row of the dispatch, taken from the report.
+        duration = kernel["values"]["gpu__time_duration.sum"]
+        assert {(r["Kernel_Name"], int(r["Start_Timestamp"]), int(r["End_Timestamp"]), int(r["Correlation_Id"]),
+                 int(r["VGPR_Count"]), int(r["LDS_Block_Size"])) for r in got} == {
+            (kernel["name"], clock, clock + duration, kernel["id"] + 1,
+             kernel["values"]["launch__registers_per_thread"],
+             kernel["values"]["launch__shared_mem_per_block_static"]
+             + kernel["values"]["launch__shared_mem_per_block_dynamic"])}
+        clock += duration  # ncu replays kernels one at a time: back-to-back on a replay clock
+    kernel_ids = {r["Kernel_Name"]: r["Kernel_Id"] for r in rows}
+    assert len(set(kernel_ids.values())) == len(kernel_ids) == len({k["name"] for k in rep["rows"]})
+    assert result.manifest["dispatch_count"] == 5
+    assert not any("roll-up" in m or "no value" in m for m in result.manifest["messages"])
+
+
+def test_user_metrics_fall_back_to_the_closest_rollup_and_keep_asked_launch_attributes(tmp_path, make_env):
+    asked = "gpu__time_duration.sum,dram__bytes_read,launch__grid_size,launch__registers_per_thread"
+    result, rep, rows = _ncu_run(tmp_path, make_env, 2, MADENGINE_ROCPROF_NCU_METRICS=asked)
+    assert "dram__bytes_read" not in rep["columns"]  # a bare counter name comes back only as roll-ups
+    for kernel in rep["rows"]:
+        got = {r["Counter_Name"]: float(r["Counter_Value"]) for r in rows if int(r["Dispatch_Id"]) == kernel["id"] + 1}
+        v = kernel["values"]
+        # launch__registers_per_thread is the wrapper's VGPR_Count column, not a counter row.
+        assert got == {"gpu__time_duration.sum": v["gpu__time_duration.sum"],
+                       "dram__bytes_read": v["dram__bytes_read.sum"], "launch__grid_size": v["launch__grid_size"]}
+    assert any("dram__bytes_read" in m and "dram__bytes_read.sum" in m for m in result.manifest["messages"])
+
+
+def test_section_profiles_keep_section_metrics_without_ncu_attributes(tmp_path, make_env):
+    _, rep, rows = _ncu_run(tmp_path, make_env, 2, MADENGINE_ROCPROF_PROFILE="pc_sampling")
+    # ncu picks a section's metric names, so all columns stay except ncu's attributes and the launch columns.
+    names = [r["Counter_Name"] for r in rows if r["Dispatch_Id"] == "1"]
+    attributes = [c for c in rep["columns"] if c.startswith(("device__", "nvlink__", "numa__", "c2clink__",
+                                                             "profiler__", "launch__"))]
+    assert attributes and names == [c for c in rep["columns"] if c not in attributes]
+    assert "smsp__average_warp_latency_issue_stalled_barrier.ratio" in names
+    assert "smsp__pcsamp_sample_count.sum" in names
+
+
+def test_pick_columns_prefers_the_exact_name_then_sum_avg_max_min():
+    header = ["sm__cycles_elapsed.avg", "sm__cycles_elapsed.max", "sm__cycles_elapsed.sum",
+              "sm__throughput.avg.pct_of_peak_sustained_elapsed", "sm__throughput.max.pct_of_peak_sustained_elapsed",
+              "lts__t_sector_hit_rate.pct", "dram__bytes_read.max", "dram__bytes_read.avg"]
+    chosen, missing = nvidia.pick_columns(header, [
+        "sm__cycles_elapsed.avg", "sm__cycles_elapsed.min", "sm__cycles_elapsed",
+        "sm__throughput.sum.pct_of_peak_sustained_elapsed", "lts__t_sector_hit_rate.pct", "lts__t_sector_hit_rate",
+        "dram__bytes_read", "dram__bytes_write.sum"])
+    assert chosen == {"sm__cycles_elapsed.avg": "sm__cycles_elapsed.avg",
+                      "sm__cycles_elapsed.min": "sm__cycles_elapsed.sum",
+                      "sm__cycles_elapsed": "sm__cycles_elapsed.sum",
+                      "sm__throughput.sum.pct_of_peak_sustained_elapsed":
+                          "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+                      "lts__t_sector_hit_rate.pct": "lts__t_sector_hit_rate.pct",
+                      "dram__bytes_read": "dram__bytes_read.avg"}
+    assert missing == ["lts__t_sector_hit_rate", "dram__bytes_write.sum"]
+
+
+def test_ncu_raw_parser_without_units_row_keeps_dispatch_zero_and_notes_missing_metrics():
+    text = "\n".join([
+        '"ID","Process ID","Kernel Name","Block Size","Grid Size","device__attribute_clock_rate",'
+        '"gpu__time_duration.sum","sm__cycles_elapsed.avg","sm__cycles_elapsed.sum"',
+        '"0","7","k0","(64, 1, 1)","(2, 1, 1)","1755000","100","5.5","44"',
+        '"1","7","k1","(64, 1, 1)","(2, 1, 1)","1755000","30","6.5","52"',
+    ])
+    notes: list[str] = []
+    rows = nvidia.ncu_raw_to_rows(text, ["gpu__time_duration.sum", "sm__cycles_elapsed.avg", "dram__bytes_read.sum"],
+                                  notes)[7]
+    assert [(r[1], r[8], r[15], r[16], r[17], r[18]) for r in rows] == [
+        (1, "k0", "gpu__time_duration.sum", 100.0, 0, 100), (1, "k0", "sm__cycles_elapsed.avg", 5.5, 0, 100),
+        (2, "k1", "gpu__time_duration.sum", 30.0, 100, 130), (2, "k1", "sm__cycles_elapsed.avg", 6.5, 100, 130)]
+    assert notes == ["ncu report has no value for requested metric(s): dram__bytes_read.sum"]
+
+def test_requested_metrics_reads_only_ncu_options():
+    argv = nvidia.ncu_argv("ncu", "memory_bound", "/o", _NoFilters(), {})
+    assert nvidia.requested_metrics(argv) == nvidia.NCU_METRICS["memory_bound"]
+    assert nvidia.requested_metrics(["ncu", "--metrics", "a.sum,b.avg", "--metrics", "a.sum,launch__grid_size"]) == \
+        ["a.sum", "b.avg", "launch__grid_size"]
+
+
+class _NoFilters:
+    @staticmethod
+    def values(_name):
+        return []
