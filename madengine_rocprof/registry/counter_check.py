@@ -78,7 +78,7 @@ def check_counters(profile: CounterProfile, arch: str, catalog: CounterCatalog,
             if not catalog.complete:
                 fix = "install ROCm or set ROCPROFILER_METRICS_PATH to a counter_defs.yaml so all counters are known"
             else:
-                fix = f"closest name on {arch}: {guess}" if guess else f"list them with: rocprofv3 --list-avail"
+                fix = f"closest name on {arch}: {guess}" if guess else "list them with: rocprofv3 --list-avail"
             errors.append(UserError(f"counter {c} does not exist on {arch} in {catalog.source} ({where_from})",
                                     file=file, line=lines_of.get(c), fix=fix))
     if errors:

@@ -3,7 +3,6 @@ dispatches, unique kernels and hotspots come from the counter_collection rows.""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from reports_builders import dict_rows, place, random_dispatches, report_one, write_csv, write_trace
