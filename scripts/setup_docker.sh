@@ -123,7 +123,6 @@ else
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'ENV PYTHONUNBUFFERED=1' \
     --change 'CMD ["bash"]' - "$BASE_IMAGE" >/dev/null
-  docker tag "$BASE_IMAGE" "$BASE_REPO:latest"
   as_root rm -rf "$rootfs"
   trap - EXIT
 fi

@@ -28,7 +28,7 @@ SAMPLER_MODES = ("power", "vram")
 class Sampler:
     tool: str
     mode: str                # power | vram
-    env: dict[str, str]      # the tool's <MODE>_* settings
+    env: dict[str, str]      # the <MODE>_* settings, the context's overriding the tool's
     output_name: str         # CSV file name under samplers/
 
 
@@ -105,6 +105,8 @@ def build_chain(ctx: AdditionalContext, model_command: str, *, workspace: str, p
         post.extend(tool.post_scripts)
     chain.env.update(ctx.env_vars)
     chain.env.update(ctx.docker_env_vars)
+    for sampler in chain.samplers:  # its env is passed on its own exec, so it must carry the overrides too
+        sampler.env = {k: chain.env[k] for k in chain.env if k.startswith(sampler.mode.upper() + "_")}
     chain.pre_scripts, chain.post_scripts = pre, post
     return chain
 

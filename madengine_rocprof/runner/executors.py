@@ -71,6 +71,13 @@ def _wait_thread(thread: threading.Thread, seconds: float) -> bool:
     return not thread.is_alive()
 
 
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
 class LocalExecutor:
     """Runs steps on this machine with the same environment and layout a container would see."""
 
@@ -110,7 +117,12 @@ class LocalExecutor:
             except KeyboardInterrupt:
                 interrupted = True
                 self._stop_group(proc)
-            reader.join(5)
+            # The step is over: what it left running in its group (holding the output pipe) goes with it, as
+            # processes go with a removed container.
+            _signal_group(proc.pid, signal.SIGTERM)
+            if not _wait_thread(reader, 5):
+                _signal_group(proc.pid, signal.SIGKILL)
+                reader.join(5)
         code = proc.returncode
         return StepResult(name, code, time.monotonic() - started, timed_out, interrupted, str(log_path))
 
@@ -183,11 +195,24 @@ class DockerExecutor:
         self.state.mkdir(parents=True, exist_ok=True)
         name = f"madengine-rocprof-{uuid.uuid4().hex[:10]}"
         self.say(f"[run] starting container {name} from {self.image}")
-        self.container = self.client.containers.run(
-            self.image, ["sleep", "infinity"], detach=True, name=name, init=True, working_dir=self.workspace_in,
-            volumes=self.mounts, environment=self.env, labels=self.labels, network_mode="host",
-            **self.run_options)
+        import docker.errors
+
+        def create() -> Any:
+            return self.client.containers.create(
+                self.image, ["sleep", "infinity"], name=name, init=True, working_dir=self.workspace_in,
+                volumes=self.mounts, environment=self.env, labels=self.labels, network_mode="host",
+                **self.run_options)
+
+        # create, then start (not containers.run): a container the engine cannot start (bad mount or device) is
+        # then already ours, and close() removes it
+        try:
+            self.container = create()
+        except docker.errors.ImageNotFound:  # as `docker run` does: pull a prebuilt image once, then create
+            self.say(f"[run] pulling {self.image}")
+            self.client.images.pull(self.image)
+            self.container = create()
         self.image_id = self.container.image.id
+        self.container.start()
 
     def run_step(self, name: str, command: str, cwd: str, timeout: float, log_path: Path, echo: bool = True,
                  env: dict[str, str] | None = None) -> StepResult:

@@ -78,7 +78,17 @@ def _git_commit(repo: Path, short: bool = True) -> str:
         return ""
 
 
+def _words(text: str, where: str, file: str | None = None) -> list[str]:
+    """Arguments split as a shell would (they are quoted again when the command is built)."""
+    try:
+        return shlex.split(text)
+    except ValueError as err:
+        raise UserError(f"cannot split arguments {text!r}: {err}", file=file, where=where,
+                        fix="close the quote, or quote the argument that contains it") from None
+
+
 def _script_file(repo: Path, ref: ScriptRef, where: str) -> Path:
+    _words(ref.args, f"{where}.args")
     path = Path(ref.path)
     path = path if path.is_absolute() else repo / path
     if not path.is_file():
@@ -87,17 +97,20 @@ def _script_file(repo: Path, ref: ScriptRef, where: str) -> Path:
     return path
 
 
-def plan_runs(opts: RunOptions) -> tuple[AdditionalContext, list[str], list[Planned], str]:
+def plan_runs(opts: RunOptions) -> tuple[AdditionalContext, list[str], list[Planned]]:
     """Everything that can be wrong with the input is found here, before anything is built, run or written."""
     ctx, warnings = load_context(opts.context_file, opts.context_json)
     source = " + ".join(s for s in (opts.context_file, "--additional-context" if opts.context_json else None) if s) or None
     cards = select_models(load_models(opts.models_file), opts.tags, str(opts.models_file))
     distributed_env(ctx)  # validates the distributed block
+    host.parse_gpu_list(ctx.docker_gpus or "")
+    _words(ctx.model_args or "", "model_args")
     planned = []
     for card in cards:
         script = opts.model_root / card.scripts
         if not script.is_file():
             raise UserError("the model's script does not exist", file=str(script), where=f"{card.name}.scripts")
+        _words(card.args, f"{card.name}.args", str(opts.models_file))
         args = f"{card.args} {ctx.model_args}".strip() if ctx.model_args else card.args
         command = model_command(SCRIPTS_DIR, script.name, args, ctx.encapsulate_script)
         chain = build_chain(ctx, command, workspace="{workspace}", plugin_home="{plugin}",
@@ -109,7 +122,7 @@ def plan_runs(opts: RunOptions) -> tuple[AdditionalContext, list[str], list[Plan
     if chain_needs_wrapper(planned) and not (opts.repo / "scripts" / "rocprof_wrapper.sh").is_file():
         raise UserError("scripts/rocprof_wrapper.sh not found beside the package", file=str(opts.repo),
                         fix="run from a checkout of madengine-rocprof (pip install -e .)")
-    return ctx, warnings, planned, source or ""
+    return ctx, warnings, planned
 
 
 def chain_needs_wrapper(planned: list[Planned]) -> bool:
@@ -130,12 +143,14 @@ def choose_runner(kind: str) -> tuple[str, Any]:
 
 def run_models(opts: RunOptions) -> int:
     """Run every selected model; 0 when all succeeded, 1 when any failed; Ctrl-C re-raised after results are written."""
-    ctx, warnings, planned, source = plan_runs(opts)
+    ctx, warnings, planned = plan_runs(opts)
     for w in warnings:
         say(f"warning: {w}")
     runner, client = choose_runner(opts.runner)
     detected = host.detect_vendor()
     vendor, vendor_notes = host.effective_vendor(ctx.gpu_vendor, detected)
+    if runner == "docker":  # a GPU index this machine lacks is bad input: found before anything is written
+        vendor_notes += host.device_options(vendor, ctx.docker_gpus)[1]
     for note in vendor_notes:
         say(f"warning: {note}")
     if runner == "docker" and not ctx.MAD_CONTAINER_IMAGE:
@@ -173,7 +188,8 @@ def _executor(runner: str, client: Any, image: str, ws: Path, opts: RunOptions, 
         run_options, _ = host.device_options(vendor, ctx.docker_gpus)
         if ctx.docker_cpus:
             run_options["cpuset_cpus"] = ctx.docker_cpus
-        env = {**base_env, "PYTHONPATH": plugin, "MADENGINE_ROCPROF_PLUGIN": plugin}
+        pythonpath = ":".join(p for p in (plugin, base_env.get("PYTHONPATH")) if p)  # the context's stays, after ours
+        env = {**base_env, "PYTHONPATH": pythonpath, "MADENGINE_ROCPROF_PLUGIN": plugin}
         return DockerExecutor(client, image, ws, mounts, env, run_options,
                               {"org.madengine-rocprof.run": str(ws)}, say)
     plugin = str(opts.repo)
@@ -183,7 +199,7 @@ def _executor(runner: str, client: Any, image: str, ws: Path, opts: RunOptions, 
     if vendor == "CPU":
         env.setdefault("TRITON_INTERPRET", "1")  # as in the CPU image: Triton has no CPU backend, only its interpreter
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (plugin, os.environ.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (plugin, env.get("PYTHONPATH")) if p)
     env["MADENGINE_ROCPROF_PLUGIN"] = plugin
     return LocalExecutor(ws, Path(plugin), env)
 
@@ -273,8 +289,11 @@ def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
         except Exception as err:  # the container died under us: still remove it and write the results
             failures.append(f"cleanup: {type(err).__name__}: {err}")
         finally:
-            if executor is not None:
-                executor.close()
+            try:
+                if executor is not None:
+                    executor.close()  # removes the container even when interrupted (its own finally)
+            except KeyboardInterrupt:  # a (second) Ctrl-C while cleaning up: still write the results
+                interrupted = True
             shutil.rmtree(ws / ".runner", ignore_errors=True)
             status = _finish(item, ctx, opts, runner, vendor, detected, ws, steps, failures, sampler_results,
                              image, started_at, time.monotonic() - t0, interrupted, warnings, out_dir)
@@ -297,7 +316,7 @@ def _image(card: ModelCard, ctx: AdditionalContext, opts: RunOptions, vendor: st
 
 
 def _hook(executor: Any, name: str, ref: ScriptRef, path: Path, workspace: str, timeout: float, echo: bool) -> StepResult:
-    command = " ".join(["bash", shlex.quote(path.name), ref.args]).strip()
+    command = shlex.join(["bash", path.name, *shlex.split(ref.args)])  # args are words, never shell code
     say(f"[run] {name}: {command}")
     ws_host = Path(executor.state).parent
     return executor.run_step(name, command, f"{workspace}/{SCRIPTS_DIR}", timeout, ws_host / "logs" / f"{name}.log", echo)
@@ -319,6 +338,8 @@ def _stop_sampler(executor: Any, s: Sampler, ws: Path, logs: Path) -> dict[str, 
               "log": f"logs/sampler_{s.tool}.log"}
     if code == 3:
         result["note"] = "no GPU telemetry here (NVML/amdsmi missing or no GPU): header only"
+    elif code != 0:
+        result["note"] = f"sampler exit code {code}: see {result['log']}"
     say(f"[run] sampler {s.tool} stopped: {rows} samples" + (f" ({result['note']})" if "note" in result else ""))
     return result
 

@@ -30,7 +30,7 @@ class ModelCard:
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def with_extra_args(self, extra: list[tuple[str, str]]) -> "ModelCard":
-        added = " ".join(f"--{k} {shlex.quote(v)}" for k, v in extra)
+        added = " ".join(f"{shlex.quote('--' + k)} {shlex.quote(v)}" for k, v in extra)
         args = f"{self.args} {added}".strip() if added else self.args
         return ModelCard(self.name, self.dockerfile, self.scripts, args, self.n_gpus, self.training_precision,
                          self.tags, self.timeout, self.raw)

@@ -64,6 +64,16 @@ def test_env_precedence_tool_then_env_vars_then_docker_env_vars():
     assert chain.env["Y"] == "docker"
 
 
+def test_sampler_settings_follow_the_same_precedence():
+    """The sampler's own <MODE>_* env is passed on its exec, so it must already hold the context's overrides."""
+    chain = chain_for({"tools": [{"name": "gpu_info_power_profiler", "env_vars": {"POWER_DEVICE": "1"}}],
+                       "env_vars": {"POWER_SAMPLING_RATE": "0.5", "POWER_DEVICE": "2"},
+                       "docker_env_vars": {"POWER_DEVICE": "3"}})
+    (sampler,) = chain.samplers
+    assert sampler.env["POWER_SAMPLING_RATE"] == chain.env["POWER_SAMPLING_RATE"] == "0.5"
+    assert sampler.env["POWER_DEVICE"] == chain.env["POWER_DEVICE"] == "3"
+
+
 def test_same_cmd_string_added_once():
     chain = chain_for({"tools": [{"name": "rocprofv3", "cmd": "echo A --"}, {"name": "rocprof", "cmd": "echo A --"}]})
     assert chain.command == f"echo A -- {MODEL}"

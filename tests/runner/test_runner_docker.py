@@ -181,3 +181,35 @@ def test_missing_prebuilt_image_is_recorded_not_a_crash(docker_client, model_rep
     assert manifest["steps"] == [] and manifest["samplers"] == []  # nothing ran, nothing crashed
     assert manifest["image"]["tag"] == ctx["MAD_CONTAINER_IMAGE"]
     assert perf_rows(out)[0]["status"] == "FAILURE"
+
+
+def test_container_that_fails_to_start_is_removed(docker_client, cpu_base_image, model_repo, tmp_path):
+    """The engine creates the container, then cannot start it (a file mounted over a folder): it must not stay."""
+    afile = tmp_path / "afile"
+    afile.write_text("not a folder\n")
+    out = tmp_path / "out"
+    ctx = {"docker_mounts": {"/usr": str(afile)}}
+    assert run_cli("--tags", "ok_model", "--models", str(model_repo), "--output-dir", str(out),
+                   "--additional-context", json.dumps(ctx)) == 1
+    ws = out / "ok_model__none"
+    assert "APIError" in run_json(ws)["failures"][0]
+    assert perf_rows(out)[0]["status"] == "FAILURE"
+    assert not containers_of(docker_client, ws)
+
+
+def test_context_pythonpath_reaches_the_container_workload(docker_client, cpu_base_image, model_repo, tmp_path):
+    hook = model_repo.parent / "scripts" / "hooks" / "show_path.sh"
+    hook.write_text('echo "$PYTHONPATH" > ../pythonpath.txt\n')
+    out = tmp_path / "out"
+    ctx = {"docker_env_vars": {"PYTHONPATH": "/from/context"}, "pre_scripts": [{"path": "scripts/hooks/show_path.sh"}]}
+    assert run_cli("--tags", "ok_model", "--models", str(model_repo), "--output-dir", str(out),
+                   "--additional-context", json.dumps(ctx)) == 0
+    assert (out / "ok_model__none" / "pythonpath.txt").read_text().strip() == "/opt/madengine-rocprof:/from/context"
+
+
+def test_docker_gpus_on_a_cpu_machine_is_a_warning_not_silence(docker_client, cpu_base_image, model_repo, tmp_path):
+    out = tmp_path / "out"
+    assert run_cli("--tags", "ok_model", "--models", str(model_repo), "--output-dir", str(out),
+                   "--additional-context", '{"docker_gpus": "0"}') == 0
+    assert "docker_gpus '0' ignored: no GPU on this machine" in run_json(out / "ok_model__none")["warnings"]
+

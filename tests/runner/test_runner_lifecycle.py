@@ -2,6 +2,7 @@
 run.json and a perf.csv row; bad input writes nothing."""
 import csv
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -151,6 +152,11 @@ def test_profiler_outcome_decides_status(model_repo, tmp_path, fake_plugin, outc
     (["--tags", "ok_model", "--additional-context", '{"tools": '], "invalid JSON"),
     (["--tags", "ok_model", "--additional-context", '{"pre_scripts": [{"path": "nope.sh"}]}'], "script not found"),
     (["--tags", "ok_model", "--additional-context", '{"distributed": {"launcher": "mpirun"}}'], "not supported"),
+    # found while planning, not after the run directory and a perf.csv row were written
+    (["--tags", "ok_model", "--additional-context", '{"docker_gpus": "x"}'], "'x' is not a GPU index or range"),
+    (["--tags", "ok_model", "--additional-context", '{"model_args": "--name \'unclosed"}'], "model_args"),
+    (["--tags", "ok_model", "--additional-context", '{"pre_scripts": [{"path": "scripts/hooks/pre.sh", "args": "\'x"}]}'],
+     "pre_scripts[0].args"),
 ])
 def test_bad_input_exits_2_and_writes_nothing(model_repo, tmp_path, argv, message, capsys):
     out = tmp_path / "out"
@@ -232,3 +238,78 @@ def test_auto_runner_falls_back_to_local_when_no_daemon_answers(model_repo, tmp_
     assert run_json(out, "ok_model__none")["runner"] == "local"
     with pytest.raises(Exception, match="no Docker engine answers"):
         run_models(RunOptions(tags=["ok_model"], models_file=model_repo, output_dir=out, runner="docker", echo=False))
+
+
+def test_hook_args_are_words_for_the_script_never_shell_code(model_repo, tmp_path):
+    """A context's script args are split like a shell would split them, then quoted: no `;` or `$( )` runs."""
+    out = tmp_path / "out"
+    ctx = {"pre_scripts": [{"path": "scripts/hooks/pre.sh", "args": "a; touch INJECTED $(touch INJECTED2) 'two words'"}]}
+    assert run_models(opts(model_repo, out, ["ok_model"], context_json=json.dumps(ctx))) == 0
+    scripts = out / "ok_model__none" / "model_scripts"
+    assert not list(out.rglob("INJECTED*"))
+    assert (scripts / "pre_marker.txt").read_text() == "pre ran with a; touch INJECTED $(touch INJECTED2) two words\n"
+
+
+def test_pythonpath_from_the_context_is_kept_after_the_plugin(model_repo, tmp_path):
+    """The plugin must be importable, but a PYTHONPATH the context sets still reaches the workload (docs: both
+    env_vars and docker_env_vars reach it)."""
+    hook = model_repo.parent / "scripts" / "hooks" / "show_path.sh"
+    hook.write_text('echo "$PYTHONPATH" > ../pythonpath.txt\n')
+    out = tmp_path / "out"
+    ctx = {"env_vars": {"PYTHONPATH": "/from/context"}, "pre_scripts": [{"path": "scripts/hooks/show_path.sh"}]}
+    assert run_models(opts(model_repo, out, ["ok_model"], context_json=json.dumps(ctx))) == 0
+    parts = (out / "ok_model__none" / "pythonpath.txt").read_text().strip().split(":")
+    assert parts[0] == str(RunOptions(tags=[]).repo) and "/from/context" in parts
+
+
+def test_a_sampler_that_fails_says_where_its_log_is(model_repo, tmp_path):
+    out = tmp_path / "out"
+    ctx = {"tools": [{"name": "gpu_info_power_profiler"}], "env_vars": {"POWER_SAMPLING_RATE": "abc"}}
+    assert run_models(opts(model_repo, out, ["ok_model"], context_json=json.dumps(ctx))) == 0  # a note, not a failure
+    (sampler,) = run_json(out, "ok_model__gpu_info_power_profiler")["samplers"]
+    assert sampler["exit_code"] == 2 and sampler["log"] in sampler["note"]
+    assert "POWER_SAMPLING_RATE='abc'" in (out / "ok_model__gpu_info_power_profiler" / sampler["log"]).read_text()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def test_a_step_leaves_no_process_running_after_it_ends(model_repo, tmp_path):
+    """Like a container's removal: what a step started in the background ends with the step."""
+    hook = model_repo.parent / "scripts" / "hooks" / "leaves_child.sh"
+    hook.write_text("sleep 300 &\necho $! > ../leftover.pid\n")
+    out = tmp_path / "out"
+    ctx = {"pre_scripts": [{"path": "scripts/hooks/leaves_child.sh"}]}
+    started = time.monotonic()
+    try:
+        assert run_models(opts(model_repo, out, ["ok_model"], context_json=json.dumps(ctx))) == 0
+        pid = int((out / "ok_model__none" / "leftover.pid").read_text())
+        assert not _alive(pid)
+        assert time.monotonic() - started < 4  # no wait for output that never ends
+    finally:
+        pid_file = out / "ok_model__none" / "leftover.pid"
+        if pid_file.exists() and _alive(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def test_ctrl_c_during_cleanup_still_writes_the_results(model_repo, tmp_path, monkeypatch):
+    """A (second) Ctrl-C while the executor is being closed: run.json and the perf.csv row are still written."""
+    from madengine_rocprof.runner.executors import LocalExecutor
+
+    real_close = LocalExecutor.close
+
+    def close_then_interrupt(self):
+        real_close(self)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(LocalExecutor, "close", close_then_interrupt)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        run_models(opts(model_repo, out, ["ok_model"]))
+    manifest = run_json(out, "ok_model__none")
+    assert [s["outcome"] for s in manifest["steps"]] == ["ok"]  # the workload had finished: its result stands
+    assert perf_rows(out)[0]["status"] == manifest["status"] == "SUCCESS"

@@ -36,6 +36,14 @@ def test_name_key_value_appends_args_madengine_style(tmp_path):
     assert card.args == "--msg 'two words'"
 
 
+def test_key_from_the_tag_is_quoted_like_the_value(tmp_path):
+    """The args string is split again by the runner: a quote in a key must not make it unsplittable."""
+    import shlex
+
+    (card,) = select_models(_cards(tmp_path, CARDS), ["a2:it's=1:x=$(id)"])
+    assert shlex.split(card.args) == ["--it's", "1", "--x", "$(id)"]
+
+
 def test_unknown_tag_suggests_the_closest(tmp_path):
     cards = _cards(tmp_path, CARDS)
     with pytest.raises(UserError) as err:
