@@ -6,7 +6,7 @@
 #   `install --madengine` place), the source checkout this script lives in, an installed madengine_rocprof.
 # The exit status is the application's (127: no python3 / no wrapper / no profiler, 2: bad options).
 set -u
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+here="$(CDPATH='' cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"  # no CDPATH: cd would print the folder
 py="${MADENGINE_ROCPROF_PYTHON:-$(command -v python3 || command -v python || true)}"
 if [ -z "$py" ]; then
     echo "rocprof_wrapper.sh: error: python3 not found on PATH (set MADENGINE_ROCPROF_PYTHON)" >&2

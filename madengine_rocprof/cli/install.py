@@ -67,6 +67,10 @@ def run(args) -> int:
         return 0
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     backup = tools_json.with_name(f"tools.json.bak-{stamp}")
+    n = 1
+    while backup.exists():  # a second install in the same second must not overwrite the first backup
+        n += 1
+        backup = tools_json.with_name(f"tools.json.bak-{stamp}-{n}")
     shutil.copy2(tools_json, backup)
     bundle.install_into(str(tools_dir))
     counter_dir = tools_dir / "counters"

@@ -75,7 +75,9 @@ class _Tracer:
         self.step = 0
         self.recorded_steps = 0
         self.finished = False
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # SIGTERM's handler may run in this thread while it is inside finish()
+        self.writer = None    # the thread writing the files
+        self.deferred = None  # a SIGTERM that came during the write: acted on once the files are complete
 
     # -------------------------------------------------- window control
     def on_torch(self) -> None:
@@ -142,13 +144,19 @@ class _Tracer:
         if previous is signal.SIG_IGN:
             return
 
-        def on_term(signum, frame):
-            self.finish()
+        def after_finish(signum, frame):
             if callable(previous):
                 previous(signum, frame)
             else:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 os.kill(os.getpid(), signal.SIGTERM)
+
+        def on_term(signum, frame):
+            if self.writer == threading.get_ident():  # interrupted this thread's write: complete it first
+                self.deferred = lambda: after_finish(signum, frame)
+                return
+            self.finish()
+            after_finish(signum, frame)
 
         signal.signal(signal.SIGTERM, on_term)
 
@@ -160,11 +168,16 @@ class _Tracer:
             self.finished = True
             if self.prof is None:
                 return
+            self.writer = threading.get_ident()
             try:
                 self.prof.stop()
                 self._write()
             except Exception as exc:
                 print(f"{TAG} error: could not write the trace: {exc!r}", file=sys.stderr)
+            finally:
+                self.writer = None
+        if self.deferred:
+            self.deferred()
 
     def _write(self) -> None:
         host_dir = os.path.join(self.out, socket.gethostname())

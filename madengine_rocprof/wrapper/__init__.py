@@ -7,12 +7,10 @@
 """
 from __future__ import annotations
 
-import os
-
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.wrapper.detect import EXIT_NO_PROFILER
 from madengine_rocprof.wrapper.execute import Result, execute, no_profiler_manifest
-from madengine_rocprof.wrapper.planner import Plan, build
+from madengine_rocprof.wrapper.planner import Plan, build, output_dir_of
 
 __all__ = ["plan", "run", "Plan", "Result", "UserError"]
 
@@ -34,6 +32,5 @@ def run(profiler_args: list[str], app_argv: list[str], output_dir: str | None = 
     except UserError as err:
         if err.exit_code != EXIT_NO_PROFILER:
             raise
-        out = os.path.abspath(os.path.join(cwd or os.getcwd(), output_dir or "rocprof_output"))
-        return no_profiler_manifest(out, list(app_argv), str(err))
+        return no_profiler_manifest(output_dir_of(profiler_args, app_argv, output_dir, cwd), list(app_argv), str(err))
     return execute(p, env)

@@ -41,9 +41,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     except UserError as err:
         if err.exit_code == EXIT_NO_PROFILER:
             print(f"{prog}: error: {err}", file=sys.stderr)
-            if "--dry-run" in argv:
+            if "--dry-run" in before:
                 return err.exit_code
-            out = _output_dir_guess(argv)
+            out = planning.output_dir_of(before, app)
             no_profiler_manifest(out, app, str(err))
             print(f"{prog}: the application was NOT run; manifest: {os.path.join(out, 'manifest.json')}", file=sys.stderr)
             return err.exit_code
@@ -64,12 +64,3 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         print(f"{prog}: {message}", file=sys.stderr)
     return result.exit_code
 
-
-def _output_dir_guess(argv: list[str]) -> str:
-    before = argv[: argv.index("--")] if "--" in argv else argv
-    for i, tok in enumerate(before):
-        if tok in ("-d", "--output-directory") and i + 1 < len(before):
-            return os.path.abspath(before[i + 1])
-        if tok.startswith("--output-directory="):
-            return os.path.abspath(tok.split("=", 1)[1])
-    return os.path.abspath(planning.DEFAULT_OUTPUT_DIR)

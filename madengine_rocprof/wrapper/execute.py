@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from madengine_rocprof.wrapper import nvidia, outputs
-from madengine_rocprof.wrapper.planner import Plan
+from madengine_rocprof.wrapper.planner import EXIT_FILE_ENV, Plan
 
 SCHEMA_VERSION = 1
 # Harmless profiler chatter: filtered from the console, kept in OUT/wrapper_filtered.log.
@@ -79,6 +79,9 @@ def execute(plan: Plan, env=None) -> Result:
     os.makedirs(out, exist_ok=True)
     if plan.post:  # ncu and nsys do not create the folder of their --export/--output path
         os.makedirs(os.path.join(out, socket.gethostname()), exist_ok=True)
+    exit_file = plan.env_added.get(EXIT_FILE_ENV)
+    if exit_file and os.path.exists(exit_file):
+        os.unlink(exit_file)  # a stale status from an earlier run must not be read as this one's
     before = outputs.snapshot(out)
     started = _dt.datetime.now(_dt.timezone.utc)
     t0 = time.monotonic()
@@ -99,9 +102,23 @@ def execute(plan: Plan, env=None) -> Result:
             signal.signal(sig, handler)
     for p in pumps:
         p.thread.join(timeout=10)
+    if exit_file:
+        code = _recorded_app_exit(exit_file, code)
     if code < 0:
         code = 128 - code  # killed by a signal: report it the way a shell does
     return _finish(plan, out, before, started, t0, code, noise, "".join(pumps[1].tail + pumps[0].tail), None)
+
+
+def _recorded_app_exit(path: str, profiler_code: int) -> int:
+    """The app's status written by the launcher (one line per pass; the first failure counts). Without it, or when
+    every pass succeeded, the profiler's own status stands (it may report a profiling error)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            codes = [int(line) for line in fh if line.strip()]
+        os.unlink(path)
+    except (OSError, ValueError):
+        return profiler_code
+    return next((c for c in codes if c != 0), profiler_code)
 
 
 def _forward_signals(child) -> dict:
@@ -123,6 +140,7 @@ def _forward_signals(child) -> dict:
 
 def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, noise: list, tail: str,
             start_error: str | None) -> Result:
+    duration = round(time.monotonic() - t0, 3)  # the run's, before any conversion of its outputs
     messages = list(plan.messages)
     if plan.post:
         suffix = {"ncu": ".ncu-rep", "nsys": ".sqlite"}[plan.post]
@@ -165,7 +183,7 @@ def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, n
         "env_added": plan.env_added,
         "output_dir": out,
         "started_at": started.isoformat(timespec="seconds"),
-        "duration_s": round(time.monotonic() - t0, 3),
+        "duration_s": duration,
         "exit_code": exit_code,
         "app_exit_code": code,
         "outcome": outcome,

@@ -5,6 +5,7 @@ import json
 import os
 import re
 import socket
+import sys
 from dataclasses import dataclass, field
 
 from madengine_rocprof.errors import UserError
@@ -46,6 +47,7 @@ AMD_ONLY_TRACES = {
 }
 MEMORY_COUNTER = re.compile(r"FETCH_SIZE|WRITE_SIZE|TCC_|TCP_|TA_|TD_|GL2C|MemUnit|L2Cache|LDSBankConflict|EA0?_")
 TEMPLATE_KEYS = ("%pid%", "%rank%")
+EXIT_FILE_ENV = "MADENGINE_ROCPROF_EXIT_FILE"  # where a launcher leaves the app's exit status (legacy rocprof)
 
 
 @dataclass
@@ -107,6 +109,16 @@ def resolve_output_dir(parsed: opts.Parsed, output_dir: str | None, cwd: str) ->
         raise UserError(f"output directory `{given}` contains a template key: the wrapper needs one real directory",
                         where="--output-directory", fix="give a plain directory; per-process names are added for you")
     return os.path.normpath(os.path.join(cwd, os.path.expanduser(given)))
+
+
+def output_dir_of(profiler_args: list[str], app_argv: list[str], output_dir: str | None = None,
+                  cwd: str | None = None) -> str:
+    """OUT for a run stopped before its plan existed (no profiler), so its manifest lands where the plan's would."""
+    cwd = os.path.abspath(cwd or os.getcwd())
+    try:
+        return resolve_output_dir(opts.parse(list(profiler_args) + ["--"] + list(app_argv)), output_dir, cwd)
+    except UserError:
+        return os.path.join(cwd, DEFAULT_OUTPUT_DIR)
 
 
 def build(profiler_args: list[str], app_argv: list[str], *, output_dir: str | None = None,
@@ -197,6 +209,7 @@ def _rocprofv3(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> No
         keep.append(o)
     _unsupported(plan, too_new, drop, f"rocprofv3 of ROCm {'.'.join(map(str, release))}")
     _check_rocprofv3(parsed)
+    _check_input_output_keys(parsed, cwd)
     final_formats = _formats(plan, formats, release, parsed)
     template = "%hostname%/%pid%"
     if output_file:
@@ -228,12 +241,12 @@ def _formats(plan: Plan, requested: list[str], release: tuple, parsed: opts.Pars
 
 def _check_rocprofv3(parsed: opts.Parsed) -> None:
     """Mistakes rocprofv3 only reports after starting (or not at all): fail before running anything."""
-    tracing = [o for o in parsed.options if o.spec.group == "trace" and o.enabled]
+    # rocprofv3 also counts --pmc, PC sampling and --att as tracing here; an -i file's jobs may enable any of them.
+    tracing = [o for o in parsed.options if (o.spec.group == "trace" or o.name in ("--pmc", "--input", "--att",
+                                             "--pc-sampling-beta-enabled")) and o.enabled]
     if (parsed.on("--stats") or parsed.on("--summary")) and not tracing:
         raise UserError("--stats/--summary need a tracing option (rocprofv3: \"No tracing options were enabled\")",
                         where="--stats", fix="add --kernel-trace")
-    if parsed.get("--pmc") and any(p.endswith((".json", ".yaml", ".yml")) for p in parsed.values("--input")):
-        pass  # allowed unless the file has pmc_groups; rocprofv3 reports the conflict itself
     method = (parsed.values("--pc-sampling-method") or [None])[-1]
     if method:
         unit = (parsed.values("--pc-sampling-unit") or [None])[-1]
@@ -257,12 +270,44 @@ def _check_rocprofv3(parsed: opts.Parsed) -> None:
                             where="--pc-sampling-interval")
 
 
+# Keys the wrapper always sets on the command line: rocprofv3 stops with "conflicting value for KEY" when a
+# -i .json/.yaml job sets one of them to something else.
+WRAPPER_SET_KEYS = ("output_directory", "output_file", "output_format")
+
+
+def _check_input_output_keys(parsed: opts.Parsed, cwd: str) -> None:
+    for path in parsed.values("--input"):
+        if not path.endswith((".json", ".yaml", ".yml")):
+            continue
+        full = os.path.join(cwd, path)
+        try:
+            with open(full, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError:
+            continue  # rocprofv3 reports a missing input file itself
+        keys = [k for k in WRAPPER_SET_KEYS if re.search(rf"(?<!\w){k}[\"']?\s*:", text)]
+        if keys:
+            raise UserError(f"the input file sets {', '.join(keys)}, which the wrapper sets on the command line"
+                            " (rocprofv3 would stop with \"conflicting value\")", file=full, where="--input",
+                            fix="remove those keys from the file; give -d/-o/--output-format to the wrapper instead")
+
+
 # ---------------------------------------------------------------- legacy rocprof
 
 LEGACY_SAME = {"--hip-trace": [("--hip-trace",)], "--hsa-trace": [("--hsa-trace",)], "--sys-trace": [("--sys-trace",)],
                "--kernel-trace": [("--timestamp", "on")], "--marker-trace": [("--roctx-trace",)],
                "--runtime-trace": [("--hip-trace",), ("--roctx-trace",)], "--stats": [("--stats",)],
                "--truncate-kernels": [("--basenames", "on")]}
+
+
+# rpl_run.sh exits 0 whatever the app returns (`exit $RET`), so a small launcher runs the app and appends its status
+# to $MADENGINE_ROCPROF_EXIT_FILE. It survives rpl_run.sh's unquoted word splitting and `eval`: one line without
+# blanks that matter and without $ ` " \ * ? [ characters.
+LEGACY_EXIT_SHIM = (
+    "import os,signal,sys;a=sys.argv;a.pop(0);p=os.fork() or os.execvp(next(iter(a)),a);"
+    "signal.signal(signal.SIGINT,signal.SIG_IGN);signal.signal(signal.SIGTERM,lambda n,f:os.kill(p,n));"
+    "_,s=os.waitpid(p,0);c=128+os.WTERMSIG(s) if os.WIFSIGNALED(s) else os.WEXITSTATUS(s);"
+    "f=os.environ.get('" + EXIT_FILE_ENV + "');f and open(f,'a').write(str(c)+chr(10));sys.exit(c)")
 
 
 def _legacy(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
@@ -295,8 +340,10 @@ def _legacy(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
     _unsupported(plan, bad, drop, "legacy rocprof")
     host_dir = os.path.join(plan.output_dir, socket.gethostname())
     pid = os.getpid()  # legacy rocprof writes one results.csv per run: name it after the wrapper process
+    plan.env_added = {EXIT_FILE_ENV: os.path.join(plan.output_dir, f".tmp_app_exit_{pid}")}
     plan.argv = [plan.profiler.path, *(t for u in units for t in u), "-d", os.path.join(host_dir, f"{pid}_rocprof_data"),
-                 "-o", os.path.join(host_dir, f"{pid}_results.csv"), *plan.app_argv]
+                 "-o", os.path.join(host_dir, f"{pid}_results.csv"),
+                 sys.executable or "python3", "-c", LEGACY_EXIT_SHIM, *plan.app_argv]
 
 
 # ---------------------------------------------------------------- NVIDIA: embedded tracer, ncu, nsys

@@ -94,3 +94,19 @@ def test_script_in_the_checkout_uses_the_source_tree(tmp_path):
     plan = json.loads(done.stdout)
     assert plan["profiler"]["name"] == "rocprofv3" and plan["app_argv"] == ["python3", "x.py"]
     assert "PYTHONPATH" not in plan["env_added"]  # the checkout is not leaked into the app's environment
+
+
+def test_script_finds_its_folder_with_cdpath_set(tmp_path):
+    # With CDPATH exported, `cd tools` prints the folder: the script must not take that output as part of the path.
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    shutil.copy2(REPO / "scripts" / "rocprof_wrapper.sh", tools)
+    bundle.build_pyz(str(tools / bundle.PYZ_NAME))
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "CDPATH": ".", "MADENGINE_ROCPROF_PYTHON": sys.executable}
+    done = subprocess.run(["bash", "tools/rocprof_wrapper.sh", "--profiler", "embedded", "--dry-run", "--kernel-trace",
+                           "-d", str(tmp_path / "o"), "--", "python3", "-c", "1"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    assert plan["output_dir"] == str(tmp_path / "o")
+    assert plan["env_added"]["MADENGINE_ROCPROF_TRACER_HOME"] == str(tools / bundle.PYZ_NAME)  # the copy beside it

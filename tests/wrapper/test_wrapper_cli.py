@@ -58,3 +58,27 @@ def test_install_into_madengine_with_backup(tmp_path, capsys):
 def test_install_refuses_a_folder_without_tools_json(tmp_path, capsys):
     assert main(["install", "--madengine", str(tmp_path)]) == 2
     assert "no scripts/common/tools.json" in capsys.readouterr().err
+
+
+def test_install_twice_in_one_second_keeps_the_original_backup(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("pydantic")
+    import datetime as real_dt
+
+    from madengine_rocprof.cli import install
+
+    class FrozenDatetime(real_dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return real_dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=tz)
+
+    monkeypatch.setattr(install.dt, "datetime", FrozenDatetime)
+    root = tmp_path / "madengine"
+    tools_json = root / "scripts" / "common" / "tools.json"
+    tools_json.parent.mkdir(parents=True)
+    original = {"tools": {"trace": {"cmd": "bash ../scripts/common/tools/trace.sh"}}}
+    tools_json.write_text(json.dumps(original))
+    assert main(["install", "--madengine", str(root)]) == 0
+    assert main(["install", "--madengine", str(root)]) == 0
+    backups = sorted(tools_json.parent.glob("tools.json.bak-*"))
+    assert len(backups) == 2
+    assert json.loads(backups[0].read_text()) == original  # the upstream file survives a second install

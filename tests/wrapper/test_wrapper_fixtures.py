@@ -61,3 +61,26 @@ def test_real_input_files_drive_passes_and_profiles(rocprof_fixtures, tmp_path, 
     result = wrapper.run(["-i", "counter-collection_input3_input.json"], [sys.executable, "-c", "pass"],
                          str(tmp_path / "j"), env=make_env("rocprofv3"), cwd=str(tmp_path))
     assert sorted({f["path"].split("/")[0] for f in result.manifest["outputs"]}) == ["pass_1", "pass_2"]
+
+
+def test_input_file_output_keys_that_rocprofv3_would_call_conflicting_fail_early(rocprof_fixtures, tmp_path,
+                                                                              make_env):
+    # rocprofv3 raises "conflicting value for output_file" when the file and the command line (where the wrapper
+    # always puts -d, -o and --output-format) set one key to different values.
+    import pytest
+    from madengine_rocprof.errors import UserError
+
+    name = "counter-collection_kernel_filtering_input.json"
+    shutil.copy(rocprof_fixtures / "inputs" / name, tmp_path / name)
+    (tmp_path / "job.yaml").write_text("jobs:\n  - pmc: [SQ_WAVES]\n    output_format: [csv]\n")
+    env = make_env("rocprofv3")
+    with pytest.raises(UserError, match="output_file, output_format") as info:
+        wrapper.plan(["-i", name], ["x"], str(tmp_path / "o"), env=env, cwd=str(tmp_path))
+    assert name in str(info.value)
+    with pytest.raises(UserError, match="output_format"):
+        wrapper.plan(["-i", "job.yaml"], ["x"], str(tmp_path / "o"), env=env, cwd=str(tmp_path))
+    (tmp_path / "one.json").write_text('{"jobs": [{"pmc": ["SQ_WAVES"], "output_directory": "/x"}]}')
+    with pytest.raises(UserError, match="output_directory"):
+        wrapper.plan(["-i", "one.json"], ["x"], str(tmp_path / "o"), env=env, cwd=str(tmp_path))
+    wrapper.plan(["-i", "counter-collection_input3_input.json"], ["x"], str(tmp_path / "o"), env=env,
+                 cwd=str(rocprof_fixtures / "inputs"))  # no output keys: fine

@@ -69,3 +69,28 @@ def test_legacy_version_from_rocm_info(tmp_path, make_env):
     env = make_env()
     env["PATH"] = f"{root / 'bin'}:{env['PATH']}"
     assert wrapper.plan(["--kernel-trace"], ["app"], "/o", env=env).profiler.version == "6.1.2"
+
+
+@pytest.mark.parametrize("app_code, expected", [(3, 3), (0, 0)])
+def test_exit_code_is_the_apps_although_rpl_run_exits_0(tmp_path, make_env, app_code, expected):
+    # rpl_run.sh ends with `exit $RET` (0 unless profiling failed), so the app's status must be recorded apart.
+    env = make_env("rocprof", FAKE_DISPATCHES="2")
+    app = [sys.executable, "-c", f"import sys; print('two  spaces'); sys.exit({app_code})"]
+    result = wrapper.run(["--kernel-trace"], app, str(tmp_path / "o"), env=env, cwd=str(tmp_path))
+    assert result.exit_code == expected
+    assert result.manifest["app_exit_code"] == expected
+    assert result.outcome == ("app_failed" if app_code else "ok")
+    assert not [o for o in result.manifest["outputs"] if "exit" in o["path"]]  # the status file is not an output
+
+
+def test_exit_launcher_survives_rpl_run_eval():
+    from madengine_rocprof.wrapper.planner import LEGACY_EXIT_SHIM
+
+    # rpl_run.sh word-splits and globs the unquoted command, then evals it inside double quotes.
+    assert not set(LEGACY_EXIT_SHIM) & set('$`"\\*?[\n\t')
+
+
+def test_app_killed_by_a_signal_gives_128_plus_n(tmp_path, make_env):
+    app = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"]
+    result = wrapper.run(["--kernel-trace"], app, str(tmp_path / "o"), env=make_env("rocprof"), cwd=str(tmp_path))
+    assert result.exit_code == 128 + 15 and result.outcome == "app_failed"

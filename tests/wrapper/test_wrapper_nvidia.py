@@ -271,3 +271,23 @@ class _NoFilters:
     @staticmethod
     def values(_name):
         return []
+
+
+def test_manifest_duration_is_the_runs_not_the_conversions(tmp_path, make_env, monkeypatch):
+    import time
+
+    from madengine_rocprof.wrapper import nvidia
+
+    convert = nvidia.convert_ncu
+
+    def slow_convert(*args, **kwargs):
+        time.sleep(2.0)
+        return convert(*args, **kwargs)
+
+    monkeypatch.setattr(nvidia, "convert_ncu", slow_convert)
+    env = make_env("ncu", FAKE_DISPATCHES="1", MADENGINE_ROCPROF_PROFILE="compute_bound")
+    started = time.monotonic()
+    result = wrapper.run([], [sys.executable, "-c", "pass"], str(tmp_path / "o"), env=env, cwd=str(tmp_path))
+    total = time.monotonic() - started
+    assert result.outcome == "ok", result.manifest
+    assert result.manifest["duration_s"] <= total - 2.0

@@ -165,3 +165,29 @@ def test_cli_requested_profiler_missing_gives_no_profiler(tmp_path, make_env):
     assert done.returncode == 127
     m = manifest(tmp_path / "o")
     assert m["outcome"] == "no_profiler" and "not installed" in m["messages"][0]
+
+
+@pytest.mark.parametrize("args", [
+    ["--pmc", "SQ_WAVES", "--stats"],  # rocprofv3 counts --pmc, PC sampling and --att as "tracing" for --stats
+    ["--att", "--summary"],
+    ["-i", "job.yaml", "--stats"],     # the input file's job enables the trace: only rocprofv3 can tell
+])
+def test_stats_check_does_not_refuse_what_rocprofv3_accepts(tmp_path, make_env, args):
+    (tmp_path / "job.yaml").write_text("jobs:\n  - kernel_trace: true\n")
+    p = wrapper.plan(args, ["x"], str(tmp_path / "o"), env=make_env("rocprofv3"), cwd=str(tmp_path))
+    assert ("--stats" in p.argv) or ("--summary" in p.argv)
+
+
+def test_api_missing_profiler_manifest_goes_to_the_d_directory(tmp_path, make_env):
+    result = wrapper.run(["--kernel-trace", "-d", "mine"], ["python3", "-c", "1"], env=make_env("rocprofv3"),
+                         profiler="ncu", cwd=str(tmp_path))
+    assert result.outcome == "no_profiler"
+    assert manifest(tmp_path / "mine")["outcome"] == "no_profiler"
+    assert not (tmp_path / "rocprof_output").exists()
+
+
+def test_cli_missing_profiler_with_an_app_argument_named_dry_run_still_writes_the_manifest(tmp_path, make_env):
+    done = wrapper_cli(["--profiler", "ncu", "--kernel-trace", "-d", "o", "--", "python3", "x.py", "--dry-run"],
+                       make_env("rocprofv3"), tmp_path)
+    assert done.returncode == 127
+    assert manifest(tmp_path / "o")["outcome"] == "no_profiler"  # --dry-run after `--` is the app's, not ours

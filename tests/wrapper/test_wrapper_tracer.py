@@ -243,3 +243,34 @@ def test_gpu_filter_leaves_the_cpu_trace_whole(tmp_path, capfd):
     stats = {r["Name"]: r for r in read_csv(host_files(tmp_path)[f"{pid}_kernel_stats.csv"])}
     assert stats["aten::mm"]["Calls"] == "7" and stats["aten::relu"]["Calls"] == "3"
     assert "warning" not in capfd.readouterr().err
+
+
+SIGTERM_DURING_WRITE = r"""
+import os, signal, sys
+sys.path.insert(0, sys.argv[1])
+os.environ["MADENGINE_ROCPROF_TRACER_OUT"] = sys.argv[2]
+from madengine_rocprof.tracer import runtime
+
+signal.signal(signal.SIGTERM, lambda n, f: print("app handler ran", flush=True))
+t = runtime._Tracer()
+t._catch_sigterm()
+
+class FakeProfiler:
+    def stop(self):
+        pass
+
+def slow_write():
+    os.kill(os.getpid(), signal.SIGTERM)  # arrives while the trace is being written
+    print("trace written", flush=True)
+
+t.prof, t._write = FakeProfiler(), slow_write
+t.finish()
+print("exited normally", flush=True)
+"""
+
+
+def test_sigterm_while_the_trace_is_written_neither_hangs_nor_loses_it(tmp_path):
+    done = subprocess.run([sys.executable, "-c", SIGTERM_DURING_WRITE, str(REPO), str(tmp_path)],
+                          capture_output=True, text=True, timeout=20)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ["trace written", "app handler ran", "exited normally"]
