@@ -329,8 +329,6 @@ def _legacy(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
         elif o.name == "--output-format":
             formats = [f for v in o.value for f in v.split(",")]
             bad += [opts.Opt(o.name, f, f"--output-format {f}") for f in formats if f not in ("csv", "json")]
-        elif o.name == "--collection-period" and len(o.value) == 1:
-            units.append(("--trace-period", o.value[0]))
         elif o.name == "--input" and o.value.endswith(".txt"):
             units.append(("-i", os.path.join(cwd, o.value)))
         elif o.name in ("--list-avail", "--list-metrics"):

@@ -44,6 +44,15 @@ def test_options_without_equivalent_fail_with_the_list(tmp_path, make_env):
     assert any("dropped" in m and "--rccl-trace" in m for m in p.messages)
 
 
+def test_collection_period_has_no_legacy_equivalent(make_env):
+    # rpl_run.sh --trace-period wants unit-suffixed times and its third field is a period, not rocprofv3's repeat count
+    env = make_env("rocprof")
+    with pytest.raises(UserError, match=r"no equivalent for: -P"):
+        wrapper.plan(["--kernel-trace", "-P", "1:2:3"], ["app"], "/o", env=env)
+    p = wrapper.plan(["--kernel-trace", "-P", "1:2:3", "--drop-unsupported"], ["app"], "/o", env=env)
+    assert "--trace-period" not in p.argv
+
+
 def test_memory_copy_is_covered_by_hip_trace(tmp_path, make_env):
     env = make_env("rocprof")
     p = wrapper.plan(["--hip-trace", "--memory-copy-trace"], ["app"], "/o", env=env)
