@@ -9,40 +9,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from overhead_inprocess import harness_run  # same folder: one way to run the harness, traced or not
 
 
 def one(traced: bool, harness_args: list[str], workdir: str, tracer_env: dict) -> dict:
-    result_file = os.path.join(workdir, "result.json")
-    app = [sys.executable, os.path.join(REPO, "scripts", "tinytransformer", "tt_harness.py"), *harness_args,
-           "--json-out", result_file]
-    env = dict(os.environ, PYTHONPATH=REPO)
-    cmd = app
+    r = harness_run(harness_args, workdir, traced, tracer_env)
+    row = {"traced": traced, "wall_s": r["wall_s"], "step_time_ms_median": r["metrics"]["step_time_ms"]["median"],
+           "tokens_per_second": r["metrics"]["tokens_per_second"]}
     if traced:
-        env.update(tracer_env)
-        cmd = [sys.executable, "-m", "madengine_rocprof.wrapper", "--profiler", "embedded", "--profile", "lightweight",
-               "--kernel-trace", "--stats", "-d", os.path.join(workdir, "out"), "--", *app]
-    t0 = time.monotonic()
-    done = subprocess.run(cmd, env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wall = time.monotonic() - t0
-    if done.returncode != 0:
-        sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
-        raise SystemExit(f"run failed (traced={traced}): exit {done.returncode}")
-    with open(result_file) as fh:
-        res = json.load(fh)
-    row = {"traced": traced, "wall_s": round(wall, 2), "step_time_ms_median": res["metrics"]["step_time_ms"]["median"],
-           "tokens_per_second": res["metrics"]["tokens_per_second"]}
-    if traced:
-        with open(os.path.join(workdir, "out", "manifest.json")) as fh:
-            m = json.load(fh)
-        row.update(outcome=m["outcome"], dispatch_count=m["dispatch_count"])
+        row.update(outcome=r["outcome"], dispatch_count=r["dispatch_count"])
     return row
 
 

@@ -74,7 +74,8 @@ def harness_run(harness_args: list[str], work: str, traced: bool, env_extra: dic
     with open(result) as fh:
         res = json.load(fh)
     row = {"traced": traced, "env": env_extra if traced else {}, "wall_s": round(wall, 2),
-           "step_times_ms": res["step_times_ms"], "warmup": res["settings"]["warmup_steps_used"]}
+           "step_times_ms": res["step_times_ms"], "warmup": res["settings"]["warmup_steps_used"],
+           "metrics": res["metrics"]}
     if traced:
         with open(os.path.join(work, "out", "manifest.json")) as fh:
             man = json.load(fh)
