@@ -8,22 +8,23 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.models import AdditionalContext, ScriptRef, load_context
 from madengine_rocprof.registry.store import BUILTIN_COUNTERS_DIR, PACKAGE_ROOT
-from madengine_rocprof.runner import host
+from madengine_rocprof.runner import host, stopping
 from madengine_rocprof.runner.chain import Chain, Sampler, build_chain, distributed_env, model_command, profiler_output_dir
 from madengine_rocprof.runner.executors import DockerExecutor, LocalExecutor, StepResult
 from madengine_rocprof.runner.images import BuildFailed, default_base, ensure_image, select_dockerfile
-from madengine_rocprof.runner.results import append_perf_row, parse_performance, write_json
+from madengine_rocprof.runner.results import append_perf_row, count_lines, find_performance, write_json
 from madengine_rocprof.runner.selection import ModelCard, load_models, select_models
 
 DEFAULT_TIMEOUT_S = 7200.0     # madengine's default model timeout
@@ -161,9 +162,10 @@ def run_models(opts: RunOptions) -> int:
     say(f"[run] {len(planned)} model(s), tools: {planned[0].chain.label}, runner: {runner}, target: {vendor}, "
         f"results: {out_dir}")
     statuses = []
-    for item in planned:
-        status = run_one(item, ctx, opts, runner, client, vendor, detected, out_dir, warnings + vendor_notes)
-        statuses.append(status)
+    with stopping.handled():  # SIGTERM and SIGHUP get Ctrl-C's clean-up
+        for item in planned:
+            status = run_one(item, ctx, opts, runner, client, vendor, detected, out_dir, warnings + vendor_notes)
+            statuses.append(status)
     failed = sum(s != "SUCCESS" for s in statuses)
     say(f"[run] done: {len(statuses) - failed} succeeded, {failed} failed; perf.csv: {out_dir / 'perf.csv'}")
     return 0 if failed == 0 else 1
@@ -266,7 +268,7 @@ def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
         say(f"[run] {err}")
     except KeyboardInterrupt:
         interrupted = True
-        say("[run] interrupted: cleaning up")
+        say(f"[run] interrupted ({_signal_name()}): cleaning up; a second signal hurries it")
     except UserError:
         raise
     except Exception as err:  # docker API errors (image missing, daemon gone): recorded, results still written
@@ -294,12 +296,19 @@ def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
                     executor.close()  # removes the container even when interrupted (its own finally)
             except KeyboardInterrupt:  # a (second) Ctrl-C while cleaning up: still write the results
                 interrupted = True
-            shutil.rmtree(ws / ".runner", ignore_errors=True)
-            status = _finish(item, ctx, opts, runner, vendor, detected, ws, steps, failures, sampler_results,
-                             image, started_at, time.monotonic() - t0, interrupted, warnings, out_dir)
-    if interrupted:
-        raise KeyboardInterrupt
+            with stopping.shielded():  # what is known is written whatever signal comes now
+                shutil.rmtree(ws / ".runner", ignore_errors=True)
+                interrupted |= stopping.received() is not None
+                status = _finish(item, ctx, opts, runner, vendor, detected, ws, steps, failures, sampler_results,
+                                 image, started_at, time.monotonic() - t0, interrupted, warnings, out_dir)
+    if interrupted or stopping.received() is not None:
+        raise stopping.Interrupted(stopping.received() or signal.SIGINT)
     return status
+
+
+def _signal_name() -> str:
+    sig = stopping.received()
+    return signal.Signals(sig).name if sig else "Ctrl-C"
 
 
 def _image(card: ModelCard, ctx: AdditionalContext, opts: RunOptions, vendor: str, client: Any, logs: Path,
@@ -333,7 +342,7 @@ def _start_sampler(executor: Any, s: Sampler, logs: Path) -> None:
 def _stop_sampler(executor: Any, s: Sampler, ws: Path, logs: Path) -> dict[str, Any]:
     code = executor.stop_background(s.tool, ws / ".runner" / f"stop_{s.tool}")
     csv_path = ws / "samplers" / s.output_name
-    rows = max(0, len(csv_path.read_text(encoding="utf-8", errors="replace").splitlines()) - 1) if csv_path.exists() else 0
+    rows = max(0, count_lines(csv_path) - 1) if csv_path.exists() else 0
     result = {"tool": s.tool, "mode": s.mode, "exit_code": code, "csv": f"samplers/{s.output_name}", "rows": rows,
               "log": f"logs/sampler_{s.tool}.log"}
     if code == 3:
@@ -386,13 +395,13 @@ def _finish(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
             failures.append("the workload did not run")
     else:
         if run_step.interrupted:
-            failures.append("workload interrupted (Ctrl-C)")
+            failures.append("workload interrupted (Ctrl-C)" if stopping.received() in (None, signal.SIGINT)
+                            else f"workload interrupted ({_signal_name()})")
         elif run_step.timed_out:
             failures.append(f"workload timed out after {item.timeout:g}s")
         elif run_step.exit_code != 0:
             failures.append(f"workload exit code {run_step.exit_code}")
-        log_text = (ws / "logs" / "run.log").read_text(encoding="utf-8", errors="replace")
-        performance = parse_performance(log_text)
+        performance = find_performance(ws / "logs" / "run.log")
         if performance is None and run_step.ok:
             failures.append("no 'performance: <value> <metric>' line in the workload output")
     profilers, profiler_failures = _profiler_outcomes(chain, ws) if run_step else ([], [])
@@ -408,6 +417,7 @@ def _finish(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
             device_name = str(device.get("arch") or device.get("name") or "") if device.get("type") != "cpu" else ""
         except (OSError, json.JSONDecodeError, AttributeError):
             failures.append("workload_result.json is unreadable")
+    failures.extend(f"{s.name}: {s.log_error}" for s in steps if s.log_error)
     status = "SUCCESS" if not failures else "FAILURE"
     n_gpus = (ctx.distributed.nproc_per_node if ctx.distributed and ctx.distributed.nproc_per_node else None) or card.n_gpus
     manifest = {
@@ -429,8 +439,8 @@ def _finish(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
         "profilers": profilers, "samplers": samplers,
         "performance": {"value": performance[0], "metric": performance[1]} if performance else None,
     }
-    write_json(ws / "run.json", manifest)
-    append_perf_row(out_dir / "perf.csv", {
+    written = _keep(ws / "run.json", lambda: write_json(ws / "run.json", manifest))
+    written &= _keep(out_dir / "perf.csv", lambda: append_perf_row(out_dir / "perf.csv", {
         "model": card.name, "n_gpus": n_gpus, "nnodes": 1, "gpus_per_node": n_gpus,
         "training_precision": card.training_precision, "pipeline": "", "args": card.args, "tags": ",".join(card.tags),
         "docker_file": image.get("dockerfile", ""), "base_docker": image.get("base_docker", ""),
@@ -443,7 +453,17 @@ def _finish(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
         "test_duration": round(run_step.duration_s, 3) if run_step else "",
         "dataname": "", "data_provider_type": "", "data_size": "", "data_download_duration": "", "build_number": "0",
         "additional_docker_run_options": "",
-    })
+    }))
     mark = "SUCCESS" if status == "SUCCESS" else "FAILURE: " + "; ".join(failures)
     say(f"[run] {card.name} [{chain.label}]: {mark}")
-    return status
+    return status if written else "FAILURE"
+
+
+def _keep(path: Path, write: Callable[[], None]) -> bool:
+    """Write one result file; a full disk or a read-only folder is reported, and the other files are still tried."""
+    try:
+        write()
+        return True
+    except OSError as err:
+        say(f"[run] error: cannot write {path}: {err.strerror or err} (the previous file, if any, is unchanged)")
+        return False
