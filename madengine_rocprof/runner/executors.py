@@ -22,6 +22,7 @@ TIMEOUT_EXIT_CODES = (124, 137)
 
 REAPER = Path(__file__).with_name("reaper.py")  # standard library only: runs as a script, in containers too
 LEFTOVER_S = 7.0          # the reaper's 5 s for what a stopped step left running, plus its own start and end
+ROOM_FOR_RESULTS = 256 * 1024  # log bytes given back on a full disk, for run.json and perf.csv
 HURRY_AFTER_S = 2.0       # a second Ctrl-C/SIGTERM: how long the tree gets before SIGKILL
 # Inside the container: record the step's pid, then run the step under the reaper (the whole tree ends with it);
 # an image without python3 falls back to coreutils `timeout` (a process group: setsid children escape it).
@@ -57,17 +58,19 @@ class StepResult:
 class Tee:
     """Copies a step's output to its log file (and, with `echo`, to the screen, indented)."""
 
-    def __init__(self, log: BinaryIO, echo: bool) -> None:
+    def __init__(self, log: BinaryIO, echo: bool) -> None:  # an unbuffered file
         self.log, self.echo, self._at_line_start = log, echo, True
         self.error: OSError | None = None  # the first write error (a full disk): the log stops, the pipe keeps draining
 
     def write(self, chunk: bytes) -> None:
         if self.error is None:
             try:
-                self.log.write(chunk)
-                self.log.flush()
+                view = memoryview(chunk)
+                while view:  # an unbuffered write may be short: the rest, or the error, comes next
+                    view = view[self.log.write(view) or 0:]
             except OSError as err:
                 self.error = err
+                self._make_room()
         if self.echo:
             text = chunk.decode("utf-8", errors="replace")
             out = []
@@ -79,6 +82,16 @@ class Tee:
                 sys.stdout.flush()
             except (OSError, ValueError):  # a closed terminal (SIGHUP) must not stop the copy to the log
                 self.echo = False
+
+    def _make_room(self) -> None:
+        """A full disk: give back the log's last piece so run.json and the perf.csv row still fit, and say so."""
+        try:
+            fd = self.log.fileno()
+            keep = max(0, os.fstat(fd).st_size - ROOM_FOR_RESULTS)
+            os.ftruncate(fd, keep)
+            os.pwrite(fd, b"\n[madengine-rocprof] the disk is full: the rest of this log is lost\n", keep)
+        except (OSError, ValueError):
+            pass  # nothing more can be done for the log; the results are still attempted
 
     def pump(self, chunks: Any) -> None:
         """Copy every chunk; never raises, so the workload never blocks on a pipe nobody reads."""
@@ -148,7 +161,7 @@ class LocalExecutor:
                  env: dict[str, str] | None = None) -> StepResult:
         started = time.monotonic()
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "wb") as log:
+        with open(log_path, "wb", buffering=0) as log:  # unbuffered: a full disk fails the write, not close()
             argv = [self.python, str(REAPER), "--grace", f"{GRACE_S:g}", "--", "bash", "-c", command]
             proc = subprocess.Popen(argv, cwd=cwd, env={**self.env, **(env or {})},
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -285,7 +298,7 @@ class DockerExecutor:
         started = time.monotonic()
         log_path.parent.mkdir(parents=True, exist_ok=True)
         exec_id = api.exec_create(self.container.id, argv, workdir=cwd, environment=env or None)["Id"]
-        with open(log_path, "wb") as log:
+        with open(log_path, "wb", buffering=0) as log:  # unbuffered: a full disk fails the write, not close()
             tee = Tee(log, echo)
             stream = api.exec_start(exec_id, stream=True)
             reader = threading.Thread(target=tee.pump, args=(stream,), daemon=True)
