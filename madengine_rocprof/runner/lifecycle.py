@@ -88,10 +88,19 @@ def _words(text: str, where: str, file: str | None = None) -> list[str]:
                         fix="close the quote, or quote the argument that contains it") from None
 
 
+def confined(root: Path, relative: str, where: str, file: str | None = None) -> Path:
+    """`root/relative`, refused unless it stays inside root once `..` and symbolic links are resolved: a card or a
+    context must not reach /etc or another user's files."""
+    path = root / relative
+    if Path(relative).is_absolute() or not path.resolve().is_relative_to(root.resolve()):
+        raise UserError(f"'{relative}' leads outside {root}", file=file, where=where,
+                        fix="give a path inside the folder of models.json (no absolute path, no '..' out of it)")
+    return path
+
+
 def _script_file(repo: Path, ref: ScriptRef, where: str) -> Path:
     _words(ref.args, f"{where}.args")
-    path = Path(ref.path)
-    path = path if path.is_absolute() else repo / path
+    path = confined(repo, ref.path, where)
     if not path.is_file():
         raise UserError("script not found", file=str(path), where=where,
                         fix="paths are relative to the folder of models.json")
@@ -108,9 +117,14 @@ def plan_runs(opts: RunOptions) -> tuple[AdditionalContext, list[str], list[Plan
     _words(ctx.model_args or "", "model_args")
     planned = []
     for card in cards:
-        script = opts.model_root / card.scripts
+        script = confined(opts.model_root, card.scripts, f"{card.name}.scripts", str(opts.models_file))
         if not script.is_file():
             raise UserError("the model's script does not exist", file=str(script), where=f"{card.name}.scripts")
+        if script.resolve().parent == opts.model_root.resolve():
+            raise UserError("the model's script is in the folder of models.json itself: that whole folder would be "
+                            f"copied as {SCRIPTS_DIR}", file=str(opts.models_file), where=f"{card.name}.scripts",
+                            fix="put the script in a folder of its own, e.g. scripts/<model>/run.sh")
+        confined(opts.model_root, card.dockerfile, f"{card.name}.dockerfile", str(opts.models_file))
         _words(card.args, f"{card.name}.args", str(opts.models_file))
         args = f"{card.args} {ctx.model_args}".strip() if ctx.model_args else card.args
         command = model_command(SCRIPTS_DIR, script.name, args, ctx.encapsulate_script)
@@ -158,6 +172,8 @@ def run_models(opts: RunOptions) -> int:
         for item in planned:  # a missing Dockerfile is bad input: refuse before anything is written
             select_dockerfile(opts.model_root, item.card.dockerfile, vendor, ctx.guest_os if vendor != "CPU" else None)
     out_dir = opts.output_dir.resolve()
+    for item in planned:
+        _check_run_dir(out_dir, run_dir_name(item))
     out_dir.mkdir(parents=True, exist_ok=True)
     say(f"[run] {len(planned)} model(s), tools: {planned[0].chain.label}, runner: {runner}, target: {vendor}, "
         f"results: {out_dir}")
@@ -210,16 +226,33 @@ def _fill(text: str, workspace: str, plugin: str) -> str:
     return text.replace("{workspace}", workspace).replace("{plugin}", plugin)
 
 
+def run_dir_name(item: Planned) -> str:
+    return f"{item.card.name}__{item.chain.label}"
+
+
+def _check_run_dir(out_dir: Path, name: str) -> None:
+    """The run directory is a plain folder inside --output-dir (it is replaced by a rerun): anything else is refused
+    before anything is written."""
+    ws = out_dir / name
+    if ws.resolve().parent != out_dir or ws.name != name:
+        raise UserError(f"run directory '{name}' would lie outside {out_dir}", where="models.json name")
+    if ws.is_symlink() or (ws.exists() and not ws.is_dir()):
+        kind = "a symbolic link" if ws.is_symlink() else "a file"
+        raise UserError(f"{ws} is {kind}, not a run directory: a rerun replaces run directories, so it is left alone",
+                        fix="move it away, or choose another --output-dir")
+
+
 def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str, client: Any, vendor: str,
             detected: str, out_dir: Path, warnings: list[str]) -> str:
     card, chain = item.card, item.chain
-    ws = out_dir / f"{card.name}__{chain.label}"
+    ws = out_dir / run_dir_name(item)
     if ws.exists():
         shutil.rmtree(ws)  # a rerun replaces the previous run directory (perf.csv keeps every row)
     logs = ws / "logs"
     for sub in (logs, ws / "profiler", ws / "samplers"):
         sub.mkdir(parents=True, exist_ok=True)
-    shutil.copytree((opts.model_root / card.scripts).parent, ws / SCRIPTS_DIR,
+    # symlinks=True: a link in the script folder is copied as a link, never followed out of it
+    shutil.copytree((opts.model_root / card.scripts).parent, ws / SCRIPTS_DIR, symlinks=True,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for _, _, path in item.hooks:
         shutil.copy2(path, ws / SCRIPTS_DIR / path.name)
