@@ -234,12 +234,12 @@ def _check_run_dir(out_dir: Path, name: str) -> None:
     """The run directory is a plain folder inside --output-dir (it is replaced by a rerun): anything else is refused
     before anything is written."""
     ws = out_dir / name
-    if ws.resolve().parent != out_dir or ws.name != name:
-        raise UserError(f"run directory '{name}' would lie outside {out_dir}", where="models.json name")
     if ws.is_symlink() or (ws.exists() and not ws.is_dir()):
         kind = "a symbolic link" if ws.is_symlink() else "a file"
         raise UserError(f"{ws} is {kind}, not a run directory: a rerun replaces run directories, so it is left alone",
                         fix="move it away, or choose another --output-dir")
+    if ws.resolve().parent != out_dir or ws.name != name:
+        raise UserError(f"run directory '{name}' would lie outside {out_dir}", where="models.json name")
 
 
 def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str, client: Any, vendor: str,
