@@ -398,7 +398,7 @@ def _profiler_outcomes(chain: Chain, ws: Path) -> tuple[list[dict[str, Any]], li
             continue
         try:
             data = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as err:
+        except (OSError, ValueError, RecursionError) as err:
             outcomes.append({"tool": tool, "output_dir": rel, "outcome": "bad_manifest"})
             failures.append(f"profiler {tool}: unreadable manifest.json: {err}")
             continue
@@ -448,7 +448,7 @@ def _finish(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
                 failures.append("workload_result.json says status failed")
             device = result.get("device") or {}
             device_name = str(device.get("arch") or device.get("name") or "") if device.get("type") != "cpu" else ""
-        except (OSError, json.JSONDecodeError, AttributeError):
+        except (OSError, ValueError, RecursionError, AttributeError):
             failures.append("workload_result.json is unreadable")
     failures.extend(f"{s.name}: {s.log_error}" for s in steps if s.log_error)
     status = "SUCCESS" if not failures else "FAILURE"
