@@ -41,9 +41,21 @@ def main() -> int:
     plain = [r["step_time_ms_median"] for r in runs if not r["traced"]]
     traced = [r["step_time_ms_median"] for r in runs if r["traced"]]
     overhead = 100.0 * (statistics.median(traced) / statistics.median(plain) - 1.0)
-    print(json.dumps({"harness_args": harness, "tracer_env": args.tracer_env, "runs": runs, "plain_step_ms_median": statistics.median(plain),
-                      "traced_step_ms_median": statistics.median(traced), "overhead_pct": round(overhead, 2),
-                      "target_pct": 5.0, "met": overhead <= 5.0}, indent=2))
+    print(
+        json.dumps(
+            {
+                "harness_args": harness,
+                "tracer_env": args.tracer_env,
+                "runs": runs,
+                "plain_step_ms_median": statistics.median(plain),
+                "traced_step_ms_median": statistics.median(traced),
+                "overhead_pct": round(overhead, 2),
+                "target_pct": 5.0,
+                "met": overhead <= 5.0,
+            },
+            indent=2,
+        )
+    )
     return 0
 
 

@@ -116,10 +116,11 @@ def part_a(harness_args: list[str], skip: int, procs: int, variants: dict, log: 
 def part_b(harness_args: list[str], steps: int, rounds: int) -> dict:
     sys.path.insert(0, os.path.dirname(HARNESS))
     import torch
+    from torch.profiler import ProfilerActivity, profile
+
     import tt_harness
     import tt_model
     import tt_train
-    from torch.profiler import ProfilerActivity, profile
     from tt_versions import VERSIONS
 
     args = tt_harness.parse_args(harness_args)

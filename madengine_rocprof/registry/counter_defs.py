@@ -17,7 +17,19 @@ from madengine_rocprof.errors import UserError
 # Per-pass hardware counter limits per block. gfx90a/gfx942: rocprofiler's documented limits.
 # gfx11 (gfx1100..1102): no published table; we assume the same SQ/GRBM/TA limits as gfx9 and 4 for GL2C
 # (the L2 cache block, like TCC on gfx9). Unknown blocks get UNKNOWN_BLOCK_LIMIT, the smallest limit above.
-_GFX9_LIMITS = {"SQ": 8, "TA": 2, "TD": 2, "TCP": 4, "TCC": 4, "CPC": 2, "CPF": 2, "SPI": 6, "GRBM": 2, "GDS": 4, "TCA": 4}
+_GFX9_LIMITS = {
+    "SQ": 8,
+    "TA": 2,
+    "TD": 2,
+    "TCP": 4,
+    "TCC": 4,
+    "CPC": 2,
+    "CPF": 2,
+    "SPI": 6,
+    "GRBM": 2,
+    "GDS": 4,
+    "TCA": 4,
+}
 _GFX11_LIMITS = {"SQ": 8, "TA": 2, "TD": 2, "GRBM": 2, "GL2C": 4, "GL1C": 4, "GCR": 2, "CPC": 2, "CPF": 2, "SPI": 6}
 UNKNOWN_BLOCK_LIMIT = 2
 _NOT_COUNTERS = {"reduce", "accumulate", "sum", "max", "min", "avr", "HIGH_RES", "LOW_RES", "NONE", "select", "concat"}

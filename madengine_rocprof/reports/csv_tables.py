@@ -8,9 +8,9 @@ columns and rows whose field count differs from the header are errors, never sil
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from madengine_rocprof.errors import UserError
 
@@ -99,7 +99,8 @@ def open_table(path: Path, required: dict[str, tuple[str, ...]], optional: dict[
                 "empty file: no CSV header",
                 file=str(path),
                 line=1,
-                fix="the profiler was interrupted while writing; re-run it (rocprofv3 writes no file at all when nothing was captured)",
+                fix="the profiler was interrupted while writing; re-run it (rocprofv3 writes no file at all when "
+                    "nothing was captured)",
             )
         positions = {normalize(name): i for i, name in reversed(list(enumerate(header)))}
         index: dict[str, int | None] = {}
@@ -126,7 +127,9 @@ def parse_number(table: Table, text: str, column: str) -> float:
     try:
         return float(text)
     except ValueError:
-        raise table.error(f"column {column}: {text!r} is not a number", fix="the file is corrupt; re-run the profiler") from None
+        raise table.error(
+            f"column {column}: {text!r} is not a number", fix="the file is corrupt; re-run the profiler"
+        ) from None
 
 
 def parse_int(table: Table, text: str, column: str) -> int:

@@ -30,10 +30,18 @@ SUFFIXES = (
     ("results.db", "rocpd"),
 )
 # lower number = richer source; the richest per process is counted
-PRIORITY = {"rocprofv3-csv": 0, "rocpd": 1, "rocprofv3-json": 2, "legacy-csv": 3, "rocprofv3-stats": 4, "legacy-stats": 5}
+PRIORITY = {
+    "rocprofv3-csv": 0,
+    "rocpd": 1,
+    "rocprofv3-json": 2,
+    "legacy-csv": 3,
+    "rocprofv3-stats": 4,
+    "legacy-stats": 5,
+}
 PASS_DIR = re.compile(r"^(pmc|pass)_(\d+)$")
 RUN_FILES = ("workload_result.json", "run.json", "manifest.json")
-LOOKED_FOR = "*kernel_trace.csv, *kernel_stats.csv, *counter_collection.csv, *results.json, *results.db, legacy results.csv / results.stats.csv"
+LOOKED_FOR = ("*kernel_trace.csv, *kernel_stats.csv, *counter_collection.csv, *results.json, *results.db, "
+              "legacy results.csv / results.stats.csv")
 
 
 def classify(path: Path) -> str | None:
@@ -157,7 +165,11 @@ def load_run(path: Path, label: str) -> RunData:
             f"no profiler output found below {path}",
             file=str(path),
             fix=f"pass a directory that holds profiler output; looked for {LOOKED_FOR}"
-            + (" (the wrapper's manifest.json says outcome=" + str(run.manifest.get("outcome")) + ")" if run.manifest else ""),
+            + (
+                " (the wrapper's manifest.json says outcome=" + str(run.manifest.get("outcome")) + ")"
+                if run.manifest
+                else ""
+            ),
         )
     return run
 
@@ -191,7 +203,9 @@ def _choose_timing(run: RunData, timing: list[TimingSource]) -> None:
         )
     duplicates = [s.rel for s in run.skipped_timing if s.pass_id == first_pass]
     if duplicates:
-        run.notes.append(f"also read, not counted again (the same process's kernels, in a poorer format): {', '.join(duplicates)}")
+        run.notes.append(
+            f"also read, not counted again (the same process's kernels, in a poorer format): {', '.join(duplicates)}"
+        )
 
 
 def derive_timing_from_counters(run: RunData) -> None:

@@ -50,7 +50,9 @@ def shorten(name: str, width: int) -> str:
 
 
 _QUALIFIER = re.compile(r"\(anonymous namespace\)::|\b[A-Za-z_]\w*::")
-_PLAIN = r"(?:(?:const |unsigned )?(?:float|double|half|Half|BFloat16|bfloat16|int|long|short|char|bool|\d+u?l?l?)\s*\**)"
+_PLAIN = (
+    r"(?:(?:const |unsigned )?(?:float|double|half|Half|BFloat16|bfloat16|int|long|short|char|bool|\d+u?l?l?)\s*\**)"
+)
 _PLAIN_TEMPLATE = re.compile(rf"<{_PLAIN}(?:,\s*{_PLAIN})*>")
 
 

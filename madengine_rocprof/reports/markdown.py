@@ -51,7 +51,9 @@ def render(report: dict, top: int = 10, name_width: int = 70) -> str:
             ],
         )
         out += ["Speedups are baseline / run for GPU time and run / baseline for tokens/s (above 1x is faster).", ""]
-        timed = [r for r in report["runs"] if r["summary"]["has_kernel_data"] and r["summary"]["gpu_time_ns"] is not None]
+        timed = [
+            r for r in report["runs"] if r["summary"]["has_kernel_data"] and r["summary"]["gpu_time_ns"] is not None
+        ]
         if len(timed) > 1:
             out += ["### Kernel time by category (ms)", ""]
             out += table(*category_table(timed))
@@ -72,7 +74,8 @@ def _run(run: dict, top: int, name_width: int) -> list[str]:
         out.append(
             f"- workload: {w['model'] or DASH} {w['version'] or ''} on {w['device'] or DASH}: "
             f"{number(w['tokens_per_second'])} tokens/s, step {number(w['step_time_ms_median'])} ms (median), "
-            f"peak memory {gib(w['peak_memory_allocated_bytes'])} GiB, MFU {pct(w['mfu'])}, status {w['status'] or DASH}"
+            f"peak memory {gib(w['peak_memory_allocated_bytes'])} GiB, MFU {pct(w['mfu'])}, status "
+            f"{w['status'] or DASH}"
         )
     if summary["has_kernel_data"]:
         origins = sorted({s["origin"] for s in run["sources"]})
@@ -94,8 +97,17 @@ def _run(run: dict, top: int, name_width: int) -> list[str]:
         out += table(
             ["#", "kernel", "category", "calls", "total (ms)", "avg (us)", "min (us)", "max (us)", "share"],
             [
-                [i + 1, shorten(display_name(k["name"]), name_width), k["category"], count(k["calls"]), ms(k["total_ns"]),
-                 us(k["average_ns"]), us(k["min_ns"]), us(k["max_ns"]), pct(k["share"])]
+                [
+                    i + 1,
+                    shorten(display_name(k["name"]), name_width),
+                    k["category"],
+                    count(k["calls"]),
+                    ms(k["total_ns"]),
+                    us(k["average_ns"]),
+                    us(k["min_ns"]),
+                    us(k["max_ns"]),
+                    pct(k["share"]),
+                ]
                 for i, k in enumerate(run["kernels"][:top])
             ],
         )
@@ -110,8 +122,17 @@ def _run(run: dict, top: int, name_width: int) -> list[str]:
         rows, more = shown_counters(run)
         out += table(
             ["counter", "dispatches", "mean", "min", "max", "total"],
-            [[c["name"], count(c["dispatches"]), number(c["mean"]), number(c["min"]), number(c["max"]), number(c["total"])]
-             for c in rows],
+            [
+                [
+                    c["name"],
+                    count(c["dispatches"]),
+                    number(c["mean"]),
+                    number(c["min"]),
+                    number(c["max"]),
+                    number(c["total"]),
+                ]
+                for c in rows
+            ],
         )
         if more:
             out += [more, ""]

@@ -35,7 +35,15 @@ def write_trace(run: RunData, path: Path) -> int:
             first = False
 
         for pid, source in enumerate(sources, start=1):
-            emit({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": f"{run.label}: {source.process}"}})
+            emit(
+                {
+                    "name": "process_name",
+                    "ph": "M",
+                    "pid": pid,
+                    "tid": 0,
+                    "args": {"name": f"{run.label}: {source.process}"},
+                }
+            )
             tracks: dict[str, int] = {}
             for name, start, end, track in iter_dispatches(source):
                 tid = tracks.get(track)

@@ -24,7 +24,9 @@ def _clip(text: str, max_chars: int) -> str:
     return shorten(text, max_chars)
 
 
-def hbars(items: list[tuple[str, float, str, str, str]], width: int = 900, max_label_chars: int = 48, bar_height: int = 20) -> str:
+def hbars(
+    items: list[tuple[str, float, str, str, str]], width: int = 900, max_label_chars: int = 48, bar_height: int = 20
+) -> str:
     """Horizontal bars: items are (label, value, value text, colour, hover title)."""
     if not items:
         return ""
@@ -40,8 +42,9 @@ def hbars(items: list[tuple[str, float, str, str, str]], width: int = 900, max_l
         w = max(plot_w * value / top, 1 if value > 0 else 0)
         mid = y + bar_height / 2 + 4
         parts.append(
-            f'<g><title>{escape(title)}</title>'
-            f'<text x="{label_w - 8:.1f}" y="{mid:.1f}" text-anchor="end">{escape(_clip(label, max_label_chars))}</text>'
+            f"<g><title>{escape(title)}</title>"
+            f'<text x="{label_w - 8:.1f}" y="{mid:.1f}" '
+            f'text-anchor="end">{escape(_clip(label, max_label_chars))}</text>'
             f'<rect x="{label_w:.1f}" y="{y}" width="{w:.1f}" height="{bar_height}" fill="{color}" rx="2"/>'
             f'<text x="{label_w + w + 6:.1f}" y="{mid:.1f}">{escape(text)}</text></g>'
         )

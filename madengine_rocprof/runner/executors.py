@@ -10,9 +10,10 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO
 
 GRACE_S = 15.0            # after SIGTERM, time for a profiler to flush before SIGKILL
 TIMEOUT_EXIT_CODES = (124, 137)
@@ -104,8 +105,9 @@ class LocalExecutor:
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)  # its own group: we signal the whole tree
             tee = Tee(log, echo)
-            reader = threading.Thread(target=lambda: [tee.write(c) for c in iter(lambda: proc.stdout.read1(65536), b"")],
-                                      daemon=True)
+            reader = threading.Thread(
+                target=lambda: [tee.write(c) for c in iter(lambda: proc.stdout.read1(65536), b"")], daemon=True
+            )
             reader.start()
             timed_out = interrupted = False
             try:

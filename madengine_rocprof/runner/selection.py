@@ -29,7 +29,7 @@ class ModelCard:
     timeout: float | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
-    def with_extra_args(self, extra: list[tuple[str, str]]) -> "ModelCard":
+    def with_extra_args(self, extra: list[tuple[str, str]]) -> ModelCard:
         added = " ".join(f"{shlex.quote('--' + k)} {shlex.quote(v)}" for k, v in extra)
         args = f"{self.args} {added}".strip() if added else self.args
         return ModelCard(self.name, self.dockerfile, self.scripts, args, self.n_gpus, self.training_precision,

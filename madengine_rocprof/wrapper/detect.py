@@ -38,7 +38,9 @@ def _which(name: str, env) -> str | None:
     found = shutil.which(name, path=env.get("PATH", os.defpath))
     if found:
         return os.path.abspath(found)
-    roots = [env.get("ROCM_PATH"), "/opt/rocm"] if name.startswith("rocprof") else [env.get("CUDA_HOME"), "/usr/local/cuda"]
+    roots = (
+        [env.get("ROCM_PATH"), "/opt/rocm"] if name.startswith("rocprof") else [env.get("CUDA_HOME"), "/usr/local/cuda"]
+    )
     for root in filter(None, roots):
         candidate = os.path.join(root, "bin", name)
         if os.access(candidate, os.X_OK):
@@ -95,7 +97,9 @@ def probe_rocprofv3(path: str, env) -> Profiler:
     info = rocm_info_version(path, env)
     prof.probes.append(f".info/version: {info or 'not found'}")
     prof.version = info or ".".join(map(str, prof.release))
-    prof.why = f"no `--version` (older than 7.0); `--help` shows {feature} -> {prof.release[0]}.{prof.release[1]} features"
+    prof.why = (
+        f"no `--version` (older than 7.0); `--help` shows {feature} -> {prof.release[0]}.{prof.release[1]} features"
+    )
     return prof
 
 
@@ -112,7 +116,9 @@ def probe_nvidia(name: str, path: str, env) -> Profiler:
 
 
 def nvidia_present(env) -> bool:
-    return bool(_which("nvidia-smi", env) or os.path.exists("/dev/nvidiactl") or _which("ncu", env) or _which("nsys", env))
+    return bool(
+        _which("nvidia-smi", env) or os.path.exists("/dev/nvidiactl") or _which("ncu", env) or _which("nsys", env)
+    )
 
 
 def find(name: str, env) -> Profiler | None:

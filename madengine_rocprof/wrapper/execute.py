@@ -29,7 +29,10 @@ NOISE = (
 PROFILER_FAILURE = re.compile(
     r"invalid truth value|^rocprofv3: error:|usage: rocprofv3|Request exceeds the capabilities of the hardware"
     r"|No tracing options were enabled|conflicting value|^==ERROR==|\[madengine-rocprof tracer\] error"
-    r"|File \"[^\"]*rocprofv3(?:\.py)?\", line \d+|^ROCPROFILER_ERROR|^\S*rocprof: error|^F\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+\] ", re.M)
+    r"|File \"[^\"]*rocprofv3(?:\.py)?\", line \d+|^ROCPROFILER_ERROR|^\S*rocprof: error|^F\d{4} \d\d:\d\d:\d\d\.\d+ "
+    r"+\d+ \S+\] ",
+    re.M,
+)
 
 
 @dataclass

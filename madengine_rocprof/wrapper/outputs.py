@@ -35,8 +35,13 @@ def kind_of(rel: str) -> str:
     if m:
         kind, ext = m.group("kind"), m.group("ext")
         if kind == "results":
-            return {"json": "results_json", "pftrace": "perfetto", "db": "rocpd", "otf2": "otf2", "csv": "legacy_results"}[ext] \
-                if ext in ("json", "pftrace", "db", "otf2", "csv") else kind
+            return (
+                {"json": "results_json", "pftrace": "perfetto", "db": "rocpd", "otf2": "otf2", "csv": "legacy_results"}[
+                    ext
+                ]
+                if ext in ("json", "pftrace", "db", "otf2", "csv")
+                else kind
+            )
         return {"ncu-rep": "ncu_report", "nsys-rep": "nsys_report", "sqlite": "nsys_sqlite"}.get(ext, kind)
     if name.endswith(".ncu-rep"):
         return "ncu_report"

@@ -9,7 +9,8 @@ import sys
 from dataclasses import dataclass, field
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.wrapper import detect, nvidia, options as opts
+from madengine_rocprof.wrapper import detect, nvidia
+from madengine_rocprof.wrapper import options as opts
 
 ENV_PROFILE = "MADENGINE_ROCPROF_PROFILE"
 ENV_DROP = "MADENGINE_ROCPROF_DROP_UNSUPPORTED"
@@ -139,7 +140,11 @@ def build(profiler_args: list[str], app_argv: list[str], *, output_dir: str | No
             early.append(f"{ENV_PROFILE}={env_profile} is not a profile (known: {', '.join(PROFILE_KINDS)}): ignored")
         env_profile = None
     profile = profile or flags.get("profile") or env_profile
-    drop = drop_unsupported if drop_unsupported is not None else bool(flags.get("drop_unsupported")) or _truthy(env.get(ENV_DROP))
+    drop = (
+        drop_unsupported
+        if drop_unsupported is not None
+        else bool(flags.get("drop_unsupported")) or _truthy(env.get(ENV_DROP))
+    )
     inferred = infer_profile(parsed, cwd)
     core = PROFILE_ALIASES.get(profile, profile) if profile else None
     prof = detect.choose(profiler or flags.get("profiler"), PROFILE_KINDS.get(core or "", PROFILE_KINDS[inferred]), env)
@@ -152,14 +157,19 @@ def build(profiler_args: list[str], app_argv: list[str], *, output_dir: str | No
             raise UserError(f"profile `{profile}` has no meaning on {_vendor(prof)}: {AMD_ONLY_PROFILES[profile]}",
                             where=where, fix=f"use one of {', '.join(PROFILE_KINDS)}, or run it on an AMD GPU")
         if profile and core not in PROFILE_KINDS:
-            raise UserError(f"unknown profile `{profile}`: no mapping for {_vendor(prof)} ({prof.name})", where=where,
-                            fix=f"use --profile with one of {', '.join(PROFILE_KINDS)} (a tool sets it with \"core_profile\")")
+            raise UserError(
+                f"unknown profile `{profile}`: no mapping for {_vendor(prof)} ({prof.name})",
+                where=where,
+                fix=f'use --profile with one of {", ".join(PROFILE_KINDS)} (a tool sets it with "core_profile")',
+            )
         plan.profile = core or inferred
         if not profile:
             plan.messages.append(f"profile inferred from the options: {inferred}")
         elif core != profile:
             plan.messages.append(f"profile {profile} -> {core}")
-    builder = {"rocprofv3": _rocprofv3, "rocprof": _legacy, "ncu": _ncu, "nsys": _nsys, "embedded": _embedded}[prof.name]
+    builder = {"rocprofv3": _rocprofv3, "rocprof": _legacy, "ncu": _ncu, "nsys": _nsys, "embedded": _embedded}[
+        prof.name
+    ]
     builder(plan, parsed, cwd, drop, env)
     return plan
 
@@ -173,8 +183,11 @@ def _unsupported(plan: Plan, bad: list[opts.Opt], drop: bool, target: str) -> No
         return
     names = ", ".join(dict.fromkeys(o.token.split("=")[0] or o.name for o in bad))
     if not drop:
-        raise UserError(f"{target} has no equivalent for: {names}", where="profiler options",
-                        fix="remove them, or pass --drop-unsupported (or MADENGINE_ROCPROF_DROP_UNSUPPORTED=1) to drop them")
+        raise UserError(
+            f"{target} has no equivalent for: {names}",
+            where="profiler options",
+            fix="remove them, or pass --drop-unsupported (or MADENGINE_ROCPROF_DROP_UNSUPPORTED=1) to drop them",
+        )
     plan.messages.append(f"dropped (no equivalent in {target}): {names}")
 
 
@@ -252,8 +265,10 @@ def _check_rocprofv3(parsed: opts.Parsed) -> None:
         unit = (parsed.values("--pc-sampling-unit") or [None])[-1]
         interval = (parsed.values("--pc-sampling-interval") or [None])[-1]
         if not (unit and interval):
-            raise UserError("PC sampling needs --pc-sampling-method, --pc-sampling-unit and --pc-sampling-interval together",
-                            where="--pc-sampling-method")
+            raise UserError(
+                "PC sampling needs --pc-sampling-method, --pc-sampling-unit and --pc-sampling-interval together",
+                where="--pc-sampling-method",
+            )
         if method == "stochastic" and unit != "cycles":
             raise UserError(f"--pc-sampling-method stochastic needs --pc-sampling-unit cycles, not {unit}",
                             where="--pc-sampling-unit", fix="use host_trap with time, or stochastic with cycles")
@@ -339,9 +354,18 @@ def _legacy(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
     host_dir = os.path.join(plan.output_dir, socket.gethostname())
     pid = os.getpid()  # legacy rocprof writes one results.csv per run: name it after the wrapper process
     plan.env_added = {EXIT_FILE_ENV: os.path.join(plan.output_dir, f".tmp_app_exit_{pid}")}
-    plan.argv = [plan.profiler.path, *(t for u in units for t in u), "-d", os.path.join(host_dir, f"{pid}_rocprof_data"),
-                 "-o", os.path.join(host_dir, f"{pid}_results.csv"),
-                 sys.executable or "python3", "-c", LEGACY_EXIT_SHIM, *plan.app_argv]
+    plan.argv = [
+        plan.profiler.path,
+        *(t for u in units for t in u),
+        "-d",
+        os.path.join(host_dir, f"{pid}_rocprof_data"),
+        "-o",
+        os.path.join(host_dir, f"{pid}_results.csv"),
+        sys.executable or "python3",
+        "-c",
+        LEGACY_EXIT_SHIM,
+        *plan.app_argv,
+    ]
 
 
 # ---------------------------------------------------------------- NVIDIA: embedded tracer, ncu, nsys
@@ -400,7 +424,9 @@ def _period_env(spec: str, unit: str) -> dict:
     try:
         delay, duration = float(parts[0]), float(parts[1]) if len(parts) > 1 else 0.0
     except ValueError:
-        raise UserError(f"--collection-period `{spec}` is not delay:duration[:repeat]", where="--collection-period") from None
+        raise UserError(
+            f"--collection-period `{spec}` is not delay:duration[:repeat]", where="--collection-period"
+        ) from None
     if scale is None:
         raise UserError(f"unknown --collection-period-unit `{unit}`", where="--collection-period-unit",
                         fix="use hour, min, sec, msec, usec or nsec")

@@ -11,7 +11,12 @@ import yaml
 from madengine_rocprof.errors import UserError, UserErrors
 from madengine_rocprof.models import parse_counter_text
 from madengine_rocprof.registry import (
-    BUILTIN_COUNTERS_DIR, block_limits, check_counters, list_counter_profiles, load_catalog, pack_counters,
+    BUILTIN_COUNTERS_DIR,
+    block_limits,
+    check_counters,
+    list_counter_profiles,
+    load_catalog,
+    pack_counters,
     register_counter_profile,
 )
 from madengine_rocprof.registry.counter_defs import fallback_table

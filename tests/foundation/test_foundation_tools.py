@@ -9,7 +9,12 @@ import pytest
 from madengine_rocprof.errors import UserError, UserErrors
 from madengine_rocprof.models import PROFILE_ENV, ToolDefinition, load_context
 from madengine_rocprof.registry import (
-    CORE_PROFILES, get_counter_profile, get_tool, list_tools, register_tool, resolve_tools,
+    CORE_PROFILES,
+    get_counter_profile,
+    get_tool,
+    list_tools,
+    register_tool,
+    resolve_tools,
 )
 from madengine_rocprof.registry.store import tool_from_data
 
@@ -83,17 +88,23 @@ def test_pc_sampling_pairs(pcs, ok):
         assert e.value.errors[0].where.startswith("pc_sampling") and e.value.errors[0].fix
 
 
-@pytest.mark.parametrize("data, where", [
-    ({"name": "t", "trace": ["kernel"], "output_file": "trace"}, "output_file"),
-    ({"name": "t", "stats": True, "counters": "compute_bound"}, "(top level)"),
-    ({"name": "t"}, "(top level)"),
-    ({"name": "t", "trace": ["kernels"]}, "trace[0]"),
-    ({"name": "t", "trace": ["kernel"], "extra_args": ["--"]}, "extra_args"),
-    ({"name": "t", "trace": ["kernel"], "extra_args": ["--profile=memory_bound"]}, "extra_args"),
-    ({"name": "t", "profiler": "sampler", "trace": ["kernel"]}, "(top level)"),
-    ({"name": "t", "trace": ["kernel"], "env_vars": {"1BAD": "x"}}, "env_vars"),
-    ({"name": "t", "trace": ["kernel"], "pc_sampling": {"method": "host_trap"}, "output_formats": ["rocpd"]}, "(top level)"),
-])
+@pytest.mark.parametrize(
+    "data, where",
+    [
+        ({"name": "t", "trace": ["kernel"], "output_file": "trace"}, "output_file"),
+        ({"name": "t", "stats": True, "counters": "compute_bound"}, "(top level)"),
+        ({"name": "t"}, "(top level)"),
+        ({"name": "t", "trace": ["kernels"]}, "trace[0]"),
+        ({"name": "t", "trace": ["kernel"], "extra_args": ["--"]}, "extra_args"),
+        ({"name": "t", "trace": ["kernel"], "extra_args": ["--profile=memory_bound"]}, "extra_args"),
+        ({"name": "t", "profiler": "sampler", "trace": ["kernel"]}, "(top level)"),
+        ({"name": "t", "trace": ["kernel"], "env_vars": {"1BAD": "x"}}, "env_vars"),
+        (
+            {"name": "t", "trace": ["kernel"], "pc_sampling": {"method": "host_trap"}, "output_formats": ["rocpd"]},
+            "(top level)",
+        ),
+    ],
+)
 def test_bad_tool_definitions(data, where):
     with pytest.raises(UserErrors) as e:
         tool_from_data(data, "t.json")

@@ -5,9 +5,10 @@ import json
 from html.parser import HTMLParser
 
 import pytest
-from reports_builders import TT_MEMORY, TT_THROUGHPUT, expected_from_dispatches, tt_dispatches, write_trace
 
 from madengine_rocprof.cli import main
+
+from .reports_builders import TT_MEMORY, TT_THROUGHPUT, expected_from_dispatches, tt_dispatches, write_trace
 
 
 def run_cli(args, capsys) -> tuple[int, str]:

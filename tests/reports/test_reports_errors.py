@@ -6,11 +6,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from reports_builders import HEADER_7, random_dispatches, write_trace
 
 from madengine_rocprof.cli import main
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import build_report, load_runs
+
+from .reports_builders import HEADER_7, random_dispatches, write_trace
 
 NAMES = ["gemm_kernel", "add_kernel"]
 
@@ -81,7 +82,9 @@ def test_corrupt_sqlite(tmp_path):
 def test_truncated_json(tmp_path):
     path = tmp_path / "run" / "1_results.json"
     path.parent.mkdir(parents=True)
-    path.write_text('{"rocprofiler-sdk-tool": [{"kernel_symbols": [], "buffer_records": {"kernel_dispatch": [{"start_ti')
+    path.write_text(
+        '{"rocprofiler-sdk-tool": [{"kernel_symbols": [], "buffer_records": {"kernel_dispatch": [{"start_ti'
+    )
     err = fails(tmp_path / "run")
     assert err.file == str(path) and err.line == 1 and err.column is not None
 

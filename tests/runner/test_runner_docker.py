@@ -155,7 +155,9 @@ def test_bad_input_starts_no_container_and_writes_nothing(docker_client, model_r
 
 def test_auto_runner_uses_docker_when_a_daemon_answers(docker_client, cpu_base_image, model_repo, tmp_path):
     out = tmp_path / "out"
-    assert cli_main(["run", "--tags", "ok_model", "--models", str(model_repo), "--output-dir", str(out), "--quiet"]) == 0
+    assert (
+        cli_main(["run", "--tags", "ok_model", "--models", str(model_repo), "--output-dir", str(out), "--quiet"]) == 0
+    )
     assert run_json(out / "ok_model__none")["runner"] == "docker"
 
 

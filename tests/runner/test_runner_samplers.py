@@ -77,8 +77,16 @@ def test_nvml_milliwatts_to_watts_and_vram_used_total(tmp_path, fakes):
     proc = run_sampler(env, "vram", "--output", str(out), "--rate", "0.02", "--duration", "0.1", "--backend", "nvml")
     assert proc.returncode == 0, proc.stderr
     rows = read_rows(out)
-    assert rows[0] == ["time", "vram(%) GPU0", "vram(%) GPU1", "elapsed_s", "vram_used(MiB) GPU0", "vram_used(MiB) GPU1",
-                       "vram_total(MiB) GPU0", "vram_total(MiB) GPU1"]
+    assert rows[0] == [
+        "time",
+        "vram(%) GPU0",
+        "vram(%) GPU1",
+        "elapsed_s",
+        "vram_used(MiB) GPU0",
+        "vram_used(MiB) GPU1",
+        "vram_total(MiB) GPU0",
+        "vram_total(MiB) GPU1",
+    ]
     used = [(i + 1) * 2 * 1024 for i in range(2)]  # MiB
     for row in rows[1:]:
         assert [float(x) for x in row[1:3]] == [100.0 * u / 8192 for u in used]

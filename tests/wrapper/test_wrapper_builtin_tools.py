@@ -12,7 +12,8 @@ from madengine_rocprof import wrapper  # noqa: E402
 from madengine_rocprof.errors import UserError  # noqa: E402
 from madengine_rocprof.registry import BUILTIN_COUNTERS_DIR, list_tools  # noqa: E402
 from madengine_rocprof.wrapper import planner  # noqa: E402
-from wrapper_testlib import REPO  # noqa: E402
+
+from .wrapper_testlib import REPO  # noqa: E402
 
 TOOLS = [t for t in list_tools() if t.profiler == "rocprofv3"]
 APP = [sys.executable, "-c", "print('workload')"]

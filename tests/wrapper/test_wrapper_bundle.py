@@ -10,7 +10,8 @@ import zipfile
 import pytest
 
 from madengine_rocprof.wrapper import bundle
-from wrapper_testlib import FAKES, REPO
+
+from .wrapper_testlib import FAKES, REPO
 
 SYSTEM_PY = shutil.which("python3", path="/usr/bin:/bin")
 
