@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import csv
 import glob
 import json
@@ -66,7 +67,7 @@ def harness_run(harness_args: list[str], work: str, traced: bool, env_extra: dic
         cmd = [sys.executable, "-m", "madengine_rocprof.wrapper", "--profiler", "embedded", "--profile",
                "lightweight", "--kernel-trace", "--stats", "-d", os.path.join(work, "out"), "--", *app]
     t = time.monotonic()
-    done = subprocess.run(cmd, env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True)
     wall = time.monotonic() - t
     if done.returncode != 0:
         sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
@@ -240,11 +241,9 @@ def versions() -> dict:
     info = {"python": sys.version.split()[0], "torch": torch.__version__, "cuda": torch.version.cuda}
     if torch.cuda.is_available():
         info["device"] = torch.cuda.get_device_name(0)
-        try:
+        with contextlib.suppress(OSError):
             info["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                                             capture_output=True, text=True).stdout.strip()
-        except OSError:
-            pass
     else:
         info["device"] = "cpu"
     return info

@@ -28,7 +28,8 @@ class CounterCheck:
 
     def summary(self) -> str:
         plural = self.passes != 1
-        runs = f"{self.passes} pass{'es' if plural else ''}: costs {self.passes} re-run{'s' if plural else ''} of the workload"
+        runs = (f"{self.passes} pass{'es' if plural else ''}: costs {self.passes} re-run{'s' if plural else ''} "
+                "of the workload")
         text = (f"{self.profile.name} on {self.arch}: OK, {len(self.profile.counters)} counters in {runs} "
                 f"(counters from {self.source})")
         return text

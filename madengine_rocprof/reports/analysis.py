@@ -54,7 +54,7 @@ def derived_metrics(counters: dict[str, CounterStats], time_ns: dict[str, float]
         weights = weights or [1] * len(names)
         if not all(time_ns.get(n) for n in names):
             return None
-        return sum(w * total[n] / time_ns[n] for n, w in zip(names, weights))
+        return sum(w * total[n] / time_ns[n] for n, w in zip(names, weights, strict=True))
 
     for hit, miss in (("TCC_HIT_sum", "TCC_MISS_sum"), ("GL2C_HIT_sum", "GL2C_MISS_sum")):
         if hit in total and miss in total and total[hit] + total[miss] > 0:

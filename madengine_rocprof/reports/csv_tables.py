@@ -85,7 +85,8 @@ def open_table(path: Path, required: dict[str, tuple[str, ...]], optional: dict[
     `required` and `optional` map our name -> accepted header names (compared normalized).
     """
     try:
-        fh = open(path, newline="", encoding="utf-8", errors="replace")
+        # opened before the `with` so that only open() errors become "cannot read"
+        fh = open(path, newline="", encoding="utf-8", errors="replace")  # noqa: SIM115
     except OSError as err:
         raise UserError(f"cannot read: {err.strerror}", file=str(path)) from None
     with fh:

@@ -57,9 +57,9 @@ def classify(path: Path) -> str | None:
         header = {normalize(h) for h in read_header(path)}
         if {"kernelname", "beginns", "endns"} <= header:
             return "legacy-csv"
-        if name.endswith(".stats.csv") and {"name", "calls", "totaldurationns"} <= header:
-            if not any(name.endswith(s) for s in (".hip_stats.csv", ".copy_stats.csv", ".hsa_stats.csv")):
-                return "legacy-stats"
+        if (name.endswith(".stats.csv") and {"name", "calls", "totaldurationns"} <= header
+                and not any(name.endswith(s) for s in (".hip_stats.csv", ".copy_stats.csv", ".hsa_stats.csv"))):
+            return "legacy-stats"
     return None
 
 
@@ -217,10 +217,7 @@ def derive_timing_from_counters(run: RunData) -> None:
     candidates = [s for s in run.counters if s.fmt == "counters-csv" and s.dispatch_kernels]
     if not candidates:
         return
-    if run.timing:
-        chosen_pass = run.timing[0].pass_id
-    else:
-        chosen_pass = min((s.pass_id for s in candidates), key=_pass_order)
+    chosen_pass = run.timing[0].pass_id if run.timing else min((s.pass_id for s in candidates), key=_pass_order)
     have_trace = {s.process for s in run.timing}
     derived = [s for s in candidates if s.pass_id == chosen_pass and s.process not in have_trace]
     for counter in derived:

@@ -31,7 +31,8 @@ def category_table(runs: list[dict]) -> tuple[list[str], list[list]]:
     """Run x category kernel time in ms (categories in their fixed order, those empty in every run left out)."""
     totals = [{c["category"]: c["total_ns"] for c in r["categories"]} for r in runs]
     present = [name for name in CATEGORIES if any(t.get(name) for t in totals)]
-    return ["run"] + present, [[r["label"]] + [ms(t.get(name, 0)) for name in present] for r, t in zip(runs, totals)]
+    rows = [[r["label"]] + [ms(t.get(name, 0)) for name in present] for r, t in zip(runs, totals, strict=True)]
+    return ["run"] + present, rows
 
 
 def render(report: dict, top: int = 10, name_width: int = 70) -> str:

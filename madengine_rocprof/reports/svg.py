@@ -11,7 +11,9 @@ from madengine_rocprof.reports.categories import CATEGORIES
 from madengine_rocprof.reports.formatting import shorten
 
 # Okabe-Ito palette: distinguishable with the common colour-vision deficiencies
-CATEGORY_COLORS = dict(zip(CATEGORIES, ("#0072B2", "#E69F00", "#009E73", "#56B4E9", "#CC79A7", "#D55E00", "#999999")))
+CATEGORY_COLORS = dict(
+    zip(CATEGORIES, ("#0072B2", "#E69F00", "#009E73", "#56B4E9", "#CC79A7", "#D55E00", "#999999"), strict=True)
+)
 CHAR_PX = 7.5  # glyph width of the 12px monospace chart font (7.2 px) plus a margin, for laying out labels
 FONT = 'font-family="ui-monospace,Menlo,Consolas,monospace" font-size="12"'
 
@@ -80,7 +82,7 @@ def stacked_hbars(rows: list[tuple[str, list[tuple[str, float, str]]]], value_te
     legend_h = 20 * (line + 1) + 8
     height = len(rows) * (bar_height + gap) + gap + legend_h
     parts = [f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" {FONT}>']
-    for n, ((label, segs), total, text) in enumerate(zip(rows, totals, value_text)):
+    for n, ((label, segs), total, text) in enumerate(zip(rows, totals, value_text, strict=True)):
         y = gap + n * (bar_height + gap)
         scale = plot_w / (total if normalize and total else top)
         x = label_w

@@ -3,6 +3,7 @@ this machine. Both give every step a time limit, a log that streams as it goes, 
 SIGTERM to the step's whole process group, a grace period for profilers to write their files, then SIGKILL."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -73,10 +74,8 @@ def _wait_thread(thread: threading.Thread, seconds: float) -> bool:
 
 
 def _signal_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
 
 
 class LocalExecutor:

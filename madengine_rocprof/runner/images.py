@@ -39,7 +39,7 @@ class ImagePlan:
 def dockerfile_context(path: Path) -> dict[str, str]:
     """The `# CONTEXT {...}` header among the first lines ({} when absent)."""
     with path.open(encoding="utf-8") as f:
-        for _, line in zip(range(10), f):
+        for _, line in zip(range(10), f, strict=False):
             m = CONTEXT_LINE.match(line.strip())
             if m:
                 try:
@@ -118,7 +118,8 @@ def ensure_image(client: Any, dockerfile: Path, build_args: dict[str, str], log_
         return plan.tag, existing, 0.0
     say(f"[build] {dockerfile.name} -> {plan.tag} (base {base or '?'})")
     started = time.monotonic()
-    log = open(log_path, "w", encoding="utf-8") if log_path else None
+    # optional log: closed by the `finally` below, which also ends the build
+    log = open(log_path, "w", encoding="utf-8") if log_path else None  # noqa: SIM115
     try:
         error = None
         stream = client.api.build(path=str(dockerfile.parent), dockerfile=dockerfile.name, tag=plan.tag,

@@ -262,7 +262,7 @@ def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
         started = True
         image["id"] = image.get("id") or executor.image_id
         hooks_ok = True
-        for i, (phase, ref, path) in enumerate(h for h in item.hooks if h[0] == "pre"):
+        for i, (_phase, ref, path) in enumerate(h for h in item.hooks if h[0] == "pre"):
             step = _hook(executor, f"pre_{i}_{path.stem}", ref, path, workspace, opts.hook_timeout, opts.echo)
             steps.append(step)
             interrupted |= step.interrupted
@@ -295,7 +295,7 @@ def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
                 for s in chain.samplers:
                     sampler_results.append(_stop_sampler(executor, s, ws, logs))
                 if not interrupted:  # post-scripts run after a failure or a timeout too; Ctrl-C means stop now
-                    for i, (phase, ref, path) in enumerate(h for h in item.hooks if h[0] == "post"):
+                    for i, (_phase, ref, path) in enumerate(h for h in item.hooks if h[0] == "post"):
                         step = _hook(executor, f"post_{i}_{path.stem}", ref, path, executor.workspace,
                                      opts.hook_timeout, opts.echo)
                         steps.append(step)

@@ -96,10 +96,7 @@ def select_models(cards: list[ModelCard], tags: list[str], models_file: str = "m
     chosen: dict[str, ModelCard] = {}
     for tag in tags:
         name, extra = parse_tag(tag)
-        if name == "all":
-            matches = cards
-        else:
-            matches = [c for c in cards if c.name == name or name in c.tags]
+        matches = cards if name == "all" else [c for c in cards if c.name == name or name in c.tags]
         if not matches:
             known = sorted({c.name for c in cards} | {t for c in cards for t in c.tags})
 

@@ -1,6 +1,7 @@
 """Run a plan: stream the app's output with profiler noise filtered, convert outputs, write manifest.json."""
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import re
@@ -131,10 +132,8 @@ def _forward_signals(child) -> dict:
     previous = {}
 
     def forward(signum, _frame):
-        try:
+        with contextlib.suppress(OSError):
             child.send_signal(signum)
-        except OSError:
-            pass
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         previous[sig] = signal.signal(sig, forward)

@@ -250,7 +250,7 @@ def _to_reference(named, cfg):
             if name.endswith(fused_suffix):
                 prefix = name[: -len(fused_suffix)]
                 pieces = torch.split(t, [s for _, s in parts], dim=0) if t is not None else [None] * len(parts)
-                for (part, _), piece in zip(parts, pieces):
+                for (part, _), piece in zip(parts, pieces, strict=True):
                     out[prefix + part] = piece
                 break
         else:

@@ -171,7 +171,7 @@ def timed_run(step: TrainStep, xs, ys, warmup: int, steps: int, device):
             ends[i].record()
             losses[warmup + i] = loss
         sync(device)
-        times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+        times = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
     else:
         for i in range(steps):
             j = (warmup + i) % n

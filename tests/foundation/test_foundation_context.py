@@ -180,7 +180,7 @@ def test_value_positions_point_at_each_value(value, indent):
     text = json.dumps(value, indent=indent)
     lines = text.split("\n")
     for path, (line, column) in value_positions(text).items():
-        offset = sum(len(l) + 1 for l in lines[:line - 1]) + column - 1
+        offset = sum(len(text_line) + 1 for text_line in lines[:line - 1]) + column - 1
         decoded, _ = json.JSONDecoder().raw_decode(text, offset)
         expected = value
         for key in path:

@@ -84,7 +84,7 @@ def test_shipped_files_valid_on_real_counter_defs(name, arch, real_catalog, defs
     assert arch in profile.architectures
     result = check_counters(profile, arch, real_catalog)
     limits = block_limits(arch)
-    for group, usage in zip(profile.passes, result.usage):
+    for group, usage in zip(profile.passes, result.usage, strict=True):
         events = set().union(*(independent_events(defs_yaml, c, arch) for c in group))
         per_block = Counter(b for b, _ in events)
         assert usage == dict(per_block)
@@ -175,7 +175,7 @@ def test_packing_is_minimal_on_small_sets(real_catalog):
     best = None
     for k in range(1, len(counters) + 1):
         for labels in itertools.product(range(k), repeat=len(counters)):
-            groups = [[c for c, l in zip(counters, labels) if l == i] for i in range(k)]
+            groups = [[c for c, label in zip(counters, labels, strict=True) if label == i] for i in range(k)]
             if all(g and fits(real_catalog, g, arch) for g in groups):
                 best = k
                 break

@@ -102,7 +102,7 @@ def test_multi_pass_counter_only_counts_dispatches_from_the_first_pass(tmp_path,
     passes = {n: random_dispatches(NAMES, 40, seed=10 + n) for n in (1, 2, 10)}
     same_names = [name for name, _, _ in passes[1]]
     for n in (2, 10):  # the same kernels in the same order, durations differ per re-run
-        passes[n] = [(name, s, e) for name, (_, s, e) in zip(same_names, passes[n])]
+        passes[n] = [(name, s, e) for name, (_, s, e) in zip(same_names, passes[n], strict=True)]
     for n, dispatches in passes.items():
         write_csv(tmp_path / f"run/{pass_dir}_{n}/h/{100 + n}_counter_collection.csv", CC_HEADER,
                   counter_rows(dispatches, {f"COUNTER_{n}_A": n, f"COUNTER_{n}_B": 2 * n}))

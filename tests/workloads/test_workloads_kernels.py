@@ -30,7 +30,7 @@ def check_vjp(fn, ref_fn, inputs, seed=0):
     ref = ref_fn(*inputs)
     refs = ref if isinstance(ref, tuple) else (ref,)
     want = torch.autograd.grad(refs, inputs, cots)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-10)
 
 

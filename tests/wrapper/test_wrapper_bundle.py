@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -37,7 +38,7 @@ def clean_env(tmp_path, *fakes, **extra):
 def test_pyz_holds_only_the_stdlib_parts_and_is_reproducible(tmp_path):
     a = bundle.build_pyz(str(tmp_path / "a.pyz"))
     b = bundle.build_pyz(str(tmp_path / "b.pyz"))
-    assert open(a, "rb").read() == open(b, "rb").read()
+    assert Path(a).read_bytes() == Path(b).read_bytes()
     names = zipfile.ZipFile(a).namelist()
     assert "__main__.py" in names and "madengine_rocprof/tracer/inject/sitecustomize.py" in names
     assert {n.split("/")[1] for n in names if n.count("/") >= 2} == {"wrapper", "tracer"}

@@ -49,7 +49,7 @@ KINETO = {
 
 def test_kineto_kernels_become_rocprofv3_rows():
     rows = convert.kernel_rows(KINETO)
-    trace = [dict(zip(rocprof_csv.KERNEL_TRACE, r)) for r in rows]
+    trace = [dict(zip(rocprof_csv.KERNEL_TRACE, r, strict=True)) for r in rows]
     assert [t["Kernel_Name"] for t in trace] == ["relu_kernel", "void gemm<float>(float*)", "void gemm<float>(float*)"]
     gemm = trace[1]
     assert gemm["Start_Timestamp"] == KINETO["baseTimeNanoseconds"] + 20500
