@@ -43,7 +43,7 @@ def main() -> None:
     x = torch.zeros(256, device="cuda")
     steps(x)  # warm-up
     names = ["none", "cuda", "cuda_no_correlation", "cpu_cuda"]
-    times = {n: [] for n in names}
+    times: dict[str, list[float]] = {n: [] for n in names}
     kernels = {}
     for _ in range(ROUNDS):
         for n in names:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +96,8 @@ _TYPE_FIXES = {
 }
 
 
-def validation_errors(err: ValidationError, source: str | None, known_fields: dict[tuple, Iterable[str]] | None = None,
+def validation_errors(err: ValidationError, source: str | None,
+                      known_fields: Mapping[tuple, Iterable[str]] | None = None,
                       text: str | None = None) -> UserErrors:
     """Convert a pydantic ValidationError into UserErrors with JSON paths and fixes.
 

@@ -80,7 +80,8 @@ def parse_counter_text(text: str, name: str, source: str | None = None) -> tuple
     errors: list[UserError] = []
     passes: list[list[str]] = []
     lines_of: dict[str, int] = {}
-    description, architectures = "", []
+    description = ""
+    architectures: list[str] = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line:

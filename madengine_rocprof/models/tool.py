@@ -41,8 +41,17 @@ TraceDomain = Literal[
     "rocjpeg",
 ]
 OutputFormat = Literal["csv", "json", "pftrace", "otf2", "rocpd"]
+Vendor = Literal["AMD", "NVIDIA"]
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _csv_only() -> list[OutputFormat]:
+    return ["csv"]
+
+
+def _both_vendors() -> list[Vendor]:
+    return ["AMD", "NVIDIA"]
 
 
 def check_env_names(env: dict[str, str]) -> dict[str, str]:
@@ -115,7 +124,7 @@ class ToolDefinition(BaseModel):
     counters: StrictStr | None = Field(
         default=None, pattern=NAME_PATTERN, description="counter profile name (a counters/<name>.txt file)"
     )
-    output_formats: list[OutputFormat] = Field(default_factory=lambda: ["csv"], description="csv is always included")
+    output_formats: list[OutputFormat] = Field(default_factory=_csv_only, description="csv is always included")
     output_directory: StrictStr = "./rocprof_output"
     output_file: StrictStr | None = Field(
         default="%hostname%/%pid%",
@@ -132,7 +141,7 @@ class ToolDefinition(BaseModel):
     pre_scripts: list[ScriptRef] = Field(default_factory=list)
     post_scripts: list[ScriptRef] = Field(default_factory=list)
     overhead: Literal["none", "low", "medium", "high"] = "low"
-    vendors: list[Literal["AMD", "NVIDIA"]] = Field(default_factory=lambda: ["AMD", "NVIDIA"], min_length=1)
+    vendors: list[Vendor] = Field(default_factory=_both_vendors, min_length=1)
 
     _check_env = field_validator("env_vars")(check_env_names)
 

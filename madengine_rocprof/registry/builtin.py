@@ -3,6 +3,8 @@
 tool through the wrapper), plus the five core profiles."""
 from __future__ import annotations
 
+from typing import Any
+
 CORE_PROFILES = ("compute_bound", "memory_bound", "multi_gpu", "lightweight", "pc_sampling")
 
 _SAMPLER_ENV = {"DEVICE": "all", "SAMPLING_RATE": "0.1", "DUAL_GCD": "false"}
@@ -18,7 +20,7 @@ def _sampler_scripts(kind: str, tool: str) -> dict:
     }
 
 # Core profiles first; upstream names reuse them. Fields are ToolDefinition fields.
-_CORE = {
+_CORE: dict[str, dict[str, Any]] = {
     "compute_bound": dict(
         description="Compute-bound kernels: HIP API + kernel trace and ALU/occupancy counters (1 counter pass)",
         trace=["hip", "kernel"], counters="compute_bound", output_formats=["csv", "pftrace"], overhead="medium"),

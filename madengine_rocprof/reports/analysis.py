@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 from pathlib import Path
+from typing import Any
 
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports.categories import CATEGORIES, categorize
@@ -157,7 +158,7 @@ def analyze_run(run: RunData) -> dict:
     dispatches = sum(k.calls for k in kernels.values())
     order = (lambda item: (-item[1].total_ns, item[0])) if timed else (lambda item: (-item[1].calls, item[0]))
     rows = sorted(kernels.items(), key=order)
-    kernel_rows = [
+    kernel_rows: list[dict[str, Any]] = [
         {
             "name": name,
             "category": categorize(name),
@@ -170,7 +171,9 @@ def analyze_run(run: RunData) -> dict:
         }
         for name, k in rows
     ]
-    by_category = {c: {"category": c, "calls": 0, "total_ns": 0, "kernels": 0} for c in CATEGORIES}
+    by_category: dict[str, dict[str, Any]] = {
+        c: {"category": c, "calls": 0, "total_ns": 0, "kernels": 0} for c in CATEGORIES
+    }
     for row in kernel_rows:
         entry = by_category[row["category"]]
         entry["calls"] += row["calls"]

@@ -86,7 +86,10 @@ def _pass_id(rel: Path) -> str | None:
 def _pass_order(pass_id: str | None) -> tuple:
     if pass_id is None:
         return (0, "", 0)
-    kind, number = PASS_DIR.match(pass_id).groups()
+    match = PASS_DIR.match(pass_id)
+    if match is None:  # not a pass folder name: sorts after the numbered passes
+        return (2, pass_id, 0)
+    kind, number = match.groups()
     return (1, kind, int(number))
 
 
@@ -198,7 +201,8 @@ def _choose_timing(run: RunData, timing: list[TimingSource]) -> None:
     skipped_passes = sorted({s.pass_id for s in run.skipped_timing if s.pass_id != first_pass}, key=_pass_order)
     if skipped_passes:
         run.notes.append(
-            f"kernel times are from {first_pass or 'the top level'}; {', '.join(skipped_passes)} re-ran the workload "
+            f"kernel times are from {first_pass or 'the top level'}; "
+            f"{', '.join(p or 'the top level' for p in skipped_passes)} re-ran the workload "
             "to collect other counters, so their kernel times are not added"
         )
     duplicates = [s.rel for s in run.skipped_timing if s.pass_id == first_pass]
@@ -234,7 +238,7 @@ def derive_timing_from_counters(run: RunData) -> None:
     if other_passes:
         run.notes.append(
             f"dispatches are counted from the counter collection of {chosen_pass or 'the top level'} only; "
-            f"{', '.join(other_passes)} re-ran the same dispatches to read other counters"
+            f"{', '.join(p or 'the top level' for p in other_passes)} re-ran the same dispatches to read other counters"
         )
 
 

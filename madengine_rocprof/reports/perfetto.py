@@ -22,7 +22,7 @@ def has_timeline(run: RunData) -> bool:
 def write_trace(run: RunData, path: Path) -> int:
     """Write the trace; returns the number of dispatch events written."""
     sources = [s for s in run.timing if s.has_timeline]
-    origin = min(s.first_start_ns for s in sources)
+    origin = min(s.first_start_ns or 0 for s in sources)  # a source with a timeline has a first start
     events = 0
     with atomic_writer(path) as fh:
         fh.write('{"displayTimeUnit":"ns","otherData":' + json.dumps({"run": run.label, "path": str(run.path),

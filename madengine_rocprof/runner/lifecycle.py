@@ -291,7 +291,7 @@ def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
         say(f"[run] error: {type(err).__name__}: {err}")
     finally:
         try:
-            if started:
+            if started and executor is not None:  # started implies an executor
                 for s in chain.samplers:
                     sampler_results.append(_stop_sampler(executor, s, ws, logs))
                 if not interrupted:  # post-scripts run after a failure or a timeout too; Ctrl-C means stop now

@@ -121,10 +121,15 @@ def nvidia_present(env) -> bool:
     )
 
 
+def embedded() -> Profiler:
+    """The embedded torch.profiler tracer: always available (it ships with the wrapper)."""
+    return Profiler("embedded", None, None, (), "embedded torch.profiler tracer (needs only python3 + torch)")
+
+
 def find(name: str, env) -> Profiler | None:
     """The named profiler with its version, or None when it is not installed."""
     if name == "embedded":
-        return Profiler("embedded", None, None, (), "embedded torch.profiler tracer (needs only python3 + torch)")
+        return embedded()
     path = _which(name, env)
     if not path:
         return None
@@ -163,7 +168,7 @@ def choose(override: str | None, profile_kind: str | None, env=None) -> Profiler
                             exit_code=EXIT_NO_PROFILER)
         prof.why = f"NVIDIA GPU, {profile_kind} profile -> Nsight Compute at {prof.path}"
         return prof
-    prof = find("embedded", env)
+    prof = embedded()
     if profile_kind in ("counters", "pc_sampling"):
         raise UserError(f"{profile_kind} needs a vendor profiler (rocprofv3 or ncu); none was found",
                         where="profile", fix="install rocprofv3 (ROCm) or ncu (CUDA), or use a trace profile",

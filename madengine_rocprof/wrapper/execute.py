@@ -150,7 +150,7 @@ def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, n
                if rel.endswith(suffix) and before.get(rel) != st]
         if plan.post == "ncu":
             ncu_options = plan.argv[:len(plan.argv) - len(plan.app_argv)]  # the app may have its own --metrics
-            nvidia.convert_ncu(out, new, plan.profiler.path, messages, nvidia.requested_metrics(ncu_options))
+            nvidia.convert_ncu(out, new, plan.exe, messages, nvidia.requested_metrics(ncu_options))
         else:
             nvidia.convert_nsys(out, new, messages)
     if noise:
@@ -161,9 +161,9 @@ def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, n
     if start_error:
         outcome = "profiler_failed"
         messages.append(start_error)
-    elif code != 0 and PROFILER_FAILURE.search(tail):
+    elif code != 0 and (failure := PROFILER_FAILURE.search(tail)):
         outcome = "profiler_failed"
-        messages.append("the profiler reported an error: " + PROFILER_FAILURE.search(tail).group(0))
+        messages.append("the profiler reported an error: " + failure.group(0))
     elif code != 0:
         outcome = "app_failed"
     elif not any(f["kind"] not in ("other",) for f in files):

@@ -63,6 +63,20 @@ class Plan:
     post: str | None = None         # conversion after the run: "ncu" | "nsys" | None
     settings: dict = field(default_factory=dict)  # wrapper flags: dry_run, fail_on_no_output, no_filter
 
+    @property
+    def exe(self) -> str:
+        """The profiler's executable (every backend but the embedded tracer has one: detect found it on PATH)."""
+        if self.profiler.path is None:
+            raise AssertionError(f"profiler {self.profiler.name} has no executable")
+        return self.profiler.path
+
+    @property
+    def core_profile(self) -> str:
+        """The core profile an NVIDIA backend collects (build() sets it before calling the backend)."""
+        if self.profile is None:
+            raise AssertionError("no core profile chosen")
+        return self.profile
+
     def to_json(self) -> dict:
         return {"profiler": self.profiler.to_json(), "argv": self.argv, "app_argv": self.app_argv,
                 "output_dir": self.output_dir, "env_added": self.env_added, "profile": self.profile,
@@ -198,15 +212,15 @@ def _rocprofv3(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> No
     keep: list[opts.Opt] = []
     too_new: list[opts.Opt] = []
     formats: list[str] = []
-    output_file = None
+    output_file: str | None = None
     for o in parsed.options:
         if o.name == "--output-directory":
             continue
         if o.name == "--output-format":
-            formats += [f for v in o.value for f in v.split(",") if f]
+            formats += [f for v in o.items for f in v.split(",") if f]
             continue
         if o.name == "--output-file":
-            output_file = o.value
+            output_file = o.text
             continue
         if o.name == "--list-avail" and release < (6, 4):
             keep.append(opts.Opt("--list-metrics", None, o.token))
@@ -215,7 +229,7 @@ def _rocprofv3(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> No
             keep.append(opts.Opt("--list-avail", None, o.token))
             continue
         if o.name == "--input":
-            o = opts.Opt(o.name, os.path.join(cwd, o.value), o.token)  # absolute: run.sh may change directory
+            o = opts.Opt(o.name, os.path.join(cwd, o.text), o.token)  # absolute: run.sh may change directory
         if o.spec.since > release:
             too_new.append(o)
             continue
@@ -231,7 +245,7 @@ def _rocprofv3(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> No
         else:
             template = f"%hostname%/%pid%_{output_file.replace('/', '_')}"
             plan.messages.append(f"-o {output_file} would be shared by every process: using -o {template}")
-    argv = [plan.profiler.path, "--output-directory", plan.output_dir, "--output-file", template,
+    argv = [plan.exe, "--output-directory", plan.output_dir, "--output-file", template,
             "--output-format", *final_formats] + opts.render(keep)
     plan.argv = argv + ["--"] + plan.app_argv
 
@@ -260,10 +274,10 @@ def _check_rocprofv3(parsed: opts.Parsed) -> None:
     if (parsed.on("--stats") or parsed.on("--summary")) and not tracing:
         raise UserError("--stats/--summary need a tracing option (rocprofv3: \"No tracing options were enabled\")",
                         where="--stats", fix="add --kernel-trace")
-    method = (parsed.values("--pc-sampling-method") or [None])[-1]
+    method = parsed.last("--pc-sampling-method")
     if method:
-        unit = (parsed.values("--pc-sampling-unit") or [None])[-1]
-        interval = (parsed.values("--pc-sampling-interval") or [None])[-1]
+        unit = parsed.last("--pc-sampling-unit")
+        interval = parsed.last("--pc-sampling-interval")
         if not (unit and interval):
             raise UserError(
                 "PC sampling needs --pc-sampling-method, --pc-sampling-unit and --pc-sampling-interval together",
@@ -309,10 +323,12 @@ def _check_input_output_keys(parsed: opts.Parsed, cwd: str) -> None:
 
 # ---------------------------------------------------------------- legacy rocprof
 
-LEGACY_SAME = {"--hip-trace": [("--hip-trace",)], "--hsa-trace": [("--hsa-trace",)], "--sys-trace": [("--sys-trace",)],
-               "--kernel-trace": [("--timestamp", "on")], "--marker-trace": [("--roctx-trace",)],
-               "--runtime-trace": [("--hip-trace",), ("--roctx-trace",)], "--stats": [("--stats",)],
-               "--truncate-kernels": [("--basenames", "on")]}
+LEGACY_SAME: dict[str, list[tuple[str, ...]]] = {
+    "--hip-trace": [("--hip-trace",)], "--hsa-trace": [("--hsa-trace",)], "--sys-trace": [("--sys-trace",)],
+    "--kernel-trace": [("--timestamp", "on")], "--marker-trace": [("--roctx-trace",)],
+    "--runtime-trace": [("--hip-trace",), ("--roctx-trace",)], "--stats": [("--stats",)],
+    "--truncate-kernels": [("--basenames", "on")],
+}
 
 
 # rpl_run.sh exits 0 whatever the app returns (`exit $RET`), so a small launcher runs the app and appends its status
@@ -329,7 +345,7 @@ def _legacy(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
     if plan.app_argv[0].startswith("-"):
         raise UserError(f"legacy rocprof has no `--`: the application cannot start with `{plan.app_argv[0]}`",
                         where="application")
-    units: list[tuple] = []  # ("--timestamp", "on"): one legacy option with its value
+    units: list[tuple[str, ...]] = []  # ("--timestamp", "on"): one legacy option with its value
     bad: list[opts.Opt] = []
     traced = parsed.on("--hip-trace") or parsed.on("--sys-trace") or parsed.on("--runtime-trace")
     for o in parsed.options:
@@ -342,10 +358,10 @@ def _legacy(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
         elif o.name == "--memory-copy-trace" and traced:
             plan.messages.append("--memory-copy-trace: legacy --hip-trace/--sys-trace already include copies")
         elif o.name == "--output-format":
-            formats = [f for v in o.value for f in v.split(",")]
+            formats = [f for v in o.items for f in v.split(",")]
             bad += [opts.Opt(o.name, f, f"--output-format {f}") for f in formats if f not in ("csv", "json")]
-        elif o.name == "--input" and o.value.endswith(".txt"):
-            units.append(("-i", os.path.join(cwd, o.value)))
+        elif o.name == "--input" and o.text.endswith(".txt"):
+            units.append(("-i", os.path.join(cwd, o.text)))
         elif o.name in ("--list-avail", "--list-metrics"):
             units.append(("--list-basic",))
         else:
@@ -355,7 +371,7 @@ def _legacy(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
     pid = os.getpid()  # legacy rocprof writes one results.csv per run: name it after the wrapper process
     plan.env_added = {EXIT_FILE_ENV: os.path.join(plan.output_dir, f".tmp_app_exit_{pid}")}
     plan.argv = [
-        plan.profiler.path,
+        plan.exe,
         *(t for u in units for t in u),
         "-d",
         os.path.join(host_dir, f"{pid}_rocprof_data"),
@@ -390,8 +406,9 @@ def _split_nvidia(plan: Plan, parsed: opts.Parsed, meaningful: set, drop: bool, 
 def _embedded(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
     from madengine_rocprof.wrapper import bundle
 
-    if PROFILE_KINDS[plan.profile] != "trace":
-        raise UserError(f"profile `{plan.profile}` needs {PROFILE_KINDS[plan.profile].replace('_', ' ')}: the embedded"
+    needs = PROFILE_KINDS[plan.core_profile]
+    if needs != "trace":
+        raise UserError(f"profile `{plan.profile}` needs {needs.replace('_', ' ')}: the embedded"
                         " tracer records kernel traces only", where=ENV_PROFILE,
                         fix="install ncu (NVIDIA) or rocprofv3 (AMD), or use the lightweight profile")
     _split_nvidia(plan, parsed, MEANINGFUL_ON_NVIDIA_TRACE, drop, "the embedded tracer")
@@ -435,7 +452,7 @@ def _period_env(spec: str, unit: str) -> dict:
 
 
 def _ncu(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
-    kind = PROFILE_KINDS[plan.profile]
+    kind = PROFILE_KINDS[plan.core_profile]
     if kind == "trace":
         raise UserError(f"profile `{plan.profile}` is a trace: ncu replays kernels and distorts timing",
                         where=ENV_PROFILE, fix="use --profiler embedded (or nsys) for traces")
@@ -447,16 +464,16 @@ def _ncu(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
     if amd:
         plan.messages.append(f"AMD counters ({', '.join(dict.fromkeys(amd))}) have no meaning on NVIDIA: "
                              f"collecting the ncu {plan.profile} metric set instead")
-    plan.argv = nvidia.ncu_argv(plan.profiler.path, plan.profile, plan.output_dir, parsed, env) + plan.app_argv
+    plan.argv = nvidia.ncu_argv(plan.exe, plan.core_profile, plan.output_dir, parsed, env) + plan.app_argv
     plan.post = "ncu"
 
 
 def _nsys(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
-    if PROFILE_KINDS[plan.profile] != "trace":
+    if PROFILE_KINDS[plan.core_profile] != "trace":
         raise UserError(f"profile `{plan.profile}` needs counters: nsys only traces", where=ENV_PROFILE,
                         fix="use --profiler ncu")
     _split_nvidia(plan, parsed, MEANINGFUL_ON_NVIDIA_TRACE, drop, "Nsight Systems")
-    plan.argv = nvidia.nsys_argv(plan.profiler.path, plan.output_dir) + plan.app_argv
+    plan.argv = nvidia.nsys_argv(plan.exe, plan.output_dir) + plan.app_argv
     plan.post = "nsys"
 
 

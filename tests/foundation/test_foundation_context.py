@@ -88,13 +88,13 @@ def test_tool_entry_unknown_key_suggests_closest(tmp_path):
     with pytest.raises(UserErrors) as e:
         load_context(write(tmp_path, '{"tools": [{"name": "lightweight", "env_var": {}}]}'), None)
     err = e.value.errors[0]
-    assert err.where == "tools[0].env_var" and "env_vars" in err.fix
+    assert err.where == "tools[0].env_var" and "env_vars" in (err.fix or "")
 
 
 def test_several_errors_reported_together(tmp_path):
     with pytest.raises(UserErrors) as e:
         load_context(write(tmp_path, '{"debug": "yes", "timeout": "10", "docker_gpus": 0}'), None)
-    assert sorted(err.where for err in e.value.errors) == ["debug", "docker_gpus", "timeout"]
+    assert sorted(err.where or "" for err in e.value.errors) == ["debug", "docker_gpus", "timeout"]
 
 
 # ---- property tests: the merge rule and the loader ------------------------------------------------------

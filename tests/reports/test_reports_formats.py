@@ -343,7 +343,7 @@ def test_perfetto_from_every_timeline_format(tmp_path, fmt):
 
 
 kernel_names = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=40
+    alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), min_size=1, max_size=40
 )
 
 

@@ -54,7 +54,8 @@ def test_tinytransformer_v1_lightweight_in_a_container(docker_client, cpu_base_i
     (trace,) = list((ws / "profiler").rglob("*_kernel_trace.csv"))
     (stats,) = list((ws / "profiler").rglob("*_kernel_stats.csv"))
     # Kernel (operator) stats agree with an independent aggregation of the trace.
-    calls, total = defaultdict(int), defaultdict(int)
+    calls: defaultdict[str, int] = defaultdict(int)
+    total: defaultdict[str, int] = defaultdict(int)
     with open(trace, newline="") as f:
         rows = list(csv.DictReader(f))
     for r in rows:

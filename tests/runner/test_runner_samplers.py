@@ -123,7 +123,7 @@ def test_clean_stop_leaves_complete_file_with_monotonic_elapsed(tmp_path, fakes,
         proc.send_signal(signal.SIGTERM)
     else:
         stop.touch()
-    assert proc.wait(timeout=10) == 0, proc.stderr.read()
+    assert proc.wait(timeout=10) == 0, proc.stderr.read() if proc.stderr else ""
     text = out.read_text()
     assert text.endswith("\n")
     elapsed = [float(r[-1]) for r in read_rows(out)[1:]]
@@ -156,9 +156,18 @@ class SlowBackend:
     def __init__(self, clock):
         self.clock = clock
 
-    def power_watts(self, i):
+    def device_count(self) -> int:
+        return 1
+
+    def power_watts(self, index: int) -> float:
         self.clock.now += 0.03
         return 42.0
+
+    def vram_bytes(self, index: int) -> tuple[int, int]:
+        return 0, 0
+
+    def close(self) -> None:
+        pass
 
 
 def test_schedule_is_paced_on_the_monotonic_clock_without_drift():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -12,7 +13,7 @@ import tt_kernels
 import tt_model
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
-f64 = dict(dtype=torch.float64, device=DEV)
+f64: dict[str, Any] = dict(dtype=torch.float64, device=DEV)
 
 
 def gradcheck(fn, inputs):

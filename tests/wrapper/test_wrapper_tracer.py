@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,7 +30,7 @@ def read_csv(path) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
-KINETO = {
+KINETO: dict[str, Any] = {
     "baseTimeNanoseconds": 1_700_000_000_000_000_000,
     "traceEvents": [
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 77, "ts": 9.0, "dur": 1.0,
