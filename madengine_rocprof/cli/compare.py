@@ -29,7 +29,7 @@ def register(subparsers) -> None:
     p.add_argument("--statistic", choices=("mean", "median"), default="mean", help="compared statistic (default mean)")
     p.add_argument("--resamples", type=int, default=2000, metavar="N", help="bootstrap resamples (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap (default 0)")
-    p.add_argument("--top", type=int, default=10, metavar="N", help="kernels compared: the base's top N by time (default 10)")
+    p.add_argument("--top", type=int, default=10, metavar="N", help="kernels compared: the base's top N by time (default 10; 0: step time only)")
     p.add_argument("--min-share", type=float, default=1.0, metavar="PCT",
                    help="... with at least PCT percent of the base's kernel time (default 1)")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the comparison as JSON")
@@ -46,7 +46,7 @@ def _settings(args: argparse.Namespace):
     checks = [("--threshold", 0 <= args.threshold < 1000, "a percentage >= 0"),
               ("--confidence", 50 <= args.confidence < 100, "a percentage in [50, 100), e.g. 95"),
               ("--resamples", 100 <= args.resamples <= 1_000_000, "between 100 and 1,000,000"),
-              ("--top", args.top >= 1, "at least 1"), ("--min-share", 0 <= args.min_share <= 100, "a percentage in [0, 100]")]
+              ("--top", args.top >= 0, "0 or more"), ("--min-share", 0 <= args.min_share <= 100, "a percentage in [0, 100]")]
     for option, ok, fix in checks:
         if not ok:
             raise UserError(f"invalid value {getattr(args, option[2:].replace('-', '_'))}", where=option, fix=f"give {fix}")

@@ -152,7 +152,7 @@ def compare_sides(base: Side, new: Side, settings: Settings) -> dict:
     metrics = []
     if base.step_times_ms or new.step_times_ms:
         metrics.append(compare_metric("step time", "step", "ms", base.step_times_ms, new.step_times_ms, settings, 0))
-    names = chosen_kernels(base, new, settings)
+    names = chosen_kernels(base, new, settings) if settings.top else []
     collect_samples(base, set(names))
     collect_samples(new, set(names))
     for i, name in enumerate(names, start=1):

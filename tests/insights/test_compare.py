@@ -193,3 +193,13 @@ def test_bad_input_stops_with_the_file_and_writes_nothing(tmp_path, capsys):
     assert not out.exists()
     code, io = run_compare([base, tmp_path / "missing"], capsys)
     assert code == 2 and "not a directory" in io.err
+
+
+def test_top_zero_gates_on_step_time_only(tmp_path, capsys):
+    rng = random.Random(6)
+    base = write_run(tmp_path / "base", noisy(rng, 100.0, 1.0, 30), kernels={GEMM: [1000] * 10})
+    new = write_run(tmp_path / "new", noisy(rng, 100.0, 1.0, 30), kernels={GEMM: [2000] * 10})
+    out = tmp_path / "cmp.json"
+    assert run_compare([base, new, "--gate", "--json", out, "-q"], capsys)[0] == 1
+    assert run_compare([base, new, "--gate", "--top", "0", "--json", out, "-q"], capsys)[0] == 0
+    assert [m["name"] for m in json.loads(out.read_text())["metrics"]] == ["step time"]
