@@ -7,7 +7,7 @@ import random
 import statistics
 
 import pytest
-from conftest import noisy, write_run
+from insights_builders import noisy, write_run
 
 from madengine_rocprof.cli import main
 from madengine_rocprof.insights.compare import Settings, compare_metric

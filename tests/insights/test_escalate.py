@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import write_run
+from insights_builders import write_run
 
 from madengine_rocprof.cli import main
 from madengine_rocprof.errors import UserError
