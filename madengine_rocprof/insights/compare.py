@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.insights.stats import bootstrap_ratio
+from madengine_rocprof.insights.stats import STATISTICS, bootstrap_ratio
 from madengine_rocprof.reports.analysis import merge_kernels
 from madengine_rocprof.reports.categories import classify
 from madengine_rocprof.reports.discover import iter_dispatches, load_run
@@ -121,8 +121,6 @@ def compare_metric(name: str, kind: str, unit: str, base: list[float], new: list
         row["verdict"] = "only in new" if new else "only in base"
         return row
     if len(base) < 2 or len(new) < 2:
-        from madengine_rocprof.insights.stats import STATISTICS
-
         b, n = STATISTICS[settings.statistic](base), STATISTICS[settings.statistic](new)
         row.update(base=b, new=n, ratio=n / b if b > 0 else None, verdict="too few samples")
         return row

@@ -298,6 +298,12 @@ def bound(metrics: dict) -> str:
     return f"latency/occupancy: nothing near peak, highest {label} {pct:.0f}%{missing}"
 
 
+def _device(run: RunData) -> dict:
+    """The workload's device record (workload_result.json), {} when absent."""
+    device = (run.workload or {}).get("device")
+    return device if isinstance(device, dict) else {}
+
+
 def join(first: RunData, second: dict[str, RunData], targets: list[Target], peak: Peak | None, plan: dict) -> dict:
     rows = []
     for rank, t in enumerate(targets, start=1):
@@ -315,7 +321,7 @@ def join(first: RunData, second: dict[str, RunData], targets: list[Target], peak
         "schema_version": SCHEMA_VERSION, "tool": "madengine-rocprof escalate",
         "generated_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "first_pass": str(first.path), "kernel_time_ns": sum(k.total_ns for k in merge_kernels(first).values()),
-        "device": (first.workload or {}).get("device", {}).get("name") if isinstance((first.workload or {}).get("device"), dict) else None,
+        "device": _device(first).get("name"),
         "peak": asdict(peak) if peak else None,
         "passes": [{k: p.get(k) for k in ("profile", "tool", "kernel_include_regex", "env", "run_dir", "exit_code")}
                    for p in plan.get("passes", [])],
@@ -330,6 +336,6 @@ def build_report(run: Path, plan: dict, peak_bandwidth: float | None = None, pea
     for step in plan["passes"]:
         if step.get("run_dir") and Path(step["run_dir"]).is_dir():
             second[step["profile"]] = load_run(Path(step["run_dir"]), Path(step["run_dir"]).name)
-    device = ((first.workload or {}).get("device") or {}) if isinstance((first.workload or {}).get("device"), dict) else {}
+    device = _device(first)
     peak = device_peak(device.get("name") or device.get("arch"), peak_bandwidth, peak_tflops)
     return join(first, second, targets, peak, plan)
