@@ -6,14 +6,13 @@ everything was read and checked, so a bad input leaves nothing half-written).
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
 
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import build_report, html_page, load_runs, markdown, perfetto
-from madengine_rocprof.reports.output import write_text
+from madengine_rocprof.reports.output import write_json, write_text
 
 
 def register(subparsers) -> None:
@@ -48,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     text = markdown.render(report, top=args.top, name_width=args.name_width)
     page = html_page.render(report, top=max(args.top, 15)) if args.html else None
     if args.json:
-        write_text(args.json, json.dumps(report, indent=1) + "\n")
+        write_json(args.json, report)
     if page is not None:
         write_text(args.html, page)
     if args.markdown:
