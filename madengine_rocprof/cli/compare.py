@@ -57,12 +57,12 @@ def _settings(args: argparse.Namespace):
 def _value(row: dict) -> tuple[str, str]:
     from madengine_rocprof.reports.formatting import DASH
 
-    def fmt(v, n):
+    def fmt(v, n, runs):
         if v is None:
             return DASH
         shown = f"{v:,.3f} ms" if row["unit"] == "ms" else f"{v / 1e3:,.2f} us"
-        return f"{shown} (n={n:,})"
-    return fmt(row["base"], row["n_base"]), fmt(row["new"], row["n_new"])
+        return f"{shown} (n={n:,}" + (f", {runs} runs)" if runs > 1 else ")")
+    return fmt(row["base"], row["n_base"], row["runs_base"]), fmt(row["new"], row["n_new"], row["runs_new"])
 
 
 def render_markdown(result: dict, name_width: int = 60) -> str:
@@ -75,7 +75,8 @@ def render_markdown(result: dict, name_width: int = 60) -> str:
            f"- base: `{result['base']['path']}` ({len(result['base']['runs'])} run(s))",
            f"- new: `{result['new']['path']}` ({len(result['new']['runs'])} run(s))",
            f"- {s['statistic']} per metric, ratio new/base (above 1 = slower), {conf} bootstrap CI "
-           f"({s['resamples']:,} resamples, seed {s['seed']}); regression = CI above 1 and ratio above "
+           f"({s['resamples']:,} resamples, seed {s['seed']}; repeated runs resampled run by run); regression = CI above "
+           f"1 and ratio above "
            f"{1 + s['threshold']:.3g}", ""]
     rows = []
     for m in result["metrics"]:

@@ -42,10 +42,11 @@ class Side:
     label: str
     root: Path
     runs: list[Path] = field(default_factory=list)
-    step_times_ms: list[float] = field(default_factory=list)
+    step_times_ms: list[list[float]] = field(default_factory=list)  # per run
     kernels: dict[str, KernelStats] = field(default_factory=dict)
     kernel_time_ns: float = 0.0
-    kernel_samples: dict[str, list[float]] = field(default_factory=dict)  # ns, per dispatch (or per run for stats)
+    # per kernel, per run: ns per dispatch (a run with only statistics: its average, one value)
+    kernel_samples: dict[str, list[list[float]]] = field(default_factory=dict)
     loaded: list = field(default_factory=list, repr=False)  # (RunData, merged kernels) per run, until sampled
 
 
@@ -79,7 +80,7 @@ def load_side(root: Path, label: str) -> Side:
     side = Side(label=label, root=root, runs=find_runs(root))
     for path in side.runs:
         data = load_run(path, path.name)
-        side.step_times_ms += _step_times(data.workload, path)
+        side.step_times_ms.append(_step_times(data.workload, path))
         kernels = merge_kernels(data)
         for name, stats in kernels.items():
             side.kernels.setdefault(name, KernelStats()).merge(stats)
@@ -91,6 +92,7 @@ def load_side(root: Path, label: str) -> Side:
 def collect_samples(side: Side, names: set[str]) -> None:
     """Per-dispatch durations of the chosen kernels; a run with only statistics adds its average per kernel."""
     for data, _ in side.loaded:
+        per_run: dict[str, list[float]] = {}
         for source in data.timing:
             wanted = names & set(source.kernels)
             if not wanted:
@@ -98,10 +100,12 @@ def collect_samples(side: Side, names: set[str]) -> None:
             if source.fmt in PER_DISPATCH and source.counter_time is None:
                 for name, start, end, _ in iter_dispatches(source):
                     if name in wanted:
-                        side.kernel_samples.setdefault(name, []).append(float(end - start))
+                        per_run.setdefault(name, []).append(float(end - start))
             else:
                 for name in wanted:
-                    side.kernel_samples.setdefault(name, []).append(source.kernels[name].average_ns)
+                    per_run.setdefault(name, []).append(source.kernels[name].average_ns)
+        for name, values in per_run.items():
+            side.kernel_samples.setdefault(name, []).append(values)
     side.loaded = []
 
 
@@ -113,21 +117,27 @@ def _verdict(low: float, high: float) -> str:
     return "no significant change"
 
 
-def compare_metric(name: str, kind: str, unit: str, base: list[float], new: list[float], settings: Settings,
-                   seed_offset: int) -> dict:
-    row = {"name": name, "kind": kind, "unit": unit, "n_base": len(base), "n_new": len(new), "base": None,
-           "new": None, "ratio": None, "ci_low": None, "ci_high": None, "verdict": None, "regression": False}
-    if not base or not new:
-        row["verdict"] = "only in new" if new else "only in base"
+def compare_metric(name: str, kind: str, unit: str, base: list[list[float]], new: list[list[float]],
+                   settings: Settings, seed_offset: int) -> dict:
+    """One metric from its values per run on each side."""
+    flat_b = [v for g in base for v in g]
+    flat_n = [v for g in new for v in g]
+    row = {"name": name, "kind": kind, "unit": unit, "n_base": len(flat_b), "n_new": len(flat_n),
+           "runs_base": sum(bool(g) for g in base), "runs_new": sum(bool(g) for g in new), "base": None,
+           "new": None, "ratio": None, "ci_low": None, "ci_high": None, "resampled": None, "verdict": None,
+           "regression": False}
+    if not flat_b or not flat_n:
+        row["verdict"] = "only in new" if flat_n else "only in base"
         return row
-    if len(base) < 2 or len(new) < 2:
-        b, n = STATISTICS[settings.statistic](base), STATISTICS[settings.statistic](new)
+    if len(flat_b) < 2 or len(flat_n) < 2:
+        b, n = STATISTICS[settings.statistic](flat_b), STATISTICS[settings.statistic](flat_n)
         row.update(base=b, new=n, ratio=n / b if b > 0 else None, verdict="too few samples")
         return row
     ci = bootstrap_ratio(base, new, statistic=settings.statistic, confidence=settings.confidence,
                          resamples=settings.resamples, seed=settings.seed + seed_offset, max_samples=settings.max_samples)
     verdict = _verdict(ci.low, ci.high)
     row.update(base=ci.base, new=ci.new, ratio=ci.ratio, ci_low=ci.low, ci_high=ci.high, verdict=verdict,
+               resampled=f"{ci.resampled_base}/{ci.resampled_new}",
                regression=verdict == "slower" and ci.ratio > 1 + settings.threshold)
     return row
 
@@ -145,10 +155,10 @@ def chosen_kernels(base: Side, new: Side, settings: Settings) -> list[str]:
 
 
 def compare_sides(base: Side, new: Side, settings: Settings) -> dict:
-    if not base.step_times_ms and not base.kernels:
+    if not any(base.step_times_ms) and not base.kernels:
         raise UserError(f"nothing to compare in {base.root}", fix="runs need step_times_ms in workload_result.json or kernel timings")
     metrics = []
-    if base.step_times_ms or new.step_times_ms:
+    if any(base.step_times_ms) or any(new.step_times_ms):
         metrics.append(compare_metric("step time", "step", "ms", base.step_times_ms, new.step_times_ms, settings, 0))
     names = chosen_kernels(base, new, settings) if settings.top else []
     collect_samples(base, set(names))

@@ -94,7 +94,7 @@ def gemm_shape(name: str) -> str:
 
 
 # ---- built-in rules: (id, category, role or role function, pattern) -----------------------------------------
-_BWD = _re(r"bwd|backward|grad|cutlassB|dgrad|wgrad")
+_BWD = _re(r"bwd|backward|bprop|grad|cutlassB|dgrad|wgrad")
 
 
 def _direction(prefix: str):
@@ -123,6 +123,8 @@ _BUILTIN = (
     ("foreach", "optimizer", "multi-tensor (foreach)", r"multi_tensor_apply|_foreach_"),
     ("softmax", "attention", _direction("softmax"), r"softmax"),
     ("rope", "attention", "rotary embedding", r"rotary|(^|[^a-z])rope"),
+    # cuDNN's flash-attention backward runs helpers around its bprop kernel: dO.O row sums first, dQ conversion last
+    ("attention_bwd_helper", "attention", "attention bwd", r"compute_dot_do_o|convert_dq_to"),
     ("attention", "attention", _direction("attention"),
      r"attn|attention|flash|fmha|sdpa|mha_(fwd|bwd)"),
     ("norm", "normalization", _direction("norm"),

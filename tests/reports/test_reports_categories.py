@@ -57,6 +57,10 @@ def builtin_rules_only(monkeypatch, tmp_path):
          "GEMM split-K reduce", "cuBLASLt"),
         ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x256_32x4_nt_align4>(Params)", "GEMM",
          "GEMM skinny tile (aspect >=4)", "CUTLASS"),
+        ("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x64_1x4x1_cga1x1x1_kernel0_0",
+         "attention", "attention bwd", "cuDNN"),
+        ("void cudnn::fusion::compute_dot_do_o_specialized<true, 64>(void const*, void const*, void*)", "attention",
+         "attention bwd", "cuDNN"),
         ("sm80_xmma_fprop_implicit_gemm_indexed_f32f32_tf32f32_f32_nhwckrsc_nchw_cudnn", "GEMM", "convolution", "cuDNN"),
         ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>>(Flash_fwd_params)", "attention",
          "attention fwd", "flash-attn"),
@@ -129,15 +133,28 @@ def test_real_fixture_kernels_are_all_classified(rocprof_fixtures):
         assert categorize(name) == expected[word], name
 
 
-def _h100_kernel_names() -> list[str]:
+def _kernels_seen(value) -> set[str]:
+    if isinstance(value, dict):
+        return set().union(*(set(v) if k == "gpu_kernels_seen" else _kernels_seen(v) for k, v in value.items()))
+    if isinstance(value, list):
+        return set().union(*(_kernels_seen(v) for v in value)) if value else set()
+    return set()
+
+
+def _real_kernel_names() -> list[str]:
+    """Kernels of the real GPU runs in benchmarks/: the H100 v1-v4 report, and the H100/H200 benchmark results
+    (torch 2.11, cuBLAS/cuBLASLt, cuDNN SDPA, this project's Triton kernels)."""
     report = json.loads((REPO / "benchmarks/reports/gpu_v1_v4/report.json").read_text())
-    return sorted({k["name"] for run in report["runs"] for k in run["kernels"]})
+    names = {k["name"] for run in report["runs"] for k in run["kernels"]}
+    for device in ("h100", "h200"):
+        names |= _kernels_seen(json.loads((REPO / f"benchmarks/tinytransformer/results_{device}.json").read_text()))
+    return sorted(names)
 
 
-def test_real_h100_kernels_none_unknown_and_gemms_found_by_library():
-    """Every kernel of the real H100 TinyTransformer v1-v4 runs is classified; names a GEMM library wrote are GEMMs."""
-    names = _h100_kernel_names()
-    assert len(names) > 80
+def test_real_gpu_kernels_none_unknown_and_gemms_found_by_library():
+    """Every kernel of the real H100/H200 runs is classified; names a GEMM library wrote are GEMMs."""
+    names = _real_kernel_names()
+    assert len(names) > 120
     assert [n for n in names if categorize(n) == "unknown"] == []
     gemm_libraries = {"cuBLAS", "cuBLASLt"}
     for name in names:
@@ -146,8 +163,10 @@ def test_real_h100_kernels_none_unknown_and_gemms_found_by_library():
             assert found.category == "GEMM", name
         if name.startswith("nvjet_") or "xmma_gemm" in name or "sgemm" in name or "s1688gemm" in name:
             assert found.role.startswith("GEMM "), name
-        if name.startswith("tt_attn_bwd") or "cutlassB" in name:
+        if name.startswith("tt_attn_bwd") or "cutlassB" in name or "sdpa" in name and "bprop" in name:
             assert found.role == "attention bwd", name
+        if "sdpa" in name and "fprop" in name:
+            assert (found.role, found.library) == ("attention fwd", "cuDNN"), name
     roles = {classify(n).role for n in names}
     assert {"GEMM large tile (>=128x128)", "GEMM medium tile", "GEMM small tile (<=64x64)", "attention fwd",
             "attention bwd", "norm fwd", "norm bwd", "optimizer step", "loss"} <= roles
