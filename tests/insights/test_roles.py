@@ -84,3 +84,22 @@ def test_user_rules_regroup_kernels_in_the_report(tmp_path, capsys):
     rules.write_text(json.dumps({"rules": [{"match": "(", "category": "GEMM"}]}))
     assert main(["report", str(amd), "--json", str(out), "-q", "--kernel-rules", str(rules)]) == 2
     assert "rules[0].match: invalid regular expression" in capsys.readouterr().err
+
+
+def test_html_page_shows_the_role_table(tmp_path, capsys):
+    amd = write_run(tmp_path / "mi300x", kernels={n: d for n, _, d in AMD})
+    nv = write_run(tmp_path / "h100", kernels={n: d for n, _, d in NVIDIA})
+    page = tmp_path / "r.html"
+    assert main(["report", str(amd), str(nv), "--html", str(page), "-q"]) == 0
+    html = page.read_text()
+    assert "Kernel time by role (ms)" in html and "GEMM large tile (&gt;=128x128)" in html
+
+
+def test_kernels_classify_a_run_lists_every_kernel_and_counts_unknown(tmp_path, capsys):
+    amd = write_run(tmp_path / "mi300x", kernels={n: d for n, _, d in AMD})
+    assert main(["kernels", "classify", "--run", str(amd)]) == 0
+    out = capsys.readouterr().out
+    assert f"{len(AMD)} kernels, 1 unknown" in out
+    row = next(x for x in out.splitlines() if x.startswith("| Cijk_Alik"))
+    assert [c.strip() for c in row.strip("|").split("|")][1:] == [
+        "GEMM", "GEMM large tile (>=128x128)", "Tensile/hipBLASLt", "built-in gemm"]
