@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from html import escape
 
+from madengine_rocprof.reports import multinode
 from madengine_rocprof.reports.categories import CATEGORIES
 from madengine_rocprof.reports.markdown import category_table, shown_counters
 from madengine_rocprof.reports.formatting import DASH, count, display_name, gib, ms, number, pct, shorten, times, us
@@ -174,4 +175,6 @@ def _run(run: dict, n: int, top: int, name_width: int) -> str:
         out.append("<h3>Memory copies</h3>")
         out.append(_table(["direction", "copies", "time (ms)"],
                           [[c["direction"], count(c["calls"]), ms(c["total_ns"])] for c in run["memory_copies"]]))
+    for title, header, rows in multinode.tables(run.get("multi_node")):
+        out.append(f"<h3>{escape(title)}</h3>" + _table(header, rows))
     return "\n".join(out)

@@ -1,6 +1,7 @@
 """Render the report dict as Markdown (what `madengine-rocprof report` prints by default)."""
 from __future__ import annotations
 
+from madengine_rocprof.reports import multinode
 from madengine_rocprof.reports.categories import CATEGORIES
 from madengine_rocprof.reports.formatting import DASH, count, display_name, gib, ms, number, pct, shorten, times, us
 
@@ -123,4 +124,6 @@ def _run(run: dict, top: int, name_width: int) -> list[str]:
         out += ["### Memory copies", ""]
         out += table(["direction", "copies", "time (ms)"],
                      [[c["direction"], count(c["calls"]), ms(c["total_ns"])] for c in run["memory_copies"]])
+    for title, header, rows in multinode.tables(run.get("multi_node")):
+        out += [f"### {title}", ""] + table(header, rows)
     return out
