@@ -46,7 +46,7 @@ print_env() {
   echo "SLURM_BIN=$STATE/bin"
   echo "SLURM_SHARED=$(mkdir -p "$STATE/shared" && cd "$STATE/shared" && pwd -P)"
   echo "SLURM_CONTROLLER=$CTL"
-  echo "SLURM_NODES='${NODES[*]}'"
+  echo "SLURM_NODES=$(IFS=,; echo "${NODES[*]}")"
   echo "SLURM_JOBCOMP=/var/log/slurm/jobcomp.log"
 }
 if [ "$action" = env ]; then print_env; exit 0; fi

@@ -19,7 +19,6 @@ TIME_FORMAT = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+
                          r"UNLIMITED|INFINITE)$", re.IGNORECASE)
 # madengine's optional sbatch keys that pass through as `#SBATCH --<key>=<value>`
 PASS_THROUGH = ("nodelist", "exclude", "constraint", "qos", "account", "reservation")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass
@@ -77,10 +76,6 @@ def job_settings(ctx: AdditionalContext, timeout_s: float, partition_has_gpus: b
     network = (ctx.slurm.model_extra or {}).get("network_interface") if ctx.slurm else None
     if network is not None and not (isinstance(network, str) and re.match(r"^[\w.-]+$", network)):
         raise UserError(f"'{network}' is not a network interface name", where="slurm.network_interface")
-    for name in ctx.env_vars | ctx.docker_env_vars:
-        if not ENV_NAME.match(name):
-            raise UserError(f"'{name}' is not an environment variable name", where=f"env_vars.{name}",
-                            fix="use letters, digits and underscores, not starting with a digit")
     return JobSettings(nodes=nodes, ranks_per_node=ranks, partition=slurm.get("partition"), gpus_per_node=gpus,
                        time=time, exclusive=bool(slurm.get("exclusive", False)),
                        port=(dist.port if dist and dist.port else DEFAULT_PORT), modules=list(slurm.get("modules") or []),
@@ -142,6 +137,9 @@ def task_script(job: JobSettings, chain: Chain, *, workspace: str, plugin: str, 
         "#!/bin/bash",
         "# One per node (srun). Written by `madengine-rocprof run --runner slurm`.",
         "set -uo pipefail",
+        # scancel/time limit: SIGTERM reaches every process of the step; this script outlives the workload to record
+        # its exit code and stop the samplers (SIGKILL comes KillWait seconds later)
+        "trap 'echo \"[task] $(hostname): SIGTERM: the job is being ended\"' TERM",
         f"NODE_WS={ws}/nodes/$(hostname)",
         'mkdir -p "$NODE_WS/logs" "$NODE_WS/samplers" "$NODE_WS/.runner"',
         'ln -sfn ../../model_scripts "$NODE_WS/model_scripts"',
@@ -164,7 +162,8 @@ def task_script(job: JobSettings, chain: Chain, *, workspace: str, plugin: str, 
         lines.append(_hook_line(f"pre_{i}_{name.rsplit('.', 1)[0]}", ref, name, hook_timeout, guard="pre_failed"))
     lines += [
         'if [ -z "${pre_failed:-}" ]; then',
-        f"  {command} 2>&1 | tee \"$NODE_WS/logs/run.log\"",
+        # tee ignores SIGTERM so the workload can still write (no SIGPIPE) while it shuts down
+        f"  {command} 2>&1 | (trap '' TERM; exec tee \"$NODE_WS/logs/run.log\")",
         "  code=${PIPESTATUS[0]}",
         "else",
         '  echo "[task] a pre-script failed: workload not started" | tee "$NODE_WS/logs/run.log"; code=1',
