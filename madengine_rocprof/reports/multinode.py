@@ -15,8 +15,9 @@ import statistics
 from pathlib import Path
 
 from madengine_rocprof.reports.categories import categorize
-from madengine_rocprof.reports.formatting import DASH, count, ms, number, pct
+from madengine_rocprof.reports.formatting import DASH, ms, number, pct
 from madengine_rocprof.reports.model import RunData
+from madengine_rocprof.reports.sections import Column, Lines, Section, Table
 
 RANK_PREFIX = re.compile(r"^rank(\d+)_(\d+)$")
 STEP_MARK = "Optimizer.step#"
@@ -97,29 +98,35 @@ def straggler(ranks: list[dict]) -> dict | None:
                           "vs_median": (r[key] / median - 1) if median else None} for r in ranks]}
 
 
-def _value(section: dict, value) -> str:
-    return ms(value) if section["by"] == "GPU time (ms)" else number(value)
-
-
-def tables(section: dict | None) -> list[tuple[str, list[str], list[list[str]]]]:
-    """(title, header, formatted rows) for the renderers: per node, per rank, stragglers."""
-    if not section:
-        return []
-    out = [
-        ("Per node", ["node", "ranks", "dispatches", "GPU time (ms)", "step time (ms, slowest rank)", "communication"],
-         [[n["host"] or DASH, str(n["ranks"]), count(n["dispatches"]), ms(n["gpu_time_ns"]), number(n["step_time_ms"]),
-           pct(n["communication_share"])] for n in section["nodes"]]),
-        ("Per rank", ["rank", "node", "dispatches", "GPU time (ms)", "step time (ms, median)", "communication (ms)",
-                      "communication share"],
-         [[r["label"], r["host"] or DASH, count(r["dispatches"]), ms(r["gpu_time_ns"]), number(r["step_time_ms"]),
-           ms(r["communication_ns"]), pct(r["communication_share"])] for r in section["ranks"]]),
+def section(run: dict, top: int) -> Section | None:
+    """Per node, per rank and straggler tables (a report section; the renderers format the typed columns)."""
+    data = run.get("multi_node")
+    if not data:
+        return None
+    blocks: list = [
+        Lines(["Per node (step time: its slowest rank)"]),
+        Table([Column("node"), Column("ranks", "count"), Column("dispatches", "count"), Column("GPU time (ms)", "ms"),
+               Column("step time (ms)", "number"), Column("communication", "pct")],
+              [[n["host"] or DASH, n["ranks"], n["dispatches"], n["gpu_time_ns"], n["step_time_ms"],
+                n["communication_share"]] for n in data["nodes"]]),
+        Lines(["Per rank (step time: median interval between optimizer steps)"]),
+        Table([Column("rank"), Column("node"), Column("dispatches", "count"), Column("GPU time (ms)", "ms"),
+               Column("step time (ms)", "number"), Column("communication (ms)", "ms"),
+               Column("communication share", "pct")],
+              [[r["label"], r["host"] or DASH, r["dispatches"], r["gpu_time_ns"], r["step_time_ms"],
+                r["communication_ns"], r["communication_share"]] for r in data["ranks"]]),
     ]
-    s = section["straggler"]
+    s = data["straggler"]
     if s:
-        title = (f"Stragglers by {s['by']}: slowest {s['slowest']} on {s['slowest_host'] or DASH}, "
-                 f"{pct(s['skew'])} above the median {_value(s, s['median'])}")
-        out.append((title, ["rank", "node", s["by"], "vs median"],
-                    [[r["label"], r["host"] or DASH, _value(s, r["value"]),
-                      (f"+{pct(r['vs_median'])}" if (r["vs_median"] or 0) > 0 else pct(r["vs_median"]))]
-                     for r in s["per_rank"]]))
-    return out
+        by_gpu = s["by"] == "GPU time (ms)"
+        median = ms(s["median"]) if by_gpu else number(s["median"])
+        blocks += [
+            Lines([f"Stragglers by {s['by']}: slowest {s['slowest']} on {s['slowest_host'] or DASH}, "
+                   f"{pct(s['skew'])} above the median {median}"]),
+            Table([Column("rank"), Column("node"), Column(s["by"], "ms" if by_gpu else "number"),
+                   Column("vs median")],
+                  [[r["label"], r["host"] or DASH, r["value"],
+                    (f"+{pct(r['vs_median'])}" if (r["vs_median"] or 0) > 0 else pct(r["vs_median"]))]
+                   for r in s["per_rank"]]),
+        ]
+    return Section("Across ranks and nodes", blocks=blocks)

@@ -14,13 +14,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from madengine_rocprof.atomic import write_json
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.models import AdditionalContext
 from madengine_rocprof.registry.store import BUILTIN_COUNTERS_DIR
 from madengine_rocprof.runner import slurm_cluster as cluster
 from madengine_rocprof.runner.lifecycle import (PACKAGE_DIR, SCRIPTS_DIR, Planned, RunOptions, _git_commit, _now,
                                                 _profiler_outcomes, plan_runs, say)
-from madengine_rocprof.runner.results import append_perf_row, parse_performance, write_json
+from madengine_rocprof.runner.results import append_perf_row, parse_performance
 from madengine_rocprof.runner.slurm_jobs import JobSettings, batch_script, job_settings, task_script
 
 POLL_S = 2.0

@@ -65,10 +65,10 @@ def test_per_node_per_rank_and_straggler(two_node_run):
 
 def test_rendered_tables(two_node_run):
     text = markdown.render(build_report(load_runs([two_node_run])))
-    per_node = text.split("### Per node", 1)[1].split("###", 1)[0]
+    per_node = text.split("### Across ranks and nodes", 1)[1].split("- Per rank", 1)[0]
     assert "| nodeA | 1 | 4 | 4.000 | 10 | 25.0% |" in per_node
     assert "| nodeB | 1 | 3 | 5.000 | 15 | 20.0% |" in per_node
-    assert "### Stragglers by step time (ms): slowest rank 1 on nodeB, 20.0% above the median 12.5" in text
+    assert "- Stragglers by step time (ms): slowest rank 1 on nodeB, 20.0% above the median 12.5" in text
     assert "| rank 1 | nodeB | 15 | +20.0% |" in text
 
 

@@ -66,7 +66,7 @@ def test_two_nodes_profiled_under_the_shipped_multi_node_config(slurm_run, slurm
     assert [r["label"] for r in section["ranks"]] == ["rank 0", "rank 1"]
     assert all(r["step_time_ms"] and r["communication_ns"] > 0 for r in section["ranks"])  # DDP all-reduces over gloo
     markdown = report.stdout
-    per_node = markdown.split("### Per node", 1)[1].split("###", 1)[0]
+    per_node = markdown.split("### Across ranks and nodes", 1)[1].split("- Per rank", 1)[0]
     assert all(f"| {host} |" in per_node for host in hosts), per_node
 
 
