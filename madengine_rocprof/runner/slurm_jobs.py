@@ -77,7 +77,7 @@ def job_settings(ctx: AdditionalContext, timeout_s: float, partition_has_gpus: b
     if network is not None and not (isinstance(network, str) and re.match(r"^[\w.-]+$", network)):
         raise UserError(f"'{network}' is not a network interface name", where="slurm.network_interface")
     return JobSettings(nodes=nodes, ranks_per_node=ranks, partition=slurm.get("partition"), gpus_per_node=gpus,
-                       time=time, exclusive=bool(slurm.get("exclusive", False)),
+                       time=time, exclusive=bool(slurm.get("exclusive", True)),  # madengine: exclusive unless told
                        port=(dist.port if dist and dist.port else DEFAULT_PORT), modules=list(slurm.get("modules") or []),
                        extra=extra, network_interface=network, notes=notes)
 

@@ -2,6 +2,7 @@
 header, quoting of everything that comes from the context, and the refusal when SLURM's commands are missing."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -56,7 +57,7 @@ def test_context_values_reach_the_job_as_data_never_as_shell_code(tmp_path):
     marker = tmp_path / "pwned"
     evil = f"$(touch {marker}); `touch {marker}` ' \" ;"
     ctx = _ctx('{"slurm": {"nodes": 2, "account": "proj; touch %s", "modules": ["rocm/6.2"]}, '
-               '"env_vars": {"EVIL": %s}}' % (marker, __import__("json").dumps(evil)))
+               '"env_vars": {"EVIL": %s}}' % (marker, json.dumps(evil)))
     job = job_settings(ctx, 60, False)
     script = batch_script(job, name="mrp-x", workspace=str(tmp_path), plugin=str(tmp_path / ".plugin"),
                           env={"EVIL": evil, "PYTHONPATH": "/ctx/path"}, title="t")
