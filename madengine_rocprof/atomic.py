@@ -6,9 +6,11 @@ Standard library only: the wrapper bundle (zipapp) carries this module into cont
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat
 import tempfile
+from typing import Any
 
 
 def _final_mode(path: str) -> int:
@@ -30,7 +32,7 @@ def atomic_file(path, mode: str = "w"):
     final_mode = _final_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
     try:
-        kwargs = {} if "b" in mode else {"encoding": "utf-8", "newline": ""}
+        kwargs: dict[str, Any] = {} if "b" in mode else {"encoding": "utf-8", "newline": ""}
         with os.fdopen(fd, mode, **kwargs) as fh:
             os.fchmod(fh.fileno(), final_mode)
             yield fh
@@ -44,3 +46,10 @@ def atomic_file(path, mode: str = "w"):
 def atomic_write(path, text: str) -> None:
     with atomic_file(path) as fh:
         fh.write(text)
+
+
+def write_json(path, data, indent: int | None = 2) -> None:
+    """The one JSON writer (manifest, run.json, reports): atomic, so a reader never sees half a file."""
+    with atomic_file(path) as fh:
+        json.dump(data, fh, indent=indent, default=str)
+        fh.write("\n")

@@ -19,51 +19,53 @@ from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import csv_readers, json_reader, rocpd_reader
 from madengine_rocprof.reports.csv_tables import first_value, normalize, read_header
 from madengine_rocprof.reports.model import CounterSource, KernelStats, RunData, TimingSource
+from madengine_rocprof.wrapper import file_kinds
 
-# suffix -> kind; checked in order, first match wins
-SUFFIXES = (
-    ("kernel_trace.csv", "rocprofv3-csv"),
-    ("kernel_stats.csv", "rocprofv3-stats"),
-    ("counter_collection.csv", "counters-csv"),
-    ("memory_copy_trace.csv", "memory-copy"),
-    ("results.json", "rocprofv3-json"),
-    ("results.db", "rocpd"),
-)
+# file kind (the wrapper's vocabulary) -> the format a report reads it as
+FORMATS = {
+    file_kinds.KERNEL_TRACE: "rocprofv3-csv",
+    file_kinds.KERNEL_STATS: "rocprofv3-stats",
+    file_kinds.COUNTER_COLLECTION: "counters-csv",
+    file_kinds.MEMORY_COPY_TRACE: "memory-copy",
+    file_kinds.RESULTS_JSON: "rocprofv3-json",
+    file_kinds.ROCPD: "rocpd",
+}
 # lower number = richer source; the richest per process is counted
-PRIORITY = {"rocprofv3-csv": 0, "rocpd": 1, "rocprofv3-json": 2, "legacy-csv": 3, "rocprofv3-stats": 4, "legacy-stats": 5}
+PRIORITY = {
+    "rocprofv3-csv": 0,
+    "rocpd": 1,
+    "rocprofv3-json": 2,
+    "legacy-csv": 3,
+    "rocprofv3-stats": 4,
+    "legacy-stats": 5,
+}
 PASS_DIR = re.compile(r"^(pmc|pass)_(\d+)$")
 RUN_FILES = ("workload_result.json", "run.json", "manifest.json")
-LOOKED_FOR = "*kernel_trace.csv, *kernel_stats.csv, *counter_collection.csv, *results.json, *results.db, legacy results.csv / results.stats.csv"
+LOOKED_FOR = ("*kernel_trace.csv, *kernel_stats.csv, *counter_collection.csv, *results.json, *results.db, "
+              "legacy results.csv / results.stats.csv")
 
 
 def classify(path: Path) -> str | None:
+    """The format a file is read as, or None: by name (file_kinds), legacy rocprof CSV by its header."""
+    kind = file_kinds.kind_of(path.name)
+    if kind in FORMATS:
+        if kind == file_kinds.RESULTS_JSON and not json_reader.is_rocprofv3_json(path):
+            return None  # legacy rocprof's chrome trace, or another tool's
+        return FORMATS[kind]
     name = path.name
-    for suffix, kind in SUFFIXES:
-        if name.endswith(suffix):
-            if kind == "rocprofv3-json" and not json_reader.is_rocprofv3_json(path):
-                return None  # legacy rocprof's chrome trace, or another tool's
-            return kind
-    if name.endswith(".db") and rocpd_reader.is_rocpd(path) and name.endswith("results.db"):
-        return "rocpd"
     if name.endswith(".csv"):
         header = {normalize(h) for h in read_header(path)}
         if {"kernelname", "beginns", "endns"} <= header:
             return "legacy-csv"
-        if name.endswith(".stats.csv") and {"name", "calls", "totaldurationns"} <= header:
-            if not any(name.endswith(s) for s in (".hip_stats.csv", ".copy_stats.csv", ".hsa_stats.csv")):
-                return "legacy-stats"
+        if (name.endswith(".stats.csv") and {"name", "calls", "totaldurationns"} <= header
+                and not any(name.endswith(s) for s in (".hip_stats.csv", ".copy_stats.csv", ".hsa_stats.csv"))):
+            return "legacy-stats"
     return None
 
 
-def _process_key(rel: Path, kind: str) -> str:
+def _process_key(rel: Path) -> str:
     """Origin of a file: its directory plus the per-process prefix (`host/1234`)."""
-    name = rel.name
-    for suffix, _ in SUFFIXES:
-        if name.endswith(suffix):
-            prefix = name[: -len(suffix)].rstrip("_.")
-            break
-    else:
-        prefix = name.split(".")[0]  # legacy: results.csv and results.stats.csv share `results`
+    prefix = file_kinds.split_name(rel.name)[1]
     parent = rel.parent.as_posix()
     return prefix if parent == "." else (f"{parent}/{prefix}" if prefix else parent)
 
@@ -78,7 +80,10 @@ def _pass_id(rel: Path) -> str | None:
 def _pass_order(pass_id: str | None) -> tuple:
     if pass_id is None:
         return (0, "", 0)
-    kind, number = PASS_DIR.match(pass_id).groups()
+    match = PASS_DIR.match(pass_id)
+    if match is None:  # not a pass folder name: sorts after the numbered passes
+        return (2, pass_id, 0)
+    kind, number = match.groups()
     return (1, kind, int(number))
 
 
@@ -127,7 +132,7 @@ def load_run(path: Path, label: str) -> RunData:
         kind = classify(full)
         if kind is None:
             continue
-        common = dict(path=full, rel=rel.as_posix(), fmt=kind, process=_process_key(rel, kind), pass_id=_pass_id(rel))
+        common = dict(path=full, rel=rel.as_posix(), fmt=kind, process=_process_key(rel), pass_id=_pass_id(rel))
         if kind == "counters-csv":
             run.counters.append(csv_readers.read_counter_collection(CounterSource(**common)))
         elif kind == "memory-copy":
@@ -157,7 +162,11 @@ def load_run(path: Path, label: str) -> RunData:
             f"no profiler output found below {path}",
             file=str(path),
             fix=f"pass a directory that holds profiler output; looked for {LOOKED_FOR}"
-            + (" (the wrapper's manifest.json says outcome=" + str(run.manifest.get("outcome")) + ")" if run.manifest else ""),
+            + (
+                " (the wrapper's manifest.json says outcome=" + str(run.manifest.get("outcome")) + ")"
+                if run.manifest
+                else ""
+            ),
         )
     return run
 
@@ -186,12 +195,15 @@ def _choose_timing(run: RunData, timing: list[TimingSource]) -> None:
     skipped_passes = sorted({s.pass_id for s in run.skipped_timing if s.pass_id != first_pass}, key=_pass_order)
     if skipped_passes:
         run.notes.append(
-            f"kernel times are from {first_pass or 'the top level'}; {', '.join(skipped_passes)} re-ran the workload "
+            f"kernel times are from {first_pass or 'the top level'}; "
+            f"{', '.join(p or 'the top level' for p in skipped_passes)} re-ran the workload "
             "to collect other counters, so their kernel times are not added"
         )
     duplicates = [s.rel for s in run.skipped_timing if s.pass_id == first_pass]
     if duplicates:
-        run.notes.append(f"also read, not counted again (the same process's kernels, in a poorer format): {', '.join(duplicates)}")
+        run.notes.append(
+            f"also read, not counted again (the same process's kernels, in a poorer format): {', '.join(duplicates)}"
+        )
 
 
 def derive_timing_from_counters(run: RunData) -> None:
@@ -203,10 +215,7 @@ def derive_timing_from_counters(run: RunData) -> None:
     candidates = [s for s in run.counters if s.fmt == "counters-csv" and s.dispatch_kernels]
     if not candidates:
         return
-    if run.timing:
-        chosen_pass = run.timing[0].pass_id
-    else:
-        chosen_pass = min((s.pass_id for s in candidates), key=_pass_order)
+    chosen_pass = run.timing[0].pass_id if run.timing else min((s.pass_id for s in candidates), key=_pass_order)
     have_trace = {s.process for s in run.timing}
     derived = [s for s in candidates if s.pass_id == chosen_pass and s.process not in have_trace]
     for counter in derived:
@@ -223,7 +232,7 @@ def derive_timing_from_counters(run: RunData) -> None:
     if other_passes:
         run.notes.append(
             f"dispatches are counted from the counter collection of {chosen_pass or 'the top level'} only; "
-            f"{', '.join(other_passes)} re-ran the same dispatches to read other counters"
+            f"{', '.join(p or 'the top level' for p in other_passes)} re-ran the same dispatches to read other counters"
         )
 
 

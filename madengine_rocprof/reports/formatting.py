@@ -40,6 +40,24 @@ def gib(num_bytes) -> str:
     return DASH if num_bytes is None else f"{num_bytes / 2**30:.2f}"
 
 
+def text(value) -> str:
+    return DASH if value is None else str(value)
+
+
+# a table column's format (sections.Format) -> how its values are written; `kernel` is the renderers' own
+FORMATS = {
+    "text": text,
+    "label": text,
+    "count": count,
+    "ms": ms,
+    "us": us,
+    "pct": pct,
+    "number": number,
+    "times": times,
+    "gib": gib,
+}
+
+
 def shorten(name: str, width: int) -> str:
     """Long C++ template names cut in the middle, keeping the start (what) and the end (arguments)."""
     name = " ".join(name.split())
@@ -50,7 +68,9 @@ def shorten(name: str, width: int) -> str:
 
 
 _QUALIFIER = re.compile(r"\(anonymous namespace\)::|\b[A-Za-z_]\w*::")
-_PLAIN = r"(?:(?:const |unsigned )?(?:float|double|half|Half|BFloat16|bfloat16|int|long|short|char|bool|\d+u?l?l?)\s*\**)"
+_PLAIN = (
+    r"(?:(?:const |unsigned )?(?:float|double|half|Half|BFloat16|bfloat16|int|long|short|char|bool|\d+u?l?l?)\s*\**)"
+)
 _PLAIN_TEMPLATE = re.compile(rf"<{_PLAIN}(?:,\s*{_PLAIN})*>")
 
 

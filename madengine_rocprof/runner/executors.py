@@ -4,6 +4,8 @@ step runs under reaper.py, which sends SIGTERM to the step's whole process tree 
 profilers a grace period to write their files, then SIGKILL; what a step leaves running ends with it."""
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -11,9 +13,13 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
+
+if TYPE_CHECKING:
+    from docker.models.containers import Container
 
 from madengine_rocprof.runner import stopping
 
@@ -61,6 +67,16 @@ class Tee:
     def __init__(self, log: BinaryIO, echo: bool) -> None:  # an unbuffered file
         self.log, self.echo, self._at_line_start = log, echo, True
         self.error: OSError | None = None  # the first write error (a full disk): the log stops, the pipe keeps draining
+        self.done = threading.Event()      # the stream ended and every chunk was handled
+
+    def drain(self, chunks: Iterable[bytes]) -> None:
+        """Write every chunk until the stream ends (a reader thread's target). Never raises (write() keeps a full
+        disk's error), so the workload never blocks on a pipe nobody reads."""
+        try:
+            for chunk in chunks:
+                self.write(chunk)
+        finally:
+            self.done.set()
 
     def write(self, chunk: bytes) -> None:
         if self.error is None:
@@ -93,18 +109,15 @@ class Tee:
         except (OSError, ValueError):
             pass  # nothing more can be done for the log; the results are still attempted
 
-    def pump(self, chunks: Any) -> None:
-        """Copy every chunk; never raises, so the workload never blocks on a pipe nobody reads."""
-        for chunk in chunks:
-            self.write(chunk)
-
-
-def _wait_thread(thread: threading.Thread, seconds: float) -> bool:
-    """Join in short slices so Ctrl-C reaches the main thread promptly; True when the thread ended."""
+def _wait_drained(tee: Tee, seconds: float) -> bool:
+    """Wait in short slices (Ctrl-C reaches the main thread promptly) for the output to end; True when it did.
+    An Event, not Thread.is_alive(): a join interrupted by a signal can leave is_alive() wrongly False (CPython
+    3.11), and the log must not be closed while its thread still writes."""
     deadline = time.monotonic() + seconds
-    while thread.is_alive() and time.monotonic() < deadline:
-        thread.join(0.2)
-    return not thread.is_alive()
+    while time.monotonic() < deadline:
+        if tee.done.wait(min(0.2, max(0.0, deadline - time.monotonic()))):
+            return True
+    return tee.done.is_set()
 
 
 def _wait_proc(proc: subprocess.Popen, seconds: float) -> bool:
@@ -134,10 +147,8 @@ def _log_error(tee: Tee, log_path: Path) -> str:
 
 
 def _signal_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
 
 
 class LocalExecutor:
@@ -167,9 +178,8 @@ class LocalExecutor:
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)  # a terminal's Ctrl-C reaches us only, not the step
             tee = Tee(log, echo)
-            assert proc.stdout is not None
-            stdout = proc.stdout
-            reader = threading.Thread(target=tee.pump, args=(iter(lambda: stdout.read1(65536), b""),), daemon=True)
+            out = cast(io.BufferedReader, proc.stdout)  # stdout=PIPE in binary mode: a buffered reader
+            reader = threading.Thread(target=tee.drain, args=(iter(lambda: out.read1(65536), b""),), daemon=True)
             reader.start()
             timed_out = interrupted = False
             try:
@@ -183,9 +193,9 @@ class LocalExecutor:
                 self._stop_step(proc)
             # The reaper ended the step's tree; anything left holding the pipe goes too.
             _signal_group(proc.pid, signal.SIGTERM)
-            if not _wait_thread(reader, 5):
+            if not _wait_drained(tee, 5):
                 _signal_group(proc.pid, signal.SIGKILL)
-                reader.join(5)
+                _wait_drained(tee, 5)
         code = proc.returncode
         return StepResult(name, code, time.monotonic() - started, timed_out, interrupted, str(log_path),
                           _log_error(tee, log_path))
@@ -257,7 +267,7 @@ class DockerExecutor:
         self.run_options = run_options
         self.labels = labels
         self.say = say
-        self.container = None
+        self.container: Container | None = None
         self.state = workspace / ".runner"
         self.image_id = ""
         self._background: dict[str, str] = {}
@@ -280,13 +290,21 @@ class DockerExecutor:
         # create, then start (not containers.run): a container the engine cannot start (bad mount or device) is
         # then already ours, and close() removes it
         try:
-            self.container = create()
+            container = create()
         except docker.errors.ImageNotFound:  # as `docker run` does: pull a prebuilt image once, then create
             self.say(f"[run] pulling {self.image}")
             self.client.images.pull(self.image)
-            self.container = create()
-        self.image_id = self.container.image.id
-        self.container.start()
+            container = create()
+        self.container = container
+        self.image_id = container.image.id
+        container.start()
+
+    @property
+    def running(self) -> Container:
+        """The container start() created (steps only run after it)."""
+        if self.container is None:
+            raise RuntimeError("the container was not started (call start() first)")
+        return self.container
 
     def run_step(self, name: str, command: str, cwd: str, timeout: float, log_path: Path, echo: bool = True,
                  env: dict[str, str] | None = None) -> StepResult:
@@ -297,27 +315,27 @@ class DockerExecutor:
                 f"{self.plugin_in}/madengine_rocprof/runner/{REAPER.name}"]
         started = time.monotonic()
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        exec_id = api.exec_create(self.container.id, argv, workdir=cwd, environment=env or None)["Id"]
+        exec_id = api.exec_create(self.running.id, argv, workdir=cwd, environment=env or None)["Id"]
         with open(log_path, "wb", buffering=0) as log:  # unbuffered: a full disk fails the write, not close()
             tee = Tee(log, echo)
             stream = api.exec_start(exec_id, stream=True)
-            reader = threading.Thread(target=tee.pump, args=(stream,), daemon=True)
+            reader = threading.Thread(target=tee.drain, args=(stream,), daemon=True)
             reader.start()
             timed_out = interrupted = False
             try:
                 # The reaper's --timeout ends the step; this host-side limit only catches a wedged exec.
-                if not _wait_thread(reader, timeout + GRACE_S + LEFTOVER_S + 30):
+                if not _wait_drained(tee, timeout + GRACE_S + LEFTOVER_S + 30):
                     timed_out = True
                     self.say(f"[run] {name}: no end {timeout:g}s + grace after start: killing the container")
-                    self.container.kill()
-                    reader.join(10)
+                    self.running.kill()
+                    _wait_drained(tee, 10)
             except KeyboardInterrupt:
                 interrupted = True
                 self.say(f"[run] {name}: interrupted: SIGTERM to the step, {GRACE_S:g}s for profilers to write")
                 self._signal_step(pid_file)
-                if not self._wait_stopping(reader, pid_file):
-                    self.container.kill()
-                    reader.join(10)
+                if not self._wait_stopping(tee, pid_file):
+                    self.running.kill()
+                    _wait_drained(tee, 10)
         info = api.exec_inspect(exec_id)
         code = info.get("ExitCode")
         duration = time.monotonic() - started
@@ -325,22 +343,22 @@ class DockerExecutor:
             timed_out = True
         return StepResult(name, code, duration, timed_out, interrupted, str(log_path), _log_error(tee, log_path))
 
-    def _wait_stopping(self, reader: threading.Thread, pid_file: Path) -> bool:
+    def _wait_stopping(self, tee: Tee, pid_file: Path) -> bool:
         """The step got SIGTERM: wait out its grace; a second signal makes the reaper SIGKILL the tree now."""
         deadline = time.monotonic() + GRACE_S + LEFTOVER_S
         while time.monotonic() < deadline and not stopping.hurry():
-            if _wait_thread(reader, 0.2):
+            if _wait_drained(tee, 0.2):
                 return True
         if stopping.hurry():
             self._signal_step(pid_file)
-            return _wait_thread(reader, HURRY_AFTER_S + 3)
+            return _wait_drained(tee, HURRY_AFTER_S + 3)
         return False
 
     def _signal_step(self, pid_file: Path) -> None:
         try:
             pid = pid_file.read_text().strip()
             if pid.isdigit():
-                self.container.exec_run(["kill", "-TERM", pid], detach=True)
+                self.running.exec_run(["kill", "-TERM", pid], detach=True)
         except Exception as err:  # the container may be gone already: close() removes it
             self.say(f"[run] could not signal the step in the container: {type(err).__name__}: {err}")
 
@@ -348,7 +366,7 @@ class DockerExecutor:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         pid_file = self.state / f"{name}.pid"
         wrapped = ["bash", "-c", BACKGROUND_SCRIPT, "bg", self._inside(pid_file), self._inside(log_path), *argv]
-        exec_id = self.client.api.exec_create(self.container.id, wrapped, workdir=self.workspace_in,
+        exec_id = self.client.api.exec_create(self.running.id, wrapped, workdir=self.workspace_in,
                                               environment=env or None)["Id"]
         self.client.api.exec_start(exec_id, detach=True)
         self._background[name] = exec_id

@@ -13,6 +13,7 @@ tree is found by walking /proc's parent links from here. Rules:
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -61,10 +62,8 @@ def descendants(root: int) -> list[int]:
 
 def _kill(pids: list[int], sig: int) -> None:
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # ended meanwhile, or not ours
             os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 class Reaper:

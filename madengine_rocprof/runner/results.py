@@ -1,9 +1,8 @@
-"""Results: madengine's `performance:` line, its perf.csv, and our run.json, all written atomically."""
+"""Results: madengine's `performance:` line and its perf.csv, written atomically (run.json: atomic.write_json)."""
 from __future__ import annotations
 
 import csv
 import io
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -57,10 +56,6 @@ def count_lines(path: Path) -> int:
             lines += piece.count(b"\n")
             last = piece[-1:]
     return lines + (last != b"\n")
-
-
-def write_json(path: Path, data: Any) -> None:
-    atomic_write(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 
 def append_perf_row(path: Path, row: dict[str, Any]) -> None:

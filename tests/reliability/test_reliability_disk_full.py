@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO, start_run
+from .reliability_helpers import REPO, start_run
 
 FILL = "import sys; open(sys.argv[1], 'wb').write(b'x' * (2 << 20))"  # fails part way on a 1 MiB disk
 

@@ -152,8 +152,8 @@ def test_every_writing_command_reports_file_system_refusals(models, tmp_path, ca
         assert (tmp_path / "a_file").read_text() == "not a folder"
 
 
-@pytest.mark.parametrize("command", [["tools", "list"], ["counters", "list"], ["tools", "show", "rocprofv3_lightweight"],
-                                     ["export-tools", "OUT"]])
+@pytest.mark.parametrize("command", [["tools", "list"], ["counters", "list"],
+                                     ["tools", "show", "rocprofv3_lightweight"], ["export-tools", "OUT"]])
 def test_a_home_that_is_a_file_is_a_clear_error(tmp_path, capsys, monkeypatch, command):
     home = tmp_path / "home"
     home.write_text("a file")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import alive, kill_quietly, log_has, start_run, wait_for
+from .reliability_helpers import alive, kill_quietly, log_has, start_run, wait_for
 
 
 def _results(out: Path, name: str) -> tuple[dict, list[dict]]:
