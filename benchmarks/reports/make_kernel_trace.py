@@ -19,9 +19,13 @@ STEMS = ("Cijk_Alik_Bljk_SB_MT128x128x16_MI32x32x2x1_SN_1LDSB0_GRVW4_K{}",
          "_attn_fwd_kernel_{}", "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, v{}>>(...)")
 
 
+def kernel_names(kernels: int) -> list[str]:
+    return [STEMS[i % len(STEMS)].format(i) for i in range(kernels)]
+
+
 def write(path: Path, dispatches: int, kernels: int, seed: int) -> int:
     rng = random.Random(seed)
-    names = [STEMS[i % len(STEMS)].format(i) for i in range(kernels)]
+    names = kernel_names(kernels)
     path.parent.mkdir(parents=True, exist_ok=True)
     t = 1_550_151_853_000_000
     with open(path, "w", newline="") as fh:

@@ -11,8 +11,6 @@ import sys
 from pathlib import Path
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.reports import build_report, html_page, load_runs, markdown, perfetto
-from madengine_rocprof.reports.output import write_json, write_text
 
 
 def register(subparsers) -> None:
@@ -42,6 +40,10 @@ def _slug(label: str) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise UserError("--top must be at least 1", where="--top")
+    # imported here: polars loads only for this command, not for every `madengine-rocprof` call
+    from madengine_rocprof.reports import build_report, html_page, load_runs, markdown, perfetto
+    from madengine_rocprof.reports.output import write_json, write_text
+
     runs = load_runs(args.runs)
     report = build_report(runs, args.baseline)
     text = markdown.render(report, top=args.top, name_width=args.name_width)

@@ -5,6 +5,7 @@ Times are nanoseconds in the dict; renderers choose display units.
 from __future__ import annotations
 
 import datetime
+import re
 from pathlib import Path
 
 from madengine_rocprof.errors import UserError
@@ -131,6 +132,26 @@ def _number(value):
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+RANK = re.compile(r"(?:^|[/_])rank_?(\d+)(?:[/_]|$)")
+
+
+def timeline_rows(run: RunData) -> list[dict]:
+    """Busy time per process (rank) and device; idle = span - busy; overlap = compute + comm/copy busy - busy."""
+    rows = []
+    for source in run.timing:
+        rank = RANK.search(source.process)
+        for d in source.devices:
+            overlap = d.compute_busy_ns + d.comm_busy_ns - d.busy_ns
+            rows.append({
+                "origin": source.process, "rank": int(rank.group(1)) if rank else None, "device": d.device,
+                "dispatches": d.dispatches, "span_ns": d.span_ns, "busy_ns": d.busy_ns, "idle_ns": d.span_ns - d.busy_ns,
+                "idle_share": _ratio(d.span_ns - d.busy_ns, d.span_ns), "kernel_time_sum_ns": d.kernel_time_sum_ns,
+                "compute_busy_ns": d.compute_busy_ns, "comm_busy_ns": d.comm_busy_ns, "overlap_ns": overlap,
+                "overlap_share": _ratio(overlap, d.comm_busy_ns),
+            })
+    return rows
+
+
 def analyze_run(run: RunData) -> dict:
     kernels = merge_kernels(run)
     # counter files without timestamps give dispatch counts but no kernel time
@@ -175,6 +196,9 @@ def analyze_run(run: RunData) -> dict:
         if values:
             kernel_counters[name] = values
 
+    timeline = timeline_rows(run)
+    span_total = sum(t["span_ns"] for t in timeline)
+    busy_total = sum(t["busy_ns"] for t in timeline) if timeline else None
     spans = [s.last_end_ns - s.first_start_ns for s in run.timing if s.first_start_ns is not None and s.last_end_ns is not None]
     fmts = sorted({s.fmt for s in run.timing})
     notes = list(run.notes)
@@ -216,7 +240,13 @@ def analyze_run(run: RunData) -> dict:
             "unique_kernels": len(kernels),
             "gpu_time_ns": gpu_time,
             "longest_process_span_ns": max(spans) if spans else None,
+            # over every process and device with a timeline (sums of the timeline rows)
+            "busy_ns": busy_total,
+            "idle_ns": None if busy_total is None else span_total - busy_total,
+            "idle_share": None if busy_total is None else _ratio(span_total - busy_total, span_total),
+            "overlap_ns": sum(t["overlap_ns"] for t in timeline) if timeline else None,
         },
+        "timeline": timeline,
         "kernels": kernel_rows,
         "categories": categories,
         "counters": counter_rows,

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Iterator
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.reports.model import KernelStats, TimingSource
+from madengine_rocprof.reports import dispatches
+from madengine_rocprof.reports.model import TimingSource
 
 TOP_KEY = "rocprofiler-sdk-tool"
 
@@ -87,18 +88,13 @@ def _dispatches(path: Path) -> Iterator[tuple[str, int, int, str]]:
 
 
 def read_json(src: TimingSource) -> TimingSource:
-    for name, start, end, _track in _dispatches(src.path):
-        duration = end - start
-        stats = src.kernels.get(name)
-        if stats is None:
-            src.kernels[name] = KernelStats(1, duration, duration, duration)
-        else:
-            stats.merge(KernelStats(1, duration, duration, duration))
-        src.dispatches += 1
-        src.first_start_ns = start if src.first_start_ns is None else min(src.first_start_ns, start)
-        src.last_end_ns = end if src.last_end_ns is None else max(src.last_end_ns, end)
-    src.has_timeline = src.dispatches > 0
-    return src
+    rows: dict[str, list] = {"name": [], "start": [], "end": [], "device": []}
+    for name, start, end, track in _dispatches(src.path):
+        rows["name"].append(name)
+        rows["start"].append(start)
+        rows["end"].append(end)
+        rows["device"].append(track.split(" queue ")[0])
+    return dispatches.aggregate(src, dispatches.frame(rows))
 
 
 def iter_json(path: Path) -> Iterator[tuple[str, int, int, str]]:
