@@ -45,8 +45,10 @@ FROM rocpd_kernel_dispatch D JOIN rocpd_info_kernel_symbol S ON S.id = D.kernel_
 GROUP BY S.display_name ORDER BY total_duration DESC"""
 
 
-def write(path: Path, dispatches: int, kernels: int, agents: int, seed: int) -> int:
+def write(path: Path, dispatches: int, kernels: int, agents: int, seed: int) -> tuple[int, int]:
+    """Write the database; returns (file size in bytes, sum of the durations written: the benchmark's check)."""
     rng = random.Random(seed)
+    total = [0]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)
     con = sqlite3.connect(path)
@@ -72,6 +74,7 @@ def write(path: Path, dispatches: int, kernels: int, agents: int, seed: int) -> 
             agent = n % agents
             k = rng.randrange(kernels)
             duration = rng.randint(1_000, 200_000)
+            total[0] += duration
             start = clock[agent]
             clock[agent] += duration + rng.randint(100, 3_000)
             yield (n, GUID, 1, 1, 4242, agent + 1, k + 1, n, agent + 1, 0, start, start + duration, 256 * (k + 1), 256)
@@ -79,7 +82,7 @@ def write(path: Path, dispatches: int, kernels: int, agents: int, seed: int) -> 
     con.executemany(f"INSERT INTO rocpd_kernel_dispatch{UUID} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows())
     con.commit()
     con.close()
-    return path.stat().st_size
+    return path.stat().st_size, total[0]
 
 
 def main() -> int:
@@ -91,7 +94,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     path = args.out_dir / "bench-node" / "4242_results.db"
-    size = write(path, args.dispatches, args.kernels, args.agents, args.seed)
+    size, _ = write(path, args.dispatches, args.kernels, args.agents, args.seed)
     print(f"wrote {path}: {args.dispatches:,} dispatches, {size / 1e6:.1f} MB")
     return 0
 

@@ -61,6 +61,8 @@ def aggregate(src: TimingSource, table: pl.DataFrame) -> TimingSource:
     src.first_start_ns, src.last_end_ns = int(table["start"].min()), int(table["end"].max())
     non_compute_names = [n for n in src.kernels if categorize(n) in NON_COMPUTE]
     table = table.with_columns(pl.col("name").cast(pl.String).is_in(non_compute_names).alias("non_compute"))
-    for (device,), part in sorted(table.partition_by("device", as_dict=True).items(), key=lambda kv: str(kv[0][0])):
-        src.devices.append(_device_time(str(device), part.sort("start")))
+    devices = sorted(table["device"].unique().to_list(), key=str)
+    for device in devices:  # one device at a time, only the columns the unions need: memory stays small
+        part = table if len(devices) == 1 else table.filter(pl.col("device") == device)
+        src.devices.append(_device_time(str(device), part.select("start", "end", "non_compute").sort("start")))
     return src
