@@ -16,21 +16,23 @@ from madengine_rocprof.errors import UserError
 SUBCOMMANDS: tuple[str, ...] = ("validate", "tools", "counters", "schema", "export_tools", "report", "compare", "kernels", "run", "escalate", "wrap", "doctor", "install")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """All subcommands, or only `command`'s when it names one (so `report` starts without importing pydantic)."""
     parser = argparse.ArgumentParser(
         prog="madengine-rocprof",
         description="One-command GPU profiling of AI workloads, in madengine's formats.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
+    chosen = (command or "").replace("-", "_")
+    for name in (chosen,) if chosen in SUBCOMMANDS else SUBCOMMANDS:
         importlib.import_module(f"{__name__}.{name}").register(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv else None)
     args, extra = parser.parse_known_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)

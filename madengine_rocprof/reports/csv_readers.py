@@ -53,7 +53,7 @@ def _polars_table(path: Path) -> pl.DataFrame | None:
                             encoding="utf8-lossy", infer_schema=False).select(
             pl.col(columns["name"]).alias("name"), pl.col(columns["start"]).alias("start"),
             pl.col(columns["end"]).alias("end"),
-            pl.col(columns["device"]).cast(pl.String).alias("device") if columns["device"] else pl.lit("all").alias("device"),
+            pl.col(columns["device"]).alias("device") if columns["device"] else pl.lit("all").alias("device"),
         ).collect(engine="streaming")
     except (pl.exceptions.PolarsError, OSError, ValueError):
         return None

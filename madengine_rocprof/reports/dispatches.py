@@ -60,7 +60,7 @@ def aggregate(src: TimingSource, table: pl.DataFrame) -> TimingSource:
         return src
     src.first_start_ns, src.last_end_ns = int(table["start"].min()), int(table["end"].max())
     non_compute_names = [n for n in src.kernels if categorize(n) in NON_COMPUTE]
-    table = table.with_columns(pl.col("name").cast(pl.String).is_in(non_compute_names).alias("non_compute"))
+    table = table.with_columns(pl.col("name").is_in(non_compute_names).alias("non_compute"))
     devices = sorted(table["device"].unique().to_list(), key=str)
     for device in devices:  # one device at a time, only the columns the unions need: memory stays small
         part = table if len(devices) == 1 else table.filter(pl.col("device") == device)
