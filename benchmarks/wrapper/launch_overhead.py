@@ -43,7 +43,7 @@ def main() -> None:
     x = torch.zeros(256, device="cuda")
     steps(x)  # warm-up
     names = ["none", "cuda", "cuda_no_correlation", "cpu_cuda"]
-    times = {n: [] for n in names}
+    times: dict[str, list[float]] = {n: [] for n in names}
     kernels = {}
     for _ in range(ROUNDS):
         for n in names:
@@ -56,10 +56,20 @@ def main() -> None:
             prof.stop()
             kernels[n] = sum(e.count for e in prof.key_averages() if e.device_type.name == "CUDA")
     base = statistics.median(times["none"])
-    print(json.dumps({"launches_per_step": LAUNCHES, "step_ms_median": {n: statistics.median(t) for n, t in times.items()},
-                      "extra_us_per_launch": {n: round((statistics.median(t) - base) * 1e3 / LAUNCHES, 3)
-                                              for n, t in times.items()},
-                      "cuda_kernels_seen_last_round": kernels, "torch": torch.__version__}, indent=2))
+    print(
+        json.dumps(
+            {
+                "launches_per_step": LAUNCHES,
+                "step_ms_median": {n: statistics.median(t) for n, t in times.items()},
+                "extra_us_per_launch": {
+                    n: round((statistics.median(t) - base) * 1e3 / LAUNCHES, 3) for n, t in times.items()
+                },
+                "cuda_kernels_seen_last_round": kernels,
+                "torch": torch.__version__,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ files stream through the csv module.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import polars as pl
 
@@ -17,7 +17,7 @@ from madengine_rocprof.reports.model import CopyStats, CounterSource, CounterSta
 NAME = ("Kernel_Name", "KernelName")
 START = ("Start_Timestamp", "BeginNs", "start")
 END = ("End_Timestamp", "EndNs", "end")
-TRACK = {
+TRACK: dict[str, tuple[str, ...]] = {
     "agent": ("Agent_Id", "gpu-id", "agent_abs_index"),
     "queue": ("Stream_Id", "Queue_Id", "queue-id"),
 }

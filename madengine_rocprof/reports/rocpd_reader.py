@@ -6,9 +6,9 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import polars as pl
 
@@ -96,7 +96,9 @@ def iter_rocpd(path: Path) -> Iterator[tuple[str, int, int, str]]:
         columns = _columns(con, "kernels")
         agent = "agent_abs_index" if "agent_abs_index" in columns else "NULL"
         queue = "queue_id" if "queue_id" in columns else ("stream_id" if "stream_id" in columns else "NULL")
-        for name, start, end, a, q in con.execute(f"SELECT name, start, `end`, {agent}, {queue} FROM kernels ORDER BY start"):
+        for name, start, end, a, q in con.execute(
+            f"SELECT name, start, `end`, {agent}, {queue} FROM kernels ORDER BY start"
+        ):
             yield str(name), int(start), int(end), f"agent {a} queue {q}"
 
 

@@ -31,6 +31,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 from madengine_rocprof.tracer import convert
 from madengine_rocprof.wrapper import rocprof_csv
@@ -68,16 +70,17 @@ class _Tracer:
         self.correlation = os.environ.get("MADENGINE_ROCPROF_TRACER_CORRELATION", "0") in ("1", "yes", "true", "on")
         self.gpu_activities = gpu_activity_names(os.environ.get("MADENGINE_ROCPROF_TRACER_GPU_ACTIVITIES", ""))
         self.pid = os.getpid()
-        self.prof = None
+        self.prof: Any = None  # a torch.profiler.profile once started (torch is imported lazily)
         self.cpu_mode = False
         self.t_import = time.monotonic()
-        self.t_start = None
+        self.t_start = 0.0  # set by start(); read only while recording
         self.step = 0
         self.recorded_steps = 0
         self.finished = False
         self.lock = threading.RLock()  # SIGTERM's handler may run in this thread while it is inside finish()
-        self.writer = None    # the thread writing the files
-        self.deferred = None  # a SIGTERM that came during the write: acted on once the files are complete
+        self.writer: int | None = None  # the thread writing the files
+        # a SIGTERM that came during the write: acted on once the files are complete
+        self.deferred: Callable[[], None] | None = None
 
     # -------------------------------------------------- window control
     def on_torch(self) -> None:
@@ -98,7 +101,7 @@ class _Tracer:
         activities = [ProfilerActivity.CUDA] if gpu else []
         if self.cpu_mode or self.want_cpu:
             activities.append(ProfilerActivity.CPU)
-        extra = {}
+        extra: dict[str, Any] = {}
         if gpu and not self.want_cpu and not self.correlation:
             try:  # private API (torch >= 2.1): without it, tracing simply keeps the correlation
                 from torch._C._profiler import _ExperimentalConfig
@@ -225,7 +228,8 @@ class _TorchImportHook(importlib.abc.MetaPathFinder):
             except Exception as exc:
                 print(f"{TAG} error: cannot start torch.profiler: {exc!r}", file=sys.stderr)
 
-        spec.loader.exec_module = exec_module
+        # wrapping the loader's method is the hook itself: torch's module body runs, then the callback
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
 
 

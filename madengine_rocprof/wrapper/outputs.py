@@ -4,7 +4,6 @@ from __future__ import annotations
 import csv
 import os
 
-from madengine_rocprof.atomic import write_json
 from madengine_rocprof.wrapper.file_kinds import kind_of
 
 MANIFEST = "manifest.json"
@@ -61,8 +60,8 @@ def collect(out: str, before: dict[str, tuple]) -> tuple[list[dict], int | None]
         outputs.append(entry)
     counts = {}
     for kinds in (("kernel_trace",), ("legacy_results",), ("counter_collection",)):
-        total = [dispatches_in(os.path.join(out, o["path"]), o["kind"]) for o in outputs if o["kind"] in kinds]
-        total = [t for t in total if t is not None]
+        found = [dispatches_in(os.path.join(out, o["path"]), o["kind"]) for o in outputs if o["kind"] in kinds]
+        total = [t for t in found if t is not None]
         if total:
             counts[kinds[0]] = sum(total)
     dispatch = next((counts[k] for k in ("kernel_trace", "legacy_results", "counter_collection") if k in counts), None)
