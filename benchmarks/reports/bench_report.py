@@ -12,6 +12,7 @@ wrote; every run's JSON report must give exactly that dispatch count and kernel 
 the benchmark fails. Each run writes Markdown (-q), JSON and HTML. Prints min/median/max wall time and the peak RSS
 of the report process (after one untimed run that warms the page cache). Exit 1 if a target is missed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,11 @@ CASES = {
     "csv-1m": ([("csv", "bench-node/4242_kernel_trace.csv", 1_000_000, 0)], 1.5, None),
     "csv-10m": ([("csv", "bench-node/4242_kernel_trace.csv", 10_000_000, 0)], 10.0, 1024),
     "rocpd-10m": ([("rocpd", "bench-node/4242_results.db", 10_000_000, 0)], 10.0, None),
-    "ranks-8x1m": ([("csv", f"bench-node/rank{r}_{4300 + r}_kernel_trace.csv", 1_000_000, r) for r in range(8)], 15.0, None),
+    "ranks-8x1m": (
+        [("csv", f"bench-node/rank{r}_{4300 + r}_kernel_trace.csv", 1_000_000, r) for r in range(8)],
+        15.0,
+        None,
+    ),
 }
 
 
@@ -62,8 +67,18 @@ def prepare(work: Path, case: str) -> tuple[Path, int, int]:
 
 def measure(run_dir: Path, out: Path) -> tuple[float, float]:
     """Wall seconds and peak RSS (MiB) of one report process."""
-    cmd = [sys.executable, "-m", "madengine_rocprof", "report", str(run_dir), "--json", str(out / "r.json"),
-           "--html", str(out / "r.html"), "-q"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "madengine_rocprof",
+        "report",
+        str(run_dir),
+        "--json",
+        str(out / "r.json"),
+        "--html",
+        str(out / "r.html"),
+        "-q",
+    ]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -84,7 +99,10 @@ def main() -> int:
     out = args.work / "out"
     out.mkdir(parents=True, exist_ok=True)
     results, ok = [], True
-    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start; Python {platform.python_version()}")
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start; "
+        f"Python {platform.python_version()}"
+    )
     for case in args.cases.split(","):
         run_dir, dispatches, total = prepare(args.work, case)
         target_s, target_mib = CASES[case][1:]
@@ -94,24 +112,42 @@ def main() -> int:
             wall, peak = measure(run_dir, out)
             report = json.loads((out / "r.json").read_text())["runs"][0]["summary"]
             if (report["dispatches"], report["gpu_time_ns"]) != (dispatches, total):
-                sys.exit(f"{case}: report says {report['dispatches']} dispatches, {report['gpu_time_ns']} ns; "
-                         f"the generator wrote {dispatches}, {total} ns")
+                sys.exit(
+                    f"{case}: report says {report['dispatches']} dispatches, {report['gpu_time_ns']} ns; "
+                    f"the generator wrote {dispatches}, {total} ns"
+                )
             walls.append(wall)
             peaks.append(peak)
         size = sum(p.stat().st_size for p in run_dir.rglob("*") if p.is_file() and p.name != "expected.json")
         met = statistics.median(walls) <= target_s and (target_mib is None or max(peaks) <= target_mib)
         ok &= met
-        results.append({"case": case, "dispatches": dispatches, "input_mb": round(size / 1e6), "runs": len(walls),
-                        "wall_s": {"min": min(walls), "median": statistics.median(walls), "max": max(walls)},
-                        "peak_rss_mib": max(peaks), "target_s": target_s, "target_peak_mib": target_mib, "met": met,
-                        "load_average_1min_after": os.getloadavg()[0]})
-        print(f"{case:>11}: {dispatches:>11,} dispatches, {size / 1e6:,.0f} MB; wall min/median/max "
-              f"{min(walls):.2f}/{statistics.median(walls):.2f}/{max(walls):.2f} s, peak RSS {max(peaks):.0f} MiB; "
-              f"target {target_s} s" + (f", {target_mib} MiB" if target_mib else "") + (": met" if met else ": MISSED")
-              + f" (load {os.getloadavg()[0]:.1f}); sums checked")
+        results.append(
+            {
+                "case": case,
+                "dispatches": dispatches,
+                "input_mb": round(size / 1e6),
+                "runs": len(walls),
+                "wall_s": {"min": min(walls), "median": statistics.median(walls), "max": max(walls)},
+                "peak_rss_mib": max(peaks),
+                "target_s": target_s,
+                "target_peak_mib": target_mib,
+                "met": met,
+                "load_average_1min_after": os.getloadavg()[0],
+            }
+        )
+        print(
+            f"{case:>11}: {dispatches:>11,} dispatches, {size / 1e6:,.0f} MB; wall min/median/max "
+            f"{min(walls):.2f}/{statistics.median(walls):.2f}/{max(walls):.2f} s, peak RSS {max(peaks):.0f} MiB; "
+            f"target {target_s} s"
+            + (f", {target_mib} MiB" if target_mib else "")
+            + (": met" if met else ": MISSED")
+            + f" (load {os.getloadavg()[0]:.1f}); sums checked"
+        )
     if args.json:
-        args.json.write_text(json.dumps({"cpus": os.cpu_count(), "python": platform.python_version(),
-                                         "results": results}, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps({"cpus": os.cpu_count(), "python": platform.python_version(), "results": results}, indent=2)
+            + "\n"
+        )
     return 0 if ok else 1
 
 

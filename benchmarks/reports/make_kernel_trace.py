@@ -3,6 +3,7 @@
 Usage: python benchmarks/reports/make_kernel_trace.py OUT_DIR [--dispatches N] [--kernels K] [--seed S]
 Writes OUT_DIR/bench-node/4242_kernel_trace.csv and prints its size. Deterministic for a given seed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,10 @@ def write(path: Path, dispatches: int, kernels: int, seed: int, pid: int = 4242)
             k = rng.randrange(kernels)
             duration = rng.randint(1_000, 200_000)
             total += duration
-            lines.append(f'"KERNEL_DISPATCH","Agent 4",1,1,{pid},{n},{k},"{names[k]}",{n},{t},{t + duration},'
-                         f'0,0,8,0,16,256,1,1,{256 * (k + 1)},1,1\n')
+            lines.append(
+                f'"KERNEL_DISPATCH","Agent 4",1,1,{pid},{n},{k},"{names[k]}",{n},{t},{t + duration},'
+                f"0,0,8,0,16,256,1,1,{256 * (k + 1)},1,1\n"
+            )
             t += duration + rng.randint(100, 3_000)
             if len(lines) == 10_000:
                 fh.writelines(lines)

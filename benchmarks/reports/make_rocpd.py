@@ -5,6 +5,7 @@ Writes OUT_DIR/bench-node/4242_results.db. The layout follows rocpd's: tables su
 views over them (`rocpd_kernel_dispatch`, `rocpd_info_kernel_symbol`, `rocpd_info_agent`, ...), and the `kernels`
 and `top_kernels` views that join dispatches to kernel symbols, agents and processes. Deterministic per seed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,14 +22,14 @@ GUID = "8f2d4c1e-0000-4000-8000-000000000001"
 TABLES = {
     "rocpd_info_node": "id INTEGER PRIMARY KEY, guid TEXT, hostname TEXT",
     "rocpd_info_process": "id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, pid INTEGER, command TEXT",
-    "rocpd_info_agent": "id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, pid INTEGER, type TEXT, absolute_index INTEGER, "
-                        "logical_index INTEGER, type_index INTEGER, name TEXT",
+    "rocpd_info_agent": "id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, pid INTEGER, type TEXT, "
+    "absolute_index INTEGER, logical_index INTEGER, type_index INTEGER, name TEXT",
     "rocpd_info_queue": "id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, pid INTEGER, name TEXT",
     "rocpd_info_kernel_symbol": "id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, pid INTEGER, kernel_name TEXT, "
-                                "display_name TEXT, group_segment_size INTEGER, private_segment_size INTEGER",
-    "rocpd_kernel_dispatch": "id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, pid INTEGER, tid INTEGER, agent_id INTEGER, "
-                             "kernel_id INTEGER, dispatch_id INTEGER, queue_id INTEGER, stream_id INTEGER, start INTEGER, "
-                             "end INTEGER, grid_size_x INTEGER, workgroup_size_x INTEGER",
+    "display_name TEXT, group_segment_size INTEGER, private_segment_size INTEGER",
+    "rocpd_kernel_dispatch": "id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, pid INTEGER, tid INTEGER, "
+    "agent_id INTEGER, kernel_id INTEGER, dispatch_id INTEGER, queue_id INTEGER, stream_id INTEGER, start INTEGER, "
+    "end INTEGER, grid_size_x INTEGER, workgroup_size_x INTEGER",
 }
 KERNELS_VIEW = """CREATE VIEW kernels AS
 SELECT D.id, D.guid, D.tid, S.display_name AS name, D.nid, P.pid, A.absolute_index AS agent_abs_index, D.kernel_id,
@@ -61,12 +62,18 @@ def write(path: Path, dispatches: int, kernels: int, agents: int, seed: int) -> 
     con.execute(TOP_KERNELS_VIEW)
     con.execute(f"INSERT INTO rocpd_info_node{UUID} VALUES (1, ?, 'bench-node')", (GUID,))
     con.execute(f"INSERT INTO rocpd_info_process{UUID} VALUES (1, ?, 1, 4242, 'python train.py')", (GUID,))
-    con.executemany(f"INSERT INTO rocpd_info_agent{UUID} VALUES (?, ?, 1, 4242, 'GPU', ?, ?, ?, 'gfx942')",
-                    [(a + 1, GUID, a + 2, a, a) for a in range(agents)])
-    con.executemany(f"INSERT INTO rocpd_info_queue{UUID} VALUES (?, ?, 1, 4242, ?)",
-                    [(a + 1, GUID, f"queue {a}") for a in range(agents)])
-    con.executemany(f"INSERT INTO rocpd_info_kernel_symbol{UUID} VALUES (?, ?, 1, 4242, ?, ?, 0, 0)",
-                    [(k + 1, GUID, name, name) for k, name in enumerate(kernel_names(kernels))])
+    con.executemany(
+        f"INSERT INTO rocpd_info_agent{UUID} VALUES (?, ?, 1, 4242, 'GPU', ?, ?, ?, 'gfx942')",
+        [(a + 1, GUID, a + 2, a, a) for a in range(agents)],
+    )
+    con.executemany(
+        f"INSERT INTO rocpd_info_queue{UUID} VALUES (?, ?, 1, 4242, ?)",
+        [(a + 1, GUID, f"queue {a}") for a in range(agents)],
+    )
+    con.executemany(
+        f"INSERT INTO rocpd_info_kernel_symbol{UUID} VALUES (?, ?, 1, 4242, ?, ?, 0, 0)",
+        [(k + 1, GUID, name, name) for k, name in enumerate(kernel_names(kernels))],
+    )
     clock = [1_550_151_853_000_000] * agents
 
     def rows():

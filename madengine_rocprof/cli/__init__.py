@@ -3,6 +3,7 @@
 Each subcommand lives in its own module under this package and exposes
 `register(subparsers)`, which adds its parser and sets `func(args) -> int`.
 """
+
 from __future__ import annotations
 
 import argparse

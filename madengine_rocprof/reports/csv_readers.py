@@ -3,6 +3,7 @@
 Kernel traces are read into a columnar table (polars) for per-kernel statistics and busy time; counter and copy
 files stream through the csv module.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -36,25 +37,44 @@ def read_kernel_trace(src: TimingSource) -> TimingSource:
     return dispatches.aggregate(src, table)
 
 
-def _columns(path: Path) -> dict[str, str | None]:
-    """Header name of each wanted column (checking that the required ones exist)."""
+def _columns(path: Path) -> tuple[str, str, str, str | None]:
+    """Header names of the name, start, end and (optional) device columns; missing required ones are an error."""
     with open_table(path, {"name": NAME, "start": START, "end": END}, {"device": TRACK["agent"]}) as table:
         header = read_header(path)
-        return {key: None if pos is None else header[pos] for key, pos in table.index.items()}
+        index = table.index
+        device = index["device"]
+        # `or 0` only for the type checker: open_table has raised if a required column is missing
+        return (
+            header[index["name"] or 0],
+            header[index["start"] or 0],
+            header[index["end"] or 0],
+            None if device is None else header[device],
+        )
 
 
 def _polars_table(path: Path) -> pl.DataFrame | None:
-    columns = _columns(path)
-    types = {"name": pl.Categorical, "start": pl.Int64, "end": pl.Int64, "device": pl.Categorical}
+    name, start, end, device = _columns(path)
+    types: dict[str, pl.DataType] = {name: pl.Categorical(), start: pl.Int64(), end: pl.Int64()}
+    if device:
+        types[device] = pl.Categorical()
     if len(set(read_header(path))) != len(read_header(path)):
         return None  # duplicate column names: polars renames them, the csv module reads them by position
     try:
-        table = pl.scan_csv(path, schema_overrides={columns[k]: types[k] for k in columns if columns[k]},
-                            encoding="utf8-lossy", infer_schema=False).select(
-            pl.col(columns["name"]).alias("name"), pl.col(columns["start"]).alias("start"),
-            pl.col(columns["end"]).alias("end"),
-            pl.col(columns["device"]).alias("device") if columns["device"] else pl.lit("all").alias("device"),
-        ).collect(engine="streaming")
+        table = (
+            pl.scan_csv(
+                path,
+                schema_overrides=types,
+                encoding="utf8-lossy",
+                infer_schema=False,
+            )
+            .select(
+                pl.col(name).alias("name"),
+                pl.col(start).alias("start"),
+                pl.col(end).alias("end"),
+                pl.col(device).alias("device") if device else pl.lit("all").alias("device"),
+            )
+            .collect(engine="streaming")
+        )
     except (pl.exceptions.PolarsError, OSError, ValueError):
         return None
     if table.select(pl.any_horizontal(pl.col("name", "start", "end").is_null().any())).item():
@@ -73,8 +93,10 @@ def _stdlib_table(path: Path) -> pl.DataFrame:
             start = parse_int(table, row[i_start], "Start_Timestamp")
             end = parse_int(table, row[i_end], "End_Timestamp")
             if end < start:
-                raise table.error(f"End_Timestamp {end} is before Start_Timestamp {start}",
-                                  fix="the file is corrupt; re-run the profiler")
+                raise table.error(
+                    f"End_Timestamp {end} is before Start_Timestamp {start}",
+                    fix="the file is corrupt; re-run the profiler",
+                )
             rows["name"].append(row[i_name])
             rows["start"].append(start)
             rows["end"].append(end)
@@ -87,9 +109,9 @@ def iter_kernel_trace(path: Path) -> Iterator[tuple[str, int, int, str]]:
     with open_table(path, {"name": NAME, "start": START, "end": END}, TRACK) as table:
         idx = table.index
         for row in table.rows():
-            track = " ".join(
-                f"{key} {row[idx[key]]}" for key in ("agent", "queue") if idx[key] is not None
-            ) or "kernels"
+            track = (
+                " ".join(f"{key} {row[idx[key]]}" for key in ("agent", "queue") if idx[key] is not None) or "kernels"
+            )
             yield (
                 row[idx["name"]],
                 parse_int(table, row[idx["start"]], "Start_Timestamp"),
@@ -159,8 +181,9 @@ def read_counter_collection(src: CounterSource) -> CounterSource:
                         table, row[idx["start"]], "Start_Timestamp"
                     )
                     if duration < 0:
-                        raise table.error("End_Timestamp is before Start_Timestamp",
-                                          fix="the file is corrupt; re-run the profiler")
+                        raise table.error(
+                            "End_Timestamp is before Start_Timestamp", fix="the file is corrupt; re-run the profiler"
+                        )
                 entry = dispatches[row[i_dispatch]] = [kernel, duration, None]
             if counter == NCU_DURATION:
                 entry[2] = value

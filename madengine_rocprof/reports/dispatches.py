@@ -7,6 +7,7 @@ min and max per kernel name, first start and last end, and per device the busy t
 Busy time of intervals sorted by start: each interval adds what it extends past the latest end seen before it,
 max(0, end - max(start, latest earlier end)); the sum is the length of the union.
 """
+
 from __future__ import annotations
 
 import polars as pl
@@ -28,7 +29,7 @@ def union_ns(start: pl.Series, end: pl.Series) -> int:
     if start.len() == 0:
         return 0
     latest = end.cum_max().shift(1).fill_null(start[0])
-    covered = (end - pl.DataFrame({"s": start, "l": latest}).select(pl.max_horizontal("s", "l")).to_series())
+    covered = end - pl.DataFrame({"s": start, "l": latest}).select(pl.max_horizontal("s", "l")).to_series()
     return int(covered.clip(lower_bound=0).sum())
 
 
@@ -50,15 +51,21 @@ def _device_time(device: str, table: pl.DataFrame) -> DeviceTime:
 def aggregate(src: TimingSource, table: pl.DataFrame) -> TimingSource:
     """Fill src from a dispatch table (columns: name, start, end, device); durations must not be negative."""
     duration = pl.col("end") - pl.col("start")
-    per_name = table.group_by("name").agg(pl.len().alias("calls"), duration.sum().alias("total"),
-                                          duration.min().alias("low"), duration.max().alias("high"))
-    src.kernels = {str(name): KernelStats(int(calls), int(total), int(low), int(high))
-                   for name, calls, total, low, high in per_name.iter_rows()}
+    per_name = table.group_by("name").agg(
+        pl.len().alias("calls"),
+        duration.sum().alias("total"),
+        duration.min().alias("low"),
+        duration.max().alias("high"),
+    )
+    src.kernels = {
+        str(name): KernelStats(int(calls), int(total), int(low), int(high))
+        for name, calls, total, low, high in per_name.iter_rows()
+    }
     src.dispatches = table.height
     src.has_timeline = table.height > 0
     if not table.height:
         return src
-    src.first_start_ns, src.last_end_ns = int(table["start"].min()), int(table["end"].max())
+    src.first_start_ns, src.last_end_ns = table.select(pl.col("start").min(), pl.col("end").max()).row(0)
     non_compute_names = [n for n in src.kernels if categorize(n) in NON_COMPUTE]
     table = table.with_columns(pl.col("name").is_in(non_compute_names).alias("non_compute"))
     devices = sorted(table["device"].unique().to_list(), key=str)

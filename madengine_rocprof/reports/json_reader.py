@@ -1,4 +1,5 @@
 """rocprofv3 `--output-format json` (results.json, top key `rocprofiler-sdk-tool`)."""
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,10 @@ def _load(path: Path) -> list[dict]:
             doc = json.load(fh)
     except json.JSONDecodeError as err:
         raise UserError(
-            f"not valid JSON: {err.msg}", file=str(path), line=err.lineno, column=err.colno,
+            f"not valid JSON: {err.msg}",
+            file=str(path),
+            line=err.lineno,
+            column=err.colno,
             fix="the file is truncated or corrupt; re-run the profiler",
         ) from None
     except (OSError, UnicodeDecodeError) as err:
@@ -68,17 +72,20 @@ def _dispatches(path: Path) -> Iterator[tuple[str, int, int, str]]:
             except (KeyError, TypeError, ValueError) as err:
                 raise UserError(
                     f"kernel dispatch record lacks or has a bad {err}",
-                    file=str(path), where=f"{where}.buffer_records.kernel_dispatch[{i}]",
+                    file=str(path),
+                    where=f"{where}.buffer_records.kernel_dispatch[{i}]",
                     fix="the file is corrupt; re-run the profiler",
                 ) from None
             if kernel_id not in names:
                 raise UserError(
                     f"kernel_id {kernel_id} is not in kernel_symbols",
-                    file=str(path), where=f"{where}.buffer_records.kernel_dispatch[{i}]",
+                    file=str(path),
+                    where=f"{where}.buffer_records.kernel_dispatch[{i}]",
                 )
             if end < start:
                 raise UserError(
-                    "end_timestamp is before start_timestamp", file=str(path),
+                    "end_timestamp is before start_timestamp",
+                    file=str(path),
                     where=f"{where}.buffer_records.kernel_dispatch[{i}]",
                 )
             track = f"agent {agent.get('handle', '?') if isinstance(agent, dict) else agent} queue " + str(

@@ -3,6 +3,7 @@
 Readers aggregate per kernel name while they stream, so memory grows with the number of distinct
 kernels, never with the number of dispatches.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

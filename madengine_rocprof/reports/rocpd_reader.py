@@ -3,6 +3,7 @@
 `kernels` gives per-dispatch times (ns); without it `top_kernels` gives totals (microseconds);
 `counters_collection` gives counter values per dispatch.
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -61,13 +62,19 @@ def _dispatch_table(con, objects: set[str]) -> pl.DataFrame:
         agents = _fetch(con, "SELECT guid, id, absolute_index FROM rocpd_info_agent", ids | {"agent": pl.Int64})
         several = symbols["guid"].n_unique() > 1  # a merged database: ids repeat per process (guid)
         keys = "guid, " if several else "NULL, "
-        table = _fetch(con, f"SELECT {keys}kernel_id, agent_id, start, `end` FROM rocpd_kernel_dispatch",
-                       {"guid": pl.String, "kernel_id": pl.Int64, "agent_id": pl.Int64, "start": pl.Int64, "end": pl.Int64})
+        table = _fetch(
+            con,
+            f"SELECT {keys}kernel_id, agent_id, start, `end` FROM rocpd_kernel_dispatch",
+            {"guid": pl.String, "kernel_id": pl.Int64, "agent_id": pl.Int64, "start": pl.Int64, "end": pl.Int64},
+        )
         on = ["guid"] if several else []
-        table = (table.join(symbols.rename({"id": "kernel_id"}).select(on + ["kernel_id", "name"]), on=on + ["kernel_id"], how="left")
-                 .join(agents.rename({"id": "agent_id"}).select(on + ["agent_id", "agent"]), on=on + ["agent_id"], how="left"))
+        table = table.join(
+            symbols.rename({"id": "kernel_id"}).select(on + ["kernel_id", "name"]), on=on + ["kernel_id"], how="left"
+        ).join(agents.rename({"id": "agent_id"}).select(on + ["agent_id", "agent"]), on=on + ["agent_id"], how="left")
         return table.select("name", "start", "end", pl.format("agent {}", pl.col("agent")).alias("device"))
-    return _fetch(con, "SELECT name, start, `end`, 'agent ' || agent_abs_index FROM kernels", dispatches.DISPATCH_SCHEMA)
+    return _fetch(
+        con, "SELECT name, start, `end`, 'agent ' || agent_abs_index FROM kernels", dispatches.DISPATCH_SCHEMA
+    )
 
 
 def read_rocpd_kernels(src: TimingSource) -> TimingSource:
@@ -76,8 +83,12 @@ def read_rocpd_kernels(src: TimingSource) -> TimingSource:
         if "kernels" in objects or "rocpd_kernel_dispatch" in objects:
             table = _dispatch_table(con, objects)
             if table.select(pl.col("name").is_null().any() | (pl.col("end") < pl.col("start")).any()).item():
-                raise UserError("a kernel dispatch has no kernel symbol or ends before it starts",
-                                file=str(src.path), where="kernels", fix=FIX)
+                raise UserError(
+                    "a kernel dispatch has no kernel symbol or ends before it starts",
+                    file=str(src.path),
+                    where="kernels",
+                    fix=FIX,
+                )
             dispatches.aggregate(src, table)
         elif "top_kernels" in objects:
             # durations in microseconds here; min/max are not in the view

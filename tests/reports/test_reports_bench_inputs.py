@@ -1,13 +1,15 @@
 """The benchmark's generators at unit-test sizes: the report's sums equal what the generators wrote.
 
 benchmarks/reports/bench_report.py makes the same check at 1M and 10M dispatches and on 8 ranks."""
+
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
 import pytest
-from reports_builders import report_one
+
+from .reports_builders import report_one
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "reports"))
 import make_kernel_trace  # noqa: E402
@@ -32,8 +34,12 @@ def test_rocpd_sums_and_devices(tmp_path, agents):
 
 
 def test_eight_ranks_merge(tmp_path):
-    totals = [make_kernel_trace.write(tmp_path / "run" / "n" / f"rank{r}_{4300 + r}_kernel_trace.csv", 500, 40, r,
-                                      pid=4300 + r)[1] for r in range(8)]
+    totals = [
+        make_kernel_trace.write(
+            tmp_path / "run" / "n" / f"rank{r}_{4300 + r}_kernel_trace.csv", 500, 40, r, pid=4300 + r
+        )[1]
+        for r in range(8)
+    ]
     run = report_one(tmp_path / "run")
     assert (run["summary"]["dispatches"], run["summary"]["gpu_time_ns"]) == (4_000, sum(totals))
     assert [t["rank"] for t in run["timeline"]] == list(range(8))

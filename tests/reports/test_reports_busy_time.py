@@ -3,16 +3,18 @@
 The independent side walks a 1 ns grid of the crafted timeline (every nanosecond that some kernel covers is busy),
 which shares no code or idea with the reader's sorted-union sweep.
 """
+
 from __future__ import annotations
 
 import json
 import random
 
 import pytest
-from reports_builders import HEADER_7, report_one, write_csv
 
 from madengine_rocprof.cli import main
 from madengine_rocprof.reports.categories import categorize
+
+from .reports_builders import HEADER_7, report_one, write_csv
 
 GEMM = "Cijk_Alik_Bljk_SB_MT128x128x16"
 ADD = "void at::native::vectorized_elementwise_kernel<4, add>(int)"
@@ -34,9 +36,16 @@ def expected(dispatches) -> dict:
         compute = covered((s, e) for n, s, e in mine if categorize(n) not in ("communication", "memory copy"))
         span = max(e for _, _, e in mine) - min(s for _, s, _ in mine)
         busy = len(comm | compute)
-        out[device] = {"dispatches": len(mine), "span_ns": span, "busy_ns": busy, "idle_ns": span - busy,
-                       "compute_busy_ns": len(compute), "comm_busy_ns": len(comm), "overlap_ns": len(comm & compute),
-                       "kernel_time_sum_ns": sum(e - s for _, s, e in mine)}
+        out[device] = {
+            "dispatches": len(mine),
+            "span_ns": span,
+            "busy_ns": busy,
+            "idle_ns": span - busy,
+            "compute_busy_ns": len(compute),
+            "comm_busy_ns": len(comm),
+            "overlap_ns": len(comm & compute),
+            "kernel_time_sum_ns": sum(e - s for _, s, e in mine),
+        }
     return out
 
 
@@ -59,8 +68,16 @@ def crafted(seed: int, count: int = 300, devices=("Agent 2", "Agent 3")):
 def write_rows(path, dispatches):
     rows = []
     for i, (name, start, end, device) in enumerate(dispatches, start=1):
-        values = {"Kind": "KERNEL_DISPATCH", "Agent_Id": device, "Queue_Id": i % 3, "Kernel_Name": name,
-                  "Dispatch_Id": i, "Correlation_Id": i, "Start_Timestamp": start, "End_Timestamp": end}
+        values = {
+            "Kind": "KERNEL_DISPATCH",
+            "Agent_Id": device,
+            "Queue_Id": i % 3,
+            "Kernel_Name": name,
+            "Dispatch_Id": i,
+            "Correlation_Id": i,
+            "Start_Timestamp": start,
+            "End_Timestamp": end,
+        }
         rows.append([values.get(column, 0) for column in HEADER_7])
     write_csv(path, HEADER_7, rows)
 
@@ -89,8 +106,10 @@ def test_busy_idle_overlap_per_device_match_a_nanosecond_count(tmp_path, seed):
 def test_per_rank_rows_and_all_outputs(tmp_path, capsys):
     """Two ranks: one timeline row each, in the JSON, the Markdown and the HTML."""
     for rank in (0, 1):
-        write_rows(tmp_path / "run" / "node1" / f"rank{rank}_{100 + rank}_kernel_trace.csv",
-                   crafted(10 + rank, count=50, devices=(f"Agent {2 + rank}",)))
+        write_rows(
+            tmp_path / "run" / "node1" / f"rank{rank}_{100 + rank}_kernel_trace.csv",
+            crafted(10 + rank, count=50, devices=(f"Agent {2 + rank}",)),
+        )
     out_json, out_html = tmp_path / "r.json", tmp_path / "r.html"
     assert main(["report", str(tmp_path / "run"), "--json", str(out_json), "--html", str(out_html)]) == 0
     text = capsys.readouterr().out
@@ -106,7 +125,7 @@ def test_per_rank_rows_and_all_outputs(tmp_path, capsys):
 
 @pytest.mark.parametrize("fmt", ["json", "rocpd"])
 def test_other_timeline_formats_give_the_same_busy_time(tmp_path, fmt):
-    from test_reports_formats import make_rocpd, write_rocprofv3_json
+    from .test_reports_formats import make_rocpd, write_rocprofv3_json
 
     dispatches = [(n, s, e) for n, s, e, _ in crafted(5, count=200, devices=("x",))]
     if fmt == "json":
@@ -121,6 +140,8 @@ def test_other_timeline_formats_give_the_same_busy_time(tmp_path, fmt):
 def test_stats_only_runs_have_no_busy_time(tmp_path):
     stats = tmp_path / "run" / "h" / "1_kernel_stats.csv"
     stats.parent.mkdir(parents=True)
-    stats.write_text('"Name","Calls","TotalDurationNs","AverageNs","Percentage","MinNs","MaxNs","StdDev"\n"k",2,10,5,100,4,6,1\n')
+    stats.write_text(
+        '"Name","Calls","TotalDurationNs","AverageNs","Percentage","MinNs","MaxNs","StdDev"\n"k",2,10,5,100,4,6,1\n'
+    )
     run = report_one(tmp_path / "run")
     assert run["timeline"] == [] and run["summary"]["busy_ns"] is None and run["summary"]["gpu_time_ns"] == 10
