@@ -42,7 +42,7 @@ def _columns(con, view: str) -> set[str]:
     return {row[1] for row in con.execute(f"PRAGMA table_info(`{view}`)")}
 
 
-BATCH = 500_000  # rows fetched from SQLite per polars chunk
+BATCH = 100_000  # rows fetched from SQLite per polars chunk
 
 
 def _fetch(con, query: str, schema: dict) -> pl.DataFrame:
