@@ -151,9 +151,9 @@ def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, n
                if rel.endswith(suffix) and before.get(rel) != st]
         if plan.post == "ncu":
             ncu_options = plan.argv[:len(plan.argv) - len(plan.app_argv)]  # the app may have its own --metrics
-            nvidia.convert_ncu(out, new, plan.exe, messages, nvidia.requested_metrics(ncu_options))
+            nvidia.convert_ncu(new, plan.exe, messages, nvidia.requested_metrics(ncu_options))
         else:
-            nvidia.convert_nsys(out, new, messages)
+            nvidia.convert_nsys(new, messages)
     if noise:
         with open(os.path.join(out, outputs.FILTERED_LOG), "a", encoding="utf-8") as fh:
             fh.writelines(noise)
