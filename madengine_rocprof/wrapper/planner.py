@@ -140,7 +140,25 @@ def output_dir_of(profiler_args: list[str], app_argv: list[str], output_dir: str
 def build(profiler_args: list[str], app_argv: list[str], *, output_dir: str | None = None,
           profiler: str | None = None, profile: str | None = None, env=None, cwd: str | None = None,
           drop_unsupported: bool | None = None, prog: str = "madengine-rocprof wrap") -> Plan:
-    """The final command for `profiler_args -- app_argv` (raises UserError for bad input)."""
+    """The planner's entry: the final command for `profiler_args -- app_argv` (wrapper.plan() calls it).
+
+    Args:
+        profiler_args: options before `--` (rocprofv3 vocabulary plus the wrapper's own).
+        app_argv: the application after `--`.
+        output_dir: OUT; default from -d/--output-directory, else ./rocprof_output (relative to `cwd`).
+        profiler: profiler override (auto|rocprofv3|rocprof|ncu|nsys|embedded); default --profiler or the env.
+        profile: core profile or upstream tool name; default --profile, $MADENGINE_ROCPROF_PROFILE, else inferred.
+        env: environment to plan for (default os.environ).
+        cwd: base directory of relative paths (default the current one).
+        drop_unsupported: drop options the profiler cannot honour; default --drop-unsupported or the env switch.
+        prog: the command name shown in corrected-command hints.
+
+    Returns:
+        The Plan (profiler, argv, env_added, output_dir, profile, messages, post-run conversion, settings).
+
+    Raises:
+        UserError: bad input, with where it is and how to fix it; exit code 127 when no profiler fits.
+    """
     env = dict(os.environ if env is None else env)
     cwd = os.path.abspath(cwd or os.getcwd())
     parsed = opts.parse(list(profiler_args) + ["--"] + list(app_argv), prog=prog)
