@@ -118,7 +118,10 @@ def nvidia_present(env) -> bool:
 def find(name: str, env) -> Profiler | None:
     """The named profiler with its version, or None when it is not installed."""
     if name == "embedded":
-        return Profiler("embedded", None, None, (), "embedded torch.profiler tracer (needs only python3 + torch)")
+        from madengine_rocprof.tracer import select
+
+        return Profiler("embedded", None, None, (), "embedded tracer: CUPTI via cupti-python on CUDA, else"
+                        " torch.profiler (needs only python3 + torch)", [select.describe(env, nvidia_present(env))])
     path = _which(name, env)
     if not path:
         return None
@@ -163,7 +166,7 @@ def choose(override: str | None, profile_kind: str | None, env=None) -> Profiler
                         where="profile", fix="install rocprofv3 (ROCm) or ncu (CUDA), or use a trace profile",
                         exit_code=EXIT_NO_PROFILER)
     vendor = "NVIDIA GPU" if nvidia_present(env) else "no rocprofv3, rocprof, ncu or nsys"
-    prof.why = f"{vendor}: kernel trace via the embedded torch.profiler tracer"
+    prof.why = f"{vendor}: kernel trace via the embedded tracer ({prof.probes[0]})"
     return prof
 
 

@@ -89,6 +89,31 @@ def collect(out: str, before: dict[str, tuple]) -> tuple[list[dict], int | None]
     return outputs, dispatch
 
 
+TRACER_SUMMARY = "tracer_summary"  # kind of <pid>_tracer_summary.json, written by the embedded tracer
+
+
+def tracer_summary(out: str, files: list[dict]) -> dict | None:
+    """The embedded tracer's per-process summaries in this run: backends used and dropped records (None: unknown,
+    as with torch.profiler, which does not report them). None when the run has no summary."""
+    per_process = []
+    for f in files:
+        if f["kind"] != TRACER_SUMMARY:
+            continue
+        try:
+            with open(os.path.join(out, f["path"]), encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            per_process.append(dict(data, path=f["path"]))
+    if not per_process:
+        return None
+    counts = [p.get("dropped_records") for p in per_process]
+    return {"backends": sorted({str(p.get("backend")) for p in per_process}),
+            "dropped_records": None if any(c is None for c in counts) else sum(int(c) for c in counts),
+            "processes": per_process}
+
+
 def write_json(path: str, data: dict) -> None:
     """Atomic write: a reader never sees half a manifest."""
     with atomic_file(path) as fh:
