@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from madengine_rocprof.atomic import write_json
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.models import AdditionalContext, ScriptRef, load_context
 from madengine_rocprof.registry.store import BUILTIN_COUNTERS_DIR, PACKAGE_ROOT
@@ -23,7 +24,7 @@ from madengine_rocprof.runner import host
 from madengine_rocprof.runner.chain import Chain, Sampler, build_chain, distributed_env, model_command, profiler_output_dir
 from madengine_rocprof.runner.executors import DockerExecutor, LocalExecutor, StepResult
 from madengine_rocprof.runner.images import BuildFailed, default_base, ensure_image, select_dockerfile
-from madengine_rocprof.runner.results import append_perf_row, parse_performance, write_json
+from madengine_rocprof.runner.results import append_perf_row, parse_performance
 from madengine_rocprof.runner.selection import ModelCard, load_models, select_models
 
 DEFAULT_TIMEOUT_S = 7200.0     # madengine's default model timeout
