@@ -135,6 +135,7 @@ class _Tracer:
                 backend.start()
                 self.prof = backend
             except Exception as exc:
+                self.sync = None
                 print(f"{TAG} warning: CUPTI backend failed to start ({exc!r}); using torch.profiler",
                       file=sys.stderr)
                 self.why = f"CUPTI backend failed to start ({exc!r}): torch.profiler"
@@ -193,7 +194,10 @@ class _Tracer:
             self.writer = threading.get_ident()
             try:
                 if self.sync is not None:
-                    self.sync()  # kernels launched in the window finish before it closes
+                    try:
+                        self.sync()  # kernels launched in the window finish before it closes
+                    except Exception as exc:  # e.g. a GPU error the app already hit: keep what was recorded
+                        print(f"{TAG} warning: cannot wait for the GPU before stopping: {exc!r}", file=sys.stderr)
                 self.prof.stop()
                 self._write()
             except Exception as exc:
