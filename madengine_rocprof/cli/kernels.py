@@ -1,9 +1,10 @@
 """`madengine-rocprof kernels`: the kernel taxonomy (category, role, library) and the user's rules file.
 
-  kernels classify NAME... | --run RUN...   which category, role and library each kernel gets, and by which rule
-  kernels check FILE                        validate a rules file
-  kernels register FILE                     validate it and make it the default ($MADENGINE_ROCPROF_HOME)
+kernels classify NAME... | --run RUN...   which category, role and library each kernel gets, and by which rule
+kernels check FILE                        validate a rules file
+kernels register FILE                     validate it and make it the default ($MADENGINE_ROCPROF_HOME)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,18 +18,27 @@ from madengine_rocprof.reports import categories
 
 def add_rules_option(parser: argparse.ArgumentParser) -> None:
     """`--kernel-rules FILE` for every command that classifies kernels."""
-    parser.add_argument("--kernel-rules", type=Path, metavar="FILE",
-                        help=f"kernel rules JSON tried before the built-in taxonomy (default: ${categories.RULES_ENV}, "
-                             f"else the registered one)")
+    parser.add_argument(
+        "--kernel-rules",
+        type=Path,
+        metavar="FILE",
+        help=f"kernel rules JSON tried before the built-in taxonomy (default: ${categories.RULES_ENV}, "
+        f"else the registered one)",
+    )
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("kernels", help="kernel taxonomy: classify kernel names, check or register a rules file",
-                                   description="One taxonomy across AMD and NVIDIA: category, role and library per kernel.")
+    parser = subparsers.add_parser(
+        "kernels",
+        help="kernel taxonomy: classify kernel names, check or register a rules file",
+        description="One taxonomy across AMD and NVIDIA: category, role and library per kernel.",
+    )
     sub = parser.add_subparsers(dest="kernels_command", metavar="ACTION", required=True)
     classify = sub.add_parser("classify", help="category, role, library and matching rule of kernel names")
     classify.add_argument("names", nargs="*", metavar="NAME", help="kernel names")
-    classify.add_argument("--run", nargs="+", type=Path, default=[], metavar="RUN", help="classify every kernel of these runs")
+    classify.add_argument(
+        "--run", nargs="+", type=Path, default=[], metavar="RUN", help="classify every kernel of these runs"
+    )
     classify.add_argument("--json", action="store_true", help="print JSON instead of a Markdown table")
     add_rules_option(classify)
     classify.set_defaults(func=_classify)
@@ -51,18 +61,25 @@ def _classify(args: argparse.Namespace) -> int:
             names += [n for n in merge_kernels(run) if n not in names]
     if not names:
         raise UserError("nothing to classify", where="kernels classify", fix="give kernel names or --run RUN")
-    rows = [{"name": n, **{k: getattr(categories.classify(n), k) for k in ("category", "role", "library", "rule")}}
-            for n in names]
+    rows = [
+        {"name": n, **{k: getattr(categories.classify(n), k) for k in ("category", "role", "library", "rule")}}
+        for n in names
+    ]
     if args.json:
         sys.stdout.write(json.dumps(rows, indent=1) + "\n")
         return 0
     from madengine_rocprof.reports.formatting import display_name
     from madengine_rocprof.reports.markdown import table
 
-    lines = table(["kernel", "category", "role", "library", "rule"],
-                  [[display_name(r["name"]), r["category"], r["role"], r["library"], r["rule"] or "–"] for r in rows])
+    lines = table(
+        ["kernel", "category", "role", "library", "rule"],
+        [[display_name(r["name"]), r["category"], r["role"], r["library"], r["rule"] or "–"] for r in rows],
+    )
     unknown = sum(r["category"] == categories.UNKNOWN for r in rows)
-    lines.append(f"{len(rows)} kernels, {unknown} unknown" + (" (add rules: docs/reports.md, 'Kernel taxonomy')" if unknown else ""))
+    lines.append(
+        f"{len(rows)} kernels, {unknown} unknown"
+        + (" (add rules: docs/reports.md, 'Kernel taxonomy')" if unknown else "")
+    )
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 

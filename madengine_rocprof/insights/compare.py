@@ -6,6 +6,7 @@ Verdict per metric: `slower` when the whole CI of NEW/BASE lies above 1, `faster
 `no significant change`. A metric is a regression (the gate fails) when it is `slower` AND its ratio exceeds
 1 + threshold: noise alone gives `slower` with probability about (1 - confidence) / 2 per metric.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -29,11 +30,11 @@ PER_DISPATCH = ("rocprofv3-csv", "legacy-csv", "rocprofv3-json", "rocpd")
 class Settings:
     statistic: str = "mean"
     confidence: float = 0.95
-    threshold: float = 0.05      # a regression must exceed 1 + threshold
+    threshold: float = 0.05  # a regression must exceed 1 + threshold
     resamples: int = 2000
     seed: int = 0
-    top: int = 10                # kernels compared: the top N of the base by total time ...
-    min_share: float = 0.01      # ... that have at least this share of the base's kernel time
+    top: int = 10  # kernels compared: the top N of the base by total time ...
+    min_share: float = 0.01  # ... that have at least this share of the base's kernel time
     max_samples: int = 1000
 
 
@@ -69,10 +70,14 @@ def _step_times(workload: dict | None, run: Path) -> list[float]:
     values = (workload or {}).get("step_times_ms")
     if values is None:
         return []
-    if not isinstance(values, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
-                                               for v in values):
-        raise UserError("step_times_ms must be a list of non-negative numbers", file=str(run / "workload_result.json"),
-                        where="step_times_ms")
+    if not isinstance(values, list) or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in values
+    ):
+        raise UserError(
+            "step_times_ms must be a list of non-negative numbers",
+            file=str(run / "workload_result.json"),
+            where="step_times_ms",
+        )
     return [float(v) for v in values]
 
 
@@ -117,15 +122,35 @@ def _verdict(low: float, high: float) -> str:
     return "no significant change"
 
 
-def compare_metric(name: str, kind: str, unit: str, base: list[list[float]], new: list[list[float]],
-                   settings: Settings, seed_offset: int) -> dict:
+def compare_metric(
+    name: str,
+    kind: str,
+    unit: str,
+    base: list[list[float]],
+    new: list[list[float]],
+    settings: Settings,
+    seed_offset: int,
+) -> dict:
     """One metric from its values per run on each side."""
     flat_b = [v for g in base for v in g]
     flat_n = [v for g in new for v in g]
-    row = {"name": name, "kind": kind, "unit": unit, "n_base": len(flat_b), "n_new": len(flat_n),
-           "runs_base": sum(bool(g) for g in base), "runs_new": sum(bool(g) for g in new), "base": None,
-           "new": None, "ratio": None, "ci_low": None, "ci_high": None, "resampled": None, "verdict": None,
-           "regression": False}
+    row = {
+        "name": name,
+        "kind": kind,
+        "unit": unit,
+        "n_base": len(flat_b),
+        "n_new": len(flat_n),
+        "runs_base": sum(bool(g) for g in base),
+        "runs_new": sum(bool(g) for g in new),
+        "base": None,
+        "new": None,
+        "ratio": None,
+        "ci_low": None,
+        "ci_high": None,
+        "resampled": None,
+        "verdict": None,
+        "regression": False,
+    }
     if not flat_b or not flat_n:
         row["verdict"] = "only in new" if flat_n else "only in base"
         return row
@@ -133,18 +158,33 @@ def compare_metric(name: str, kind: str, unit: str, base: list[list[float]], new
         b, n = STATISTICS[settings.statistic](flat_b), STATISTICS[settings.statistic](flat_n)
         row.update(base=b, new=n, ratio=n / b if b > 0 else None, verdict="too few samples")
         return row
-    ci = bootstrap_ratio(base, new, statistic=settings.statistic, confidence=settings.confidence,
-                         resamples=settings.resamples, seed=settings.seed + seed_offset, max_samples=settings.max_samples)
+    ci = bootstrap_ratio(
+        base,
+        new,
+        statistic=settings.statistic,
+        confidence=settings.confidence,
+        resamples=settings.resamples,
+        seed=settings.seed + seed_offset,
+        max_samples=settings.max_samples,
+    )
     verdict = _verdict(ci.low, ci.high)
-    row.update(base=ci.base, new=ci.new, ratio=ci.ratio, ci_low=ci.low, ci_high=ci.high, verdict=verdict,
-               resampled=f"{ci.resampled_base}/{ci.resampled_new}",
-               regression=verdict == "slower" and ci.ratio > 1 + settings.threshold)
+    row.update(
+        base=ci.base,
+        new=ci.new,
+        ratio=ci.ratio,
+        ci_low=ci.low,
+        ci_high=ci.high,
+        verdict=verdict,
+        resampled=f"{ci.resampled_base}/{ci.resampled_new}",
+        regression=verdict == "slower" and ci.ratio > 1 + settings.threshold,
+    )
     return row
 
 
 def chosen_kernels(base: Side, new: Side, settings: Settings) -> list[str]:
     """The base's top kernels by time with at least min_share of its kernel time, then the new run's that the base
     lacks (shown as `only in new`)."""
+
     def top(side: Side) -> list[str]:
         total = side.kernel_time_ns or 1
         ranked = sorted(side.kernels.items(), key=lambda kv: (-kv[1].total_ns, kv[0]))
@@ -156,7 +196,10 @@ def chosen_kernels(base: Side, new: Side, settings: Settings) -> list[str]:
 
 def compare_sides(base: Side, new: Side, settings: Settings) -> dict:
     if not any(base.step_times_ms) and not base.kernels:
-        raise UserError(f"nothing to compare in {base.root}", fix="runs need step_times_ms in workload_result.json or kernel timings")
+        raise UserError(
+            f"nothing to compare in {base.root}",
+            fix="runs need step_times_ms in workload_result.json or kernel timings",
+        )
     metrics = []
     if any(base.step_times_ms) or any(new.step_times_ms):
         metrics.append(compare_metric("step time", "step", "ms", base.step_times_ms, new.step_times_ms, settings, 0))
@@ -164,15 +207,18 @@ def compare_sides(base: Side, new: Side, settings: Settings) -> dict:
     collect_samples(base, set(names))
     collect_samples(new, set(names))
     for i, name in enumerate(names, start=1):
-        row = compare_metric(name, "kernel", "ns", base.kernel_samples.get(name, []), new.kernel_samples.get(name, []),
-                             settings, i)
+        row = compare_metric(
+            name, "kernel", "ns", base.kernel_samples.get(name, []), new.kernel_samples.get(name, []), settings, i
+        )
         row["category"] = classify(name).category
         row["calls_base"] = base.kernels[name].calls if name in base.kernels else 0
         row["calls_new"] = new.kernels[name].calls if name in new.kernels else 0
         metrics.append(row)
     if not metrics:
-        raise UserError("no metric in common: neither step times nor kernel timings were found",
-                        fix="compare runs that wrote workload_result.json (step_times_ms) or profiler output")
+        raise UserError(
+            "no metric in common: neither step times nor kernel timings were found",
+            fix="compare runs that wrote workload_result.json (step_times_ms) or profiler output",
+        )
     regressions = [m for m in metrics if m["regression"]]
     return {
         "schema_version": SCHEMA_VERSION,

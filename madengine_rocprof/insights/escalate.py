@@ -11,6 +11,7 @@ once per counter profile they need, with the profiler's kernel filter, and join 
 - the joined report gives per kernel: time, calls and share from the first pass, counters and derived metrics from
   the second (achieved bandwidth or FP32 rate against the device's peak) and what bounds it.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -31,11 +32,19 @@ from madengine_rocprof.reports.discover import load_run
 from madengine_rocprof.reports.model import CounterStats, RunData
 
 SCHEMA_VERSION = 1
-PROFILE_FOR_CATEGORY = {"GEMM": "compute_bound", "attention": "compute_bound", "normalization": "memory_bound",
-                        "elementwise": "memory_bound", "reduction": "memory_bound", "optimizer": "memory_bound",
-                        "memory copy": "memory_bound"}
-NOT_ESCALATED = {"communication": "communication: its time is waiting on peers and links, not counters",
-                 "unknown": "unknown kernel: no profile fits (classify it with a kernel rules file)"}
+PROFILE_FOR_CATEGORY = {
+    "GEMM": "compute_bound",
+    "attention": "compute_bound",
+    "normalization": "memory_bound",
+    "elementwise": "memory_bound",
+    "reduction": "memory_bound",
+    "optimizer": "memory_bound",
+    "memory copy": "memory_bound",
+}
+NOT_ESCALATED = {
+    "communication": "communication: its time is waiting on peers and links, not counters",
+    "unknown": "unknown kernel: no profile fits (classify it with a kernel rules file)",
+}
 BASE_TOOL = {"compute_bound": "rocprofv3_compute", "memory_bound": "rocprofv3_memory"}
 TOOL_PREFIX = "escalate_"
 PLAN_FILE = "escalation_plan.json"
@@ -54,7 +63,7 @@ class Target:
     calls: int
     total_ns: float
     share: float
-    profile: str | None   # None: not escalated (see reason)
+    profile: str | None  # None: not escalated (see reason)
     reason: str = ""
 
 
@@ -63,10 +72,13 @@ def select_targets(run: RunData, top: int | None = 5, min_share: float | None = 
     kernels = merge_kernels(run)
     total = sum(k.total_ns for k in kernels.values())
     if not kernels or total <= 0:
-        raise UserError(f"no timed kernels in {run.path}", file=str(run.path),
-                        fix="escalate a run made with a kernel trace (e.g. the rocprofv3_lightweight tool)")
+        raise UserError(
+            f"no timed kernels in {run.path}",
+            file=str(run.path),
+            fix="escalate a run made with a kernel trace (e.g. the rocprofv3_lightweight tool)",
+        )
     ranked = sorted(kernels.items(), key=lambda kv: (-kv[1].total_ns, kv[0]))
-    chosen = []
+    chosen: list[Target] = []
     for name, stats in ranked:
         share = stats.total_ns / total
         if min_share is not None and share < min_share:
@@ -75,8 +87,18 @@ def select_targets(run: RunData, top: int | None = 5, min_share: float | None = 
             break
         found = classify(name)
         profile = PROFILE_FOR_CATEGORY.get(found.category)
-        chosen.append(Target(name, found.category, found.role, stats.calls, stats.total_ns, share, profile,
-                             "" if profile else NOT_ESCALATED[found.category]))
+        chosen.append(
+            Target(
+                name,
+                found.category,
+                found.role,
+                stats.calls,
+                stats.total_ns,
+                share,
+                profile,
+                "" if profile else NOT_ESCALATED[found.category],
+            )
+        )
     return chosen
 
 
@@ -96,12 +118,24 @@ def escalation_tool(profile: str, names: list[str], launches_per_kernel: int, la
 
     base = get_tool(BASE_TOOL[profile])
     data = base.model_dump()
-    data.update(name=TOOL_PREFIX + profile, core_profile=profile, trace=["kernel"], stats=False, summary=False,
-                output_formats=["csv"], kernel_include_regex=kernel_regex(names), kernel_exclude_regex=None,
-                description=f"escalation: {profile} counters for {len(names)} kernel(s) of a first pass",
-                env_vars={**base.env_vars, ENV_LAUNCH_SKIP: str(launch_skip),
-                          ENV_LAUNCH_COUNT: str(launches_per_kernel * len(names))},
-                pre_scripts=[], post_scripts=[])
+    data.update(
+        name=TOOL_PREFIX + profile,
+        core_profile=profile,
+        trace=["kernel"],
+        stats=False,
+        summary=False,
+        output_formats=["csv"],
+        kernel_include_regex=kernel_regex(names),
+        kernel_exclude_regex=None,
+        description=f"escalation: {profile} counters for {len(names)} kernel(s) of a first pass",
+        env_vars={
+            **base.env_vars,
+            ENV_LAUNCH_SKIP: str(launch_skip),
+            ENV_LAUNCH_COUNT: str(launches_per_kernel * len(names)),
+        },
+        pre_scripts=[],
+        post_scripts=[],
+    )
     return tool_from_data(data, f"escalation tool {profile}")
 
 
@@ -133,8 +167,12 @@ def registry_with(tools):
 def _read_run_json(run: Path) -> dict:
     path = run / "run.json"
     if not path.is_file():
-        raise UserError(f"{run} has no run.json: escalation re-runs a model, so it needs a run directory written by "
-                        "`madengine-rocprof run`", file=str(run), fix="pass a directory from `madengine-rocprof run`")
+        raise UserError(
+            f"{run} has no run.json: escalation re-runs a model, so it needs a run directory written by "
+            "`madengine-rocprof run`",
+            file=str(run),
+            fix="pass a directory from `madengine-rocprof run`",
+        )
     try:
         info = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
@@ -151,11 +189,15 @@ def model_tag(info: dict) -> str:
     args = str(info.get("args", raw))
     if args == raw:
         return info["model"]
-    extra = shlex.split(args[len(raw):]) if args.startswith(raw) else None
+    extra = shlex.split(args[len(raw) :]) if args.startswith(raw) else None
     if not extra or len(extra) % 2 or not all(k.startswith("--") for k in extra[::2]):
-        raise UserError(f"cannot repeat the first pass's model arguments {args!r}", file="run.json", where="args",
-                        fix="put extra model arguments in the context's model_args, then escalate")
-    return ":".join([info["model"]] + [f"{k[2:]}={v}" for k, v in zip(extra[::2], extra[1::2])])
+        raise UserError(
+            f"cannot repeat the first pass's model arguments {args!r}",
+            file="run.json",
+            where="args",
+            fix="put extra model arguments in the context's model_args, then escalate",
+        )
+    return ":".join([info["model"]] + [f"{k[2:]}={v}" for k, v in zip(extra[::2], extra[1::2], strict=True)])
 
 
 def escalation_dir(run: Path) -> Path:
@@ -170,24 +212,50 @@ def plan_second_pass(run: Path, targets: list[Target], launches_per_kernel: int 
         if t.profile:
             groups.setdefault(t.profile, []).append(t.name)
     if not groups:
-        raise UserError("none of the selected kernels can be escalated: " + "; ".join(
-            f"{t.name[:60]}: {t.reason}" for t in targets), fix="raise --top, or classify unknown kernels with --kernel-rules")
+        raise UserError(
+            "none of the selected kernels can be escalated: "
+            + "; ".join(f"{t.name[:60]}: {t.reason}" for t in targets),
+            fix="raise --top, or classify unknown kernels with --kernel-rules",
+        )
     passes = []
     for profile in ("compute_bound", "memory_bound"):
         if profile in groups:
             tool = escalation_tool(profile, groups[profile], launches_per_kernel, launch_skip)
-            passes.append({"profile": profile, "tool": tool.name, "kernels": groups[profile],
-                           "kernel_include_regex": tool.kernel_include_regex, "env": {
-                               ENV_LAUNCH_SKIP: tool.env_vars[ENV_LAUNCH_SKIP],
-                               ENV_LAUNCH_COUNT: tool.env_vars[ENV_LAUNCH_COUNT]}})
+            passes.append(
+                {
+                    "profile": profile,
+                    "tool": tool.name,
+                    "kernels": groups[profile],
+                    "kernel_include_regex": tool.kernel_include_regex,
+                    "env": {
+                        ENV_LAUNCH_SKIP: tool.env_vars[ENV_LAUNCH_SKIP],
+                        ENV_LAUNCH_COUNT: tool.env_vars[ENV_LAUNCH_COUNT],
+                    },
+                }
+            )
     context = {k: v for k, v in info["context"].items() if k != "tools"}
-    return {"first_pass": str(run), "model": info["model"], "tag": model_tag(info), "context": context,
-            "runner": info.get("runner"), "targets": [asdict(t) for t in targets], "passes": passes,
-            "output_dir": str(escalation_dir(run))}
+    return {
+        "first_pass": str(run),
+        "model": info["model"],
+        "tag": model_tag(info),
+        "context": context,
+        "runner": info.get("runner"),
+        "targets": [asdict(t) for t in targets],
+        "passes": passes,
+        "output_dir": str(escalation_dir(run)),
+    }
 
 
-def run_second_pass(plan: dict, *, models_file: Path, runner: str | None = None, timeout: float | None = None,
-                    echo: bool = True, launches_per_kernel: int = 10, launch_skip: int = 0) -> dict:
+def run_second_pass(
+    plan: dict,
+    *,
+    models_file: Path,
+    runner: str | None = None,
+    timeout: float | None = None,
+    echo: bool = True,
+    launches_per_kernel: int = 10,
+    launch_skip: int = 0,
+) -> dict:
     """One runner call per profile; records each pass's run directory and status in the plan (returned)."""
     from madengine_rocprof.runner.lifecycle import RunOptions, run_models
 
@@ -197,9 +265,17 @@ def run_second_pass(plan: dict, *, models_file: Path, runner: str | None = None,
         tool = escalation_tool(step["profile"], step["kernels"], launches_per_kernel, launch_skip)
         context = dict(plan["context"], tools=[{"name": tool.name}])
         with registry_with([tool]):
-            code = run_models(RunOptions(tags=[plan["tag"]], context_json=json.dumps(context),
-                                         runner=runner or plan.get("runner") or "auto", output_dir=out,
-                                         timeout=timeout, models_file=models_file, echo=echo))
+            code = run_models(
+                RunOptions(
+                    tags=[plan["tag"]],
+                    context_json=json.dumps(context),
+                    runner=runner or plan.get("runner") or "auto",
+                    output_dir=out,
+                    timeout=timeout,
+                    models_file=models_file,
+                    echo=echo,
+                )
+            )
         step["exit_code"] = code
         step["run_dir"] = _find_pass_dir(out, tool.name)
     (out / PLAN_FILE).write_text(json.dumps(plan, indent=1) + "\n")
@@ -219,6 +295,7 @@ def _find_pass_dir(out: Path, tool: str) -> str | None:
 
 # ---- joining both passes -------------------------------------------------------------------------------------
 
+
 def kernel_counters(run: RunData, name: str) -> dict[str, dict]:
     """Counter -> {total, mean, dispatches, time_ns}: time_ns is this kernel's time on the dispatches that counter
     was read on (each pass of a multi-pass counter file re-runs the workload)."""
@@ -231,8 +308,15 @@ def kernel_counters(run: RunData, name: str) -> dict[str, dict]:
             entry = out.setdefault(counter, {"stats": CounterStats(), "time_ns": 0.0})
             entry["stats"].merge(stats)
             entry["time_ns"] += time_ns
-    return {c: {"total": e["stats"].total, "mean": e["stats"].mean, "dispatches": e["stats"].dispatches,
-                "time_ns": e["time_ns"] or None} for c, e in sorted(out.items())}
+    return {
+        c: {
+            "total": e["stats"].total,
+            "mean": e["stats"].mean,
+            "dispatches": e["stats"].dispatches,
+            "time_ns": e["time_ns"] or None,
+        }
+        for c, e in sorted(out.items())
+    }
 
 
 def _rate(counters: dict, name: str) -> float | None:
@@ -246,14 +330,17 @@ def derived(counters: dict, peak: Peak | None) -> dict:
     # AMD: FETCH_SIZE / WRITE_SIZE in KiB, each over the kernel time of its own pass; bytes/ns = GB/s
     if "FETCH_SIZE" in counters or "WRITE_SIZE" in counters:
         rates = [_rate(counters, c) for c in ("FETCH_SIZE", "WRITE_SIZE") if c in counters]
-        if rates and all(r is not None for r in rates):
-            out["bandwidth_gbs"] = sum(rates) * 1024
+        known = [r for r in rates if r is not None]
+        if known and len(known) == len(rates):
+            out["bandwidth_gbs"] = sum(known) * 1024
             out["bandwidth_formula"] = "(FETCH_SIZE + WRITE_SIZE) x 1024 B / kernel time"
     duration = counters.get("gpu__time_duration.sum")
     if duration and duration["total"] > 0:
         t = duration["total"]
         if "dram__bytes_read.sum" in counters and "dram__bytes_write.sum" in counters:
-            out["bandwidth_gbs"] = (counters["dram__bytes_read.sum"]["total"] + counters["dram__bytes_write.sum"]["total"]) / t
+            out["bandwidth_gbs"] = (
+                counters["dram__bytes_read.sum"]["total"] + counters["dram__bytes_write.sum"]["total"]
+            ) / t
             out["bandwidth_formula"] = "(dram__bytes_read.sum + dram__bytes_write.sum) / gpu__time_duration.sum"
         ops = [f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum" for op in ("fadd", "fmul", "ffma")]
         if all(o in counters for o in ops):
@@ -261,15 +348,17 @@ def derived(counters: dict, peak: Peak | None) -> dict:
             out["fp32_tflops"] = flops / t / 1e3
             out["fp32_formula"] = "(fadd + fmul + 2 x ffma thread instructions) / gpu__time_duration.sum"
     amd_fp32 = ("SQ_INSTS_VALU_ADD_F32", "SQ_INSTS_VALU_MUL_F32", "SQ_INSTS_VALU_FMA_F32")
-    if all(c in counters for c in amd_fp32) and all(_rate(counters, c) is not None for c in amd_fp32):
-        out["fp32_tflops"] = 64 * (_rate(counters, amd_fp32[0]) + _rate(counters, amd_fp32[1])
-                                   + 2 * _rate(counters, amd_fp32[2])) / 1e3
+    add, mul, fma = (_rate(counters, c) for c in amd_fp32)
+    if add is not None and mul is not None and fma is not None:
+        out["fp32_tflops"] = 64 * (add + mul + 2 * fma) / 1e3
         out["fp32_formula"] = "64 lanes x (ADD_F32 + MUL_F32 + 2 x FMA_F32) / kernel time"
-    for key, metric in (("ncu_sm_throughput_pct", "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
-                        ("ncu_dram_throughput_pct", "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
-                        ("ncu_tensor_pipe_pct", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
-                        ("occupancy_pct", "sm__warps_active.avg.pct_of_peak_sustained_active"),
-                        ("occupancy_pct", "OccupancyPercent")):
+    for key, metric in (
+        ("ncu_sm_throughput_pct", "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
+        ("ncu_dram_throughput_pct", "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+        ("ncu_tensor_pipe_pct", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
+        ("occupancy_pct", "sm__warps_active.avg.pct_of_peak_sustained_active"),
+        ("occupancy_pct", "OccupancyPercent"),
+    ):
         if metric in counters:
             out[key] = counters[metric]["mean"]
     if "SQ_WAVES" in counters and counters["SQ_WAVES"]["total"] > 0 and "SQ_INSTS_VALU" in counters:
@@ -284,10 +373,20 @@ def derived(counters: dict, peak: Peak | None) -> dict:
 
 def bound(metrics: dict) -> str:
     """The resource nearest its peak when one is at BOUND_AT% or more; else say that none is near its peak."""
-    compute = [(metrics[k], label) for k, label in (("fp32_pct_of_peak", "FP32 compute"), ("ncu_sm_throughput_pct", "SM compute"),
-                                                    ("ncu_tensor_pipe_pct", "tensor cores")) if metrics.get(k) is not None]
-    memory = [(metrics[k], "memory bandwidth") for k in ("bandwidth_pct_of_peak", "ncu_dram_throughput_pct")
-              if metrics.get(k) is not None]
+    compute = [
+        (metrics[k], label)
+        for k, label in (
+            ("fp32_pct_of_peak", "FP32 compute"),
+            ("ncu_sm_throughput_pct", "SM compute"),
+            ("ncu_tensor_pipe_pct", "tensor cores"),
+        )
+        if metrics.get(k) is not None
+    ]
+    memory = [
+        (metrics[k], "memory bandwidth")
+        for k in ("bandwidth_pct_of_peak", "ncu_dram_throughput_pct")
+        if metrics.get(k) is not None
+    ]
     measured = compute + memory
     if not measured:
         return "not determined (no counter of this profile relates to a peak)"
@@ -314,17 +413,23 @@ def join(first: RunData, second: dict[str, RunData], targets: list[Target], peak
             row["counters"] = counters
             row["derived"] = derived(counters, peak) if counters else {}
             if not counters:
-                row["reason"] = ("the second pass read no counters for this kernel (filter missed it, or ncu's "
-                                 "--launch-count was used up by other kernels)")
+                row["reason"] = (
+                    "the second pass read no counters for this kernel (filter missed it, or ncu's "
+                    "--launch-count was used up by other kernels)"
+                )
         rows.append(row)
     return {
-        "schema_version": SCHEMA_VERSION, "tool": "madengine-rocprof escalate",
+        "schema_version": SCHEMA_VERSION,
+        "tool": "madengine-rocprof escalate",
         "generated_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "first_pass": str(first.path), "kernel_time_ns": sum(k.total_ns for k in merge_kernels(first).values()),
+        "first_pass": str(first.path),
+        "kernel_time_ns": sum(k.total_ns for k in merge_kernels(first).values()),
         "device": _device(first).get("name"),
         "peak": asdict(peak) if peak else None,
-        "passes": [{k: p.get(k) for k in ("profile", "tool", "kernel_include_regex", "env", "run_dir", "exit_code")}
-                   for p in plan.get("passes", [])],
+        "passes": [
+            {k: p.get(k) for k in ("profile", "tool", "kernel_include_regex", "env", "run_dir", "exit_code")}
+            for p in plan.get("passes", [])
+        ],
         "kernels": rows,
     }
 

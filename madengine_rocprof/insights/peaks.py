@@ -3,6 +3,7 @@
 Used to put an achieved bandwidth or FLOP rate against what the device can do. Figures are the vendors' published
 peaks (boost clock); `--peak-bandwidth` / `--peak-tflops` override them for other parts or clocks.
 """
+
 from __future__ import annotations
 
 import re
@@ -12,8 +13,8 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Peak:
     device: str
-    bandwidth_gbs: float | None   # GB/s (1e9 bytes per second)
-    fp32_tflops: float | None     # FP32 vector / CUDA-core peak, TFLOP/s
+    bandwidth_gbs: float | None  # GB/s (1e9 bytes per second)
+    fp32_tflops: float | None  # FP32 vector / CUDA-core peak, TFLOP/s
     source: str = "datasheet"
 
 
@@ -35,7 +36,9 @@ def device_peak(name: str | None, bandwidth_gbs: float | None = None, fp32_tflop
     found = next((peak for pattern, peak in _TABLE if name and re.search(pattern, name, re.IGNORECASE)), None)
     if bandwidth_gbs is None and fp32_tflops is None:
         return found
-    return Peak(name or (found.device if found else "given"),
-                bandwidth_gbs if bandwidth_gbs is not None else (found.bandwidth_gbs if found else None),
-                fp32_tflops if fp32_tflops is not None else (found.fp32_tflops if found else None),
-                "given" if found is None else "datasheet, overridden")
+    return Peak(
+        name or (found.device if found else "given"),
+        bandwidth_gbs if bandwidth_gbs is not None else (found.bandwidth_gbs if found else None),
+        fp32_tflops if fp32_tflops is not None else (found.fp32_tflops if found else None),
+        "given" if found is None else "datasheet, overridden",
+    )

@@ -6,23 +6,25 @@ run by run (values of one run are not independent of each other: they share the 
 value by value. Samples longer than `max_samples` are first thinned to an evenly spaced subset (the point estimate
 still uses every value).
 """
+
 from __future__ import annotations
 
 import math
 import random
 import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-STATISTICS = {"mean": statistics.fmean, "median": statistics.median}
+STATISTICS: dict[str, Callable[[Sequence[float]], float]] = {"mean": statistics.fmean, "median": statistics.median}
 
 
 @dataclass(frozen=True)
 class RatioCI:
-    ratio: float      # statistic(new) / statistic(base), from all values
+    ratio: float  # statistic(new) / statistic(base), from all values
     low: float
     high: float
-    base: float       # statistic(base)
-    new: float        # statistic(new)
+    base: float  # statistic(base)
+    new: float  # statistic(new)
     n_base: int
     n_new: int
     resampled_base: str = "values"  # "runs": cluster bootstrap over repeated runs
@@ -57,8 +59,16 @@ def _resampler(groups: list[list[float]], max_samples: int):
     return (lambda rng: rng.choices(values, k=len(values))), "values"
 
 
-def bootstrap_ratio(base: list[list[float]], new: list[list[float]], *, statistic: str = "mean",
-                    confidence: float = 0.95, resamples: int = 2000, seed: int = 0, max_samples: int = 1000) -> RatioCI:
+def bootstrap_ratio(
+    base: list[list[float]],
+    new: list[list[float]],
+    *,
+    statistic: str = "mean",
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+    max_samples: int = 1000,
+) -> RatioCI:
     """CI of statistic(new) / statistic(base). Each side is a list of runs, each a list of values; it needs at least
     2 values per side and a positive base statistic."""
     fn = STATISTICS[statistic]
@@ -79,5 +89,14 @@ def bootstrap_ratio(base: list[list[float]], new: list[list[float]], *, statisti
         ratios.append(sn / sb if sb > 0 else math.inf)
     ratios.sort()
     tail = (1 - confidence) / 2
-    return RatioCI(n_stat / b_stat, percentile(ratios, tail), percentile(ratios, 1 - tail), b_stat, n_stat,
-                   len(b_all), len(n_all), by_b, by_n)
+    return RatioCI(
+        n_stat / b_stat,
+        percentile(ratios, tail),
+        percentile(ratios, 1 - tail),
+        b_stat,
+        n_stat,
+        len(b_all),
+        len(n_all),
+        by_b,
+        by_n,
+    )

@@ -8,6 +8,7 @@ import datetime
 from pathlib import Path
 
 from madengine_rocprof.errors import UserError
+from madengine_rocprof.reports import multinode
 from madengine_rocprof.reports.categories import CATEGORIES, classify
 from madengine_rocprof.reports.model import CounterStats, KernelStats, RunData
 from madengine_rocprof.reports.roles import roles_of
@@ -230,6 +231,7 @@ def analyze_run(run: RunData) -> dict:
             {"direction": d, "calls": c.calls, "total_ns": c.total_ns} for d, c in sorted(run.copies.items())
         ],
         "workload": _workload_summary(run),
+        "multi_node": multinode.analyze(run),
     }
 
 

@@ -12,6 +12,7 @@ first (an RCCL kernel may contain "reduce"), the optimizer before elementwise (m
 pointwise), attention before GEMM (flash-attention kernels mention gemm). Users add rules in a JSON file
 (`configure(path)`, see docs/reports.md); user rules are tried before the built-ins.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,17 @@ from pathlib import Path
 
 from madengine_rocprof.errors import UserError
 
-CATEGORIES = ("GEMM", "attention", "normalization", "elementwise", "reduction", "optimizer", "communication",
-              "memory copy", "unknown")
+CATEGORIES = (
+    "GEMM",
+    "attention",
+    "normalization",
+    "elementwise",
+    "reduction",
+    "optimizer",
+    "communication",
+    "memory copy",
+    "unknown",
+)
 UNKNOWN = "unknown"
 RULES_ENV = "MADENGINE_ROCPROF_KERNEL_RULES"
 RULES_FILE_NAME = "kernel_rules.json"  # under $MADENGINE_ROCPROF_HOME: the registered rules
@@ -44,22 +54,28 @@ def _re(pattern: str) -> re.Pattern:
 
 
 # ---- libraries ---------------------------------------------------------------------------------------------
-LIBRARIES: tuple[tuple[str, re.Pattern], ...] = tuple((name, _re(p)) for name, p in (
-    ("RCCL/NCCL", r"nccl|rccl"),  # RCCL keeps NCCL's kernel names (ncclDevKernel_*): the name cannot tell them apart
-    ("Tensile/hipBLASLt", r"^(custom_)?cijk_|tensile"),
-    ("hipBLASLt", r"hipblaslt"),
-    ("rocBLAS", r"rocblas"),
-    ("CK", r"\bck(_tile)?::|device_gemm_xdl|kernel_gemm_xdl|\bck_"),
-    ("MIOpen", r"miopen"),
-    ("HIP runtime", r"__amd_rocclr_"),
-    ("flash-attn", r"flash_(fwd|bwd)|pytorch_flash|\bflash::"),
-    ("cuDNN", r"cudnn|xmma_(fprop|dgrad|wgrad)|implicit_convolve"),
-    ("cuBLASLt", r"nvjet|cublaslt"),
-    ("cuBLAS", r"cublas|^sm\d+_xmma|^(ampere|volta|turing|maxwell|hopper)_[a-z0-9]*gemm"),
-    ("CUTLASS", r"cutlass"),
-    ("Triton", r"^triton_(poi|red|per|tem)_"),
-    ("PyTorch ATen", r"\bat::native::|\bat::cuda::|^aten::"),
-))
+LIBRARIES: tuple[tuple[str, re.Pattern], ...] = tuple(
+    (name, _re(p))
+    for name, p in (
+        (
+            "RCCL/NCCL",
+            r"nccl|rccl",
+        ),  # RCCL keeps NCCL's kernel names (ncclDevKernel_*): the name cannot tell them apart
+        ("Tensile/hipBLASLt", r"^(custom_)?cijk_|tensile"),
+        ("hipBLASLt", r"hipblaslt"),
+        ("rocBLAS", r"rocblas"),
+        ("CK", r"\bck(_tile)?::|device_gemm_xdl|kernel_gemm_xdl|\bck_"),
+        ("MIOpen", r"miopen"),
+        ("HIP runtime", r"__amd_rocclr_"),
+        ("flash-attn", r"flash_(fwd|bwd)|pytorch_flash|\bflash::"),
+        ("cuDNN", r"cudnn|xmma_(fprop|dgrad|wgrad)|implicit_convolve"),
+        ("cuBLASLt", r"nvjet|cublaslt"),
+        ("cuBLAS", r"cublas|^sm\d+_xmma|^(ampere|volta|turing|maxwell|hopper)_[a-z0-9]*gemm"),
+        ("CUTLASS", r"cutlass"),
+        ("Triton", r"^triton_(poi|red|per|tem)_"),
+        ("PyTorch ATen", r"\bat::native::|\bat::cuda::|^aten::"),
+    )
+)
 
 
 def library_of(name: str) -> str:
@@ -72,8 +88,13 @@ def library_of(name: str) -> str:
 # ---- GEMM shape class --------------------------------------------------------------------------------------
 # The macro tile a GEMM library picked says what problem shape it was picked for: Tensile `MT128x64x16`,
 # cuBLAS `tilesize128x128x8`, nvjet `_tst_128x64_`, CUTLASS/cuBLAS `_128x128_16x4` / `sgemm_128x64_`.
-_TILE = (_re(r"MT(\d+)x(\d+)"), _re(r"tilesize(\d+)x(\d+)"), _re(r"nvjet_\w*?_(\d+)x(\d+)_"), _re(r"(?:gemm|gemv)_(\d+)x(\d+)"),
-         _re(r"_(\d+)x(\d+)_\d+x\d+"))
+_TILE = (
+    _re(r"MT(\d+)x(\d+)"),
+    _re(r"tilesize(\d+)x(\d+)"),
+    _re(r"nvjet_\w*?_(\d+)x(\d+)_"),
+    _re(r"(?:gemm|gemv)_(\d+)x(\d+)"),
+    _re(r"_(\d+)x(\d+)_\d+x\d+"),
+)
 
 
 def gemm_shape(name: str) -> str:
@@ -102,53 +123,99 @@ def _direction(prefix: str):
 
 
 def _collective(name: str) -> str:
-    for role, pattern in (("allreduce", r"all_?reduce"), ("allgather", r"all_?gather"),
-                          ("reduce-scatter", r"reduce_?scatter"), ("all-to-all", r"all_?to_?all"),
-                          ("broadcast", r"broadcast"), ("send/recv", r"send|recv")):
+    for role, pattern in (
+        ("allreduce", r"all_?reduce"),
+        ("allgather", r"all_?gather"),
+        ("reduce-scatter", r"reduce_?scatter"),
+        ("all-to-all", r"all_?to_?all"),
+        ("broadcast", r"broadcast"),
+        ("send/recv", r"send|recv"),
+    ):
         if re.search(pattern, name, re.IGNORECASE):
             return role
     return "collective (other)"
 
 
 _BUILTIN = (
-    ("communication", "communication", _collective,
-     r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|send_?recv|c10d::"),
-    ("fill", "memory copy", "fill", r"memset|fillbuffer|__amd_rocclr_fill|fill_kernel|FillFunctor|aten::(fill_|zero_|zeros)\b"),
+    (
+        "communication",
+        "communication",
+        _collective,
+        r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|send_?recv|c10d::",
+    ),
+    (
+        "fill",
+        "memory copy",
+        "fill",
+        r"memset|fillbuffer|__amd_rocclr_fill|fill_kernel|FillFunctor|aten::(fill_|zero_|zeros)\b",
+    ),
     ("concat", "memory copy", "concat", r"CatArrayBatchedCopy|cat_?kernel|aten::cat\b"),
     ("cast", "memory copy", "dtype cast", r"(bfloat16|half|float|fp8)_copy_kernel|aten::_to_copy\b"),
-    ("copy", "memory copy", "copy",
-     r"memcpy|copybuffer|__amd_rocclr_copy|copy_?kernel|aten::(copy_|to|clone|contiguous|empty)\b"),
-    ("optimizer", "optimizer", "optimizer step",
-     r"adamw?\b|adam_|FusedAdam|\bsgd|lamb_|lion_|adagrad|rmsprop|optimizer"),
+    (
+        "copy",
+        "memory copy",
+        "copy",
+        r"memcpy|copybuffer|__amd_rocclr_copy|copy_?kernel|aten::(copy_|to|clone|contiguous|empty)\b",
+    ),
+    (
+        "optimizer",
+        "optimizer",
+        "optimizer step",
+        r"adamw?\b|adam_|FusedAdam|\bsgd|lamb_|lion_|adagrad|rmsprop|optimizer",
+    ),
     ("foreach", "optimizer", "multi-tensor (foreach)", r"multi_tensor_apply|_foreach_"),
     ("softmax", "attention", _direction("softmax"), r"softmax"),
     ("rope", "attention", "rotary embedding", r"rotary|(^|[^a-z])rope"),
     # cuDNN's flash-attention backward runs helpers around its bprop kernel: dO.O row sums first, dQ conversion last
     ("attention_bwd_helper", "attention", "attention bwd", r"compute_dot_do_o|convert_dq_to"),
-    ("attention", "attention", _direction("attention"),
-     r"attn|attention|flash|fmha|sdpa|mha_(fwd|bwd)"),
-    ("norm", "normalization", _direction("norm"),
-     r"(rms|layer|batch|group|instance|_|\b)_?norm(?!al)|welford|GammaBetaBackward|MIOpenBatchNorm"),
+    ("attention", "attention", _direction("attention"), r"attn|attention|flash|fmha|sdpa|mha_(fwd|bwd)"),
+    (
+        "norm",
+        "normalization",
+        _direction("norm"),
+        r"(rms|layer|batch|group|instance|_|\b)_?norm(?!al)|welford|GammaBetaBackward|MIOpenBatchNorm",
+    ),
     ("splitk", "GEMM", "GEMM split-K reduce", r"splitKreduce|split_?k_?reduce"),
     ("gemv", "GEMM", "GEMV", r"gemv"),
     ("conv", "GEMM", "convolution", r"conv(olution)?[_\d]|implicit_convolve|xmma_(fprop|dgrad|wgrad)|miopenConv|igemm"),
-    ("gemm", "GEMM", gemm_shape,
-     r"gemm|cijk_|\bmm\b|\b(add|b)?mmbackward|matmul|addmm|bmm|aten::(mm|linear|baddbmm)\b|cutlass|cublas|nvjet|"
-     r"hipblas|rocblas|tensile|xmma|wgmma|mfma|_mm_|dot_?kernel|triton_tem_fused_(mm|addmm|bmm)"),
+    (
+        "gemm",
+        "GEMM",
+        gemm_shape,
+        r"gemm|cijk_|\bmm\b|\b(add|b)?mmbackward|matmul|addmm|bmm|aten::(mm|linear|baddbmm)\b|cutlass|cublas|nvjet|"
+        r"hipblas|rocblas|tensile|xmma|wgmma|mfma|_mm_|dot_?kernel|triton_tem_fused_(mm|addmm|bmm)",
+    ),
     ("loss", "reduction", "loss", r"nll_loss|cross_?entropy|xent|mse_loss"),
-    ("index", "elementwise", "index/gather/embedding",
-     r"embedding|gather|scatter|index_?(select|put|add)|indexFunc|aten::(index|embedding)"),
-    ("reduction", "reduction", "reduction",
-     r"reduce_kernel|reduction|triton_(red|per)_|\b(sum|mean|argmax|argmin|amax)_kernel|aten::(sum|mean|max|min|argmax|amax)\b"),
-    ("activation", "elementwise", "activation",
-     r"silu|swiglu|gelu|relu|sigmoid|tanh|softplus|aten::(silu|gelu|relu|sigmoid|tanh)\b"),
-    ("elementwise", "elementwise", "elementwise",
-     r"elementwise|vectorized|unrolled|pointwise|triton_poi|triu|tril|\b(add|mul|sub|div|exp|neg|pow|sqrt|rsqrt|where|mask|"
-     r"dropout)|aten::(add|mul|sub|div|exp|neg|pow|sqrt|rsqrt|where|masked_fill|dropout|triu|ones_like|t\b|view|reshape|"
-     r"transpose|permute|expand|slice|select|unsqueeze|split|chunk)"),
+    (
+        "index",
+        "elementwise",
+        "index/gather/embedding",
+        r"embedding|gather|scatter|index_?(select|put|add)|indexFunc|aten::(index|embedding)",
+    ),
+    (
+        "reduction",
+        "reduction",
+        "reduction",
+        r"reduce_kernel|reduction|triton_(red|per)_|\b(sum|mean|argmax|argmin|amax)_kernel|aten::(sum|mean|max|min|argmax|amax)\b",
+    ),
+    (
+        "activation",
+        "elementwise",
+        "activation",
+        r"silu|swiglu|gelu|relu|sigmoid|tanh|softplus|aten::(silu|gelu|relu|sigmoid|tanh)\b",
+    ),
+    (
+        "elementwise",
+        "elementwise",
+        "elementwise",
+        r"elementwise|vectorized|unrolled|pointwise|triton_poi|triu|tril|\b(add|mul|sub|div|exp|neg|pow|sqrt|rsqrt|where|mask|"
+        r"dropout)|aten::(add|mul|sub|div|exp|neg|pow|sqrt|rsqrt|where|masked_fill|dropout|triu|ones_like|t\b|view|reshape|"
+        r"transpose|permute|expand|slice|select|unsqueeze|split|chunk)",
+    ),
 )
 RULES: tuple[tuple[str, str, object, re.Pattern], ...] = tuple(
-    (rule_id, category, role, _re(pattern)) for rule_id, category, role, pattern in _BUILTIN)
+    (rule_id, category, role, _re(pattern)) for rule_id, category, role, pattern in _BUILTIN
+)
 
 
 @dataclass(frozen=True)
@@ -175,18 +242,21 @@ def load_rules(path: str | os.PathLike[str]) -> tuple[UserRule, ...]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as err:
-        raise _fail(f"cannot read the kernel rules file: {err.strerror}", file,
-                    fix="give an existing JSON file (docs/reports.md, 'Kernel taxonomy')") from None
+        raise _fail(
+            f"cannot read the kernel rules file: {err.strerror}",
+            file,
+            fix="give an existing JSON file (docs/reports.md, 'Kernel taxonomy')",
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise UserError(f"not valid JSON: {err.msg}", file=file, line=err.lineno, column=err.colno) from None
     example = '{"rules": [{"match": "my_fused_mlp", "category": "GEMM", "role": "fused MLP"}]}'
     if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
-        raise _fail("expected an object with a \"rules\" list", file, fix=f"write e.g. {example}")
+        raise _fail('expected an object with a "rules" list', file, fix=f"write e.g. {example}")
     extra = sorted(set(data) - {"rules", "schema_version", "_comment"})
     if extra:
-        raise _fail(f"unknown key '{extra[0]}'", file, fix="the top level holds \"rules\" (and optional \"_comment\")")
+        raise _fail(f"unknown key '{extra[0]}'", file, fix='the top level holds "rules" (and optional "_comment")')
     rules = []
     for i, item in enumerate(data["rules"]):
         where = f"rules[{i}]"
@@ -195,8 +265,12 @@ def load_rules(path: str | os.PathLike[str]) -> tuple[UserRule, ...]:
         for key in item:
             if key not in RULE_KEYS and key != "_comment":
                 guess = closest(key, RULE_KEYS)
-                raise _fail(f"unknown key '{key}'", file, where,
-                            fix=(f"did you mean '{guess}'? " if guess else "") + "keys: " + ", ".join(RULE_KEYS))
+                raise _fail(
+                    f"unknown key '{key}'",
+                    file,
+                    where,
+                    fix=(f"did you mean '{guess}'? " if guess else "") + "keys: " + ", ".join(RULE_KEYS),
+                )
         for key in RULE_KEYS:
             if key in item and not (isinstance(item[key], str) and item[key].strip()):
                 raise _fail(f"'{key}' must be a non-empty string", file, f"{where}.{key}")
@@ -205,16 +279,33 @@ def load_rules(path: str | os.PathLike[str]) -> tuple[UserRule, ...]:
             raise _fail(f"'{missing}' is required", file, where, fix=f"write e.g. {example}")
         if item["category"] not in CATEGORIES or item["category"] == UNKNOWN:
             guess = closest(item["category"], CATEGORIES[:-1])
-            raise _fail(f"unknown category '{item['category']}'", file, f"{where}.category",
-                        fix=(f"did you mean '{guess}'? " if guess else "") + "categories: " + ", ".join(CATEGORIES[:-1])
-                        + "; put your own grouping in \"role\"")
+            raise _fail(
+                f"unknown category '{item['category']}'",
+                file,
+                f"{where}.category",
+                fix=(f"did you mean '{guess}'? " if guess else "")
+                + "categories: "
+                + ", ".join(CATEGORIES[:-1])
+                + '; put your own grouping in "role"',
+            )
         try:
             pattern = _re(item["match"])
         except re.error as err:
-            raise _fail(f"invalid regular expression {item['match']!r}: {err.msg} at position {err.pos}", file,
-                        f"{where}.match", fix="Python `re` syntax, matched anywhere in the name, case-insensitive") from None
-        rules.append(UserRule(pattern, item["category"], item.get("role") or item["category"], item.get("library"),
-                              f"{Path(file).name} {where}"))
+            raise _fail(
+                f"invalid regular expression {item['match']!r}: {err.msg} at position {err.pos}",
+                file,
+                f"{where}.match",
+                fix="Python `re` syntax, matched anywhere in the name, case-insensitive",
+            ) from None
+        rules.append(
+            UserRule(
+                pattern,
+                item["category"],
+                item.get("role") or item["category"],
+                item.get("library"),
+                f"{Path(file).name} {where}",
+            )
+        )
     return tuple(rules)
 
 
@@ -253,7 +344,9 @@ def classify(kernel_name: str) -> KernelClass:
             return KernelClass(rule.category, rule.role, rule.library or library, rule.where)
     for rule_id, category, role, pattern in RULES:
         if pattern.search(kernel_name):
-            return KernelClass(category, role(kernel_name) if callable(role) else str(role), library, f"built-in {rule_id}")
+            return KernelClass(
+                category, role(kernel_name) if callable(role) else str(role), library, f"built-in {rule_id}"
+            )
     return KernelClass(UNKNOWN, UNKNOWN, library, "")
 
 

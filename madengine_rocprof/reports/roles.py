@@ -3,6 +3,7 @@
 A GEMM is `Cijk_*` on AMD and `nvjet_*` on NVIDIA; both are a `GEMM large tile (>=128x128)` when the tile says so.
 Roles come from reports/categories.py (built-in rules plus the user's rules file).
 """
+
 from __future__ import annotations
 
 from madengine_rocprof.reports.categories import CATEGORIES
@@ -12,8 +13,16 @@ def roles_of(kernel_rows: list[dict], gpu_time_ns: float | None) -> list[dict]:
     """[{role, category, kernels, calls, total_ns, share}] in category order, then by time (largest first)."""
     by_role: dict[str, dict] = {}
     for row in kernel_rows:
-        entry = by_role.setdefault(row["role"], {"role": row["role"], "category": row["category"], "kernels": 0,
-                                                  "calls": 0, "total_ns": 0 if row["total_ns"] is not None else None})
+        entry = by_role.setdefault(
+            row["role"],
+            {
+                "role": row["role"],
+                "category": row["category"],
+                "kernels": 0,
+                "calls": 0,
+                "total_ns": 0 if row["total_ns"] is not None else None,
+            },
+        )
         entry["kernels"] += 1
         entry["calls"] += row["calls"]
         if entry["total_ns"] is not None and row["total_ns"] is not None:
@@ -31,12 +40,18 @@ def role_table(runs: list[dict], baseline: str) -> tuple[list[str], list[list]]:
     for r in runs:
         for e in r["roles"]:
             seen.setdefault(e["role"], e["category"])
-    order = sorted(seen, key=lambda role: (CATEGORIES.index(seen[role]),
-                                           -max((t.get(role) or {}).get("total_ns") or 0 for t in per_run), role))
+    order = sorted(
+        seen,
+        key=lambda role: (
+            CATEGORIES.index(seen[role]),
+            -max((t.get(role) or {}).get("total_ns") or 0 for t in per_run),
+            role,
+        ),
+    )
     base_roles = {e["role"]: e for e in base["roles"]}
     rows = []
     for role in order:
-        row = [role, seen[role]]
+        row: list = [role, seen[role]]
         base_ns = (base_roles.get(role) or {}).get("total_ns")
         for times in per_run:
             ns = (times.get(role) or {}).get("total_ns")

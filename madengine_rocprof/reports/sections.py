@@ -275,8 +275,15 @@ def memory_copies(run: dict, top: int) -> Section | None:
 # sections across runs (shown once, before the runs), then per run, in page order
 REPORT_SECTIONS: list[Callable[[dict, int], Section | None]] = [comparison, category_comparison, role_comparison,
                                                                  throughput]
+def multi_node(run: dict, top: int) -> Section | None:
+    """Per node, per rank and stragglers: reports/multinode.py (imported here: it builds on the classes above)."""
+    from madengine_rocprof.reports import multinode
+
+    return multinode.section(run, top)
+
+
 RUN_SECTIONS: list[Callable[[dict, int], Section | None]] = [run_header, top_kernels, categories, timeline, counters,
-                                                              memory_copies]
+                                                              memory_copies, multi_node]
 
 
 def build(report: dict, top: int) -> list[Section]:

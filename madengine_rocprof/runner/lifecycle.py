@@ -103,7 +103,8 @@ def plan_runs(opts: RunOptions) -> tuple[AdditionalContext, list[str], list[Plan
     ctx, warnings = load_context(opts.context_file, opts.context_json)
     source = " + ".join(s for s in (opts.context_file, "--additional-context" if opts.context_json else None) if s) or None
     cards = select_models(load_models(opts.models_file), opts.tags, str(opts.models_file))
-    distributed_env(ctx)  # validates the distributed block
+    if opts.runner != "slurm":  # the SLURM runner validates several nodes itself (runner/slurm_jobs.py)
+        distributed_env(ctx)  # validates the distributed block
     host.parse_gpu_list(ctx.docker_gpus or "")
     _words(ctx.model_args or "", "model_args")
     planned = []
@@ -132,7 +133,7 @@ def chain_needs_wrapper(planned: list[Planned]) -> bool:
 
 def choose_runner(kind: str) -> tuple[str, Any]:
     if kind not in ("auto", "docker", "local"):
-        raise UserError(f"unknown runner '{kind}'", where="--runner", fix="use auto, docker or local")
+        raise UserError(f"unknown runner '{kind}'", where="--runner", fix="use auto, docker, local or slurm")
     if kind == "local":
         return "local", None
     client = host.docker_client()
@@ -144,6 +145,9 @@ def choose_runner(kind: str) -> tuple[str, Any]:
 
 def run_models(opts: RunOptions) -> int:
     """Run every selected model; 0 when all succeeded, 1 when any failed; Ctrl-C re-raised after results are written."""
+    if opts.runner == "slurm":
+        from madengine_rocprof.runner.slurm import run_slurm
+        return run_slurm(opts)
     ctx, warnings, planned = plan_runs(opts)
     for w in warnings:
         say(f"warning: {w}")

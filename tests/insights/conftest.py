@@ -1,4 +1,5 @@
 """Fixtures for the insights tests; the builders live in insights_builders.py (importable by name)."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """`compare BASE NEW --gate` on crafted runs whose answer is known; every printed number recomputed independently."""
+
 from __future__ import annotations
 
 import json
@@ -92,15 +93,22 @@ def test_the_ten_percent_regression_is_caught_for_every_seed():
     settings = Settings(resamples=1000)
     for seed in range(50):
         rng = random.Random(5000 + seed)
-        row = compare_metric("step time", "step", "ms", [noisy(rng, 100.0, 1.0, 30)], [noisy(rng, 110.0, 1.0, 30)],
-                             settings, seed)
+        row = compare_metric(
+            "step time", "step", "ms", [noisy(rng, 100.0, 1.0, 30)], [noisy(rng, 110.0, 1.0, 30)], settings, seed
+        )
         assert row["verdict"] == "slower" and row["regression"], seed
 
 
 def test_per_kernel_durations_find_the_slower_kernel_only(tmp_path, capsys):
     rng = random.Random(3)
-    base_k = {GEMM: [int(rng.gauss(50_000, 500)) for _ in range(200)], ADD: [int(rng.gauss(8_000, 200)) for _ in range(400)]}
-    new_k = {GEMM: [int(rng.gauss(55_000, 500)) for _ in range(200)], ADD: [int(rng.gauss(8_000, 200)) for _ in range(400)]}
+    base_k = {
+        GEMM: [int(rng.gauss(50_000, 500)) for _ in range(200)],
+        ADD: [int(rng.gauss(8_000, 200)) for _ in range(400)],
+    }
+    new_k = {
+        GEMM: [int(rng.gauss(55_000, 500)) for _ in range(200)],
+        ADD: [int(rng.gauss(8_000, 200)) for _ in range(400)],
+    }
     base = write_run(tmp_path / "base", kernels=base_k)
     new = write_run(tmp_path / "new", kernels=new_k)
     out = tmp_path / "cmp.json"
@@ -150,8 +158,10 @@ def test_median_statistic_and_seeded_determinism():
     assert bootstrap_ratio([base], [new], statistic="median", seed=8) != a
 
 
-@pytest.mark.parametrize("values, q, expected", [([1, 2, 3, 4], 0.5, 2.5), ([1, 2, 3, 4], 0.025, 1.075),
-                                                 ([5], 0.9, 5), ([0, 10], 0.975, 9.75)])
+@pytest.mark.parametrize(
+    "values, q, expected",
+    [([1, 2, 3, 4], 0.5, 2.5), ([1, 2, 3, 4], 0.025, 1.075), ([5], 0.9, 5), ([0, 10], 0.975, 9.75)],
+)
 def test_percentile_interpolates_like_numpy(values, q, expected):
     assert percentile(values, q) == pytest.approx(expected)
 
@@ -174,9 +184,14 @@ def test_single_values_are_too_few_for_a_verdict(tmp_path, capsys):
     assert step["verdict"] == "too few samples" and step["ratio"] == pytest.approx(1.5)
 
 
-@pytest.mark.parametrize("args, where", [
-    (["--threshold", "-1"], "--threshold"), (["--confidence", "100"], "--confidence"), (["--resamples", "5"], "--resamples"),
-])
+@pytest.mark.parametrize(
+    "args, where",
+    [
+        (["--threshold", "-1"], "--threshold"),
+        (["--confidence", "100"], "--confidence"),
+        (["--resamples", "5"], "--resamples"),
+    ],
+)
 def test_bad_options_are_refused(tmp_path, capsys, args, where):
     base = write_run(tmp_path / "base", [1.0, 2.0])
     code, io = run_compare([base, base, *args], capsys)

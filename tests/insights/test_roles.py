@@ -1,5 +1,6 @@
 """`report A B` across vendors: kernel time compared role by role (an AMD GEMM against an NVIDIA GEMM of the same
 tile class), unknown kernels in their own row; the roles table recomputed from the crafted runs."""
+
 from __future__ import annotations
 
 import json
@@ -19,11 +20,21 @@ AMD = [
 ]
 NVIDIA = [
     ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "GEMM large tile (>=128x128)", [30_000] * 20),
-    ("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
-     "GEMM large tile (>=128x128)", [10_000] * 5),
-    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>>(Flash_fwd_params)", "attention fwd", [20_000] * 8),
-    ("void flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<128>>(Flash_bwd_params)", "attention bwd",
-     [45_000] * 8),
+    (
+        "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
+        "GEMM large tile (>=128x128)",
+        [10_000] * 5,
+    ),
+    (
+        "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>>(Flash_fwd_params)",
+        "attention fwd",
+        [20_000] * 8,
+    ),
+    (
+        "void flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<128>>(Flash_bwd_params)",
+        "attention bwd",
+        [45_000] * 8,
+    ),
     ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "allreduce", [35_000] * 4),
 ]
 
@@ -52,7 +63,7 @@ def test_report_across_vendors_compares_by_role(tmp_path, capsys):
     lines = text.splitlines()
     header = lines.index(next(x for x in lines if x.startswith("| role | category | mi300x (ms)")))
     table = {}
-    for line in lines[header + 2:]:
+    for line in lines[header + 2 :]:
         if not line.startswith("|"):
             break
         cells = [c.strip() for c in line.strip("|").split("|")]
@@ -68,7 +79,12 @@ def test_report_across_vendors_compares_by_role(tmp_path, capsys):
     assert table["GEMM small tile (<=64x64)"][3] == "–"
     # rows in category order: GEMM roles first, communication before unknown
     order = list(table)
-    assert order.index("GEMM large tile (>=128x128)") < order.index("attention fwd") < order.index("allreduce") < order.index("unknown")
+    assert (
+        order.index("GEMM large tile (>=128x128)")
+        < order.index("attention fwd")
+        < order.index("allreduce")
+        < order.index("unknown")
+    )
 
 
 def test_user_rules_regroup_kernels_in_the_report(tmp_path, capsys):
@@ -84,3 +100,26 @@ def test_user_rules_regroup_kernels_in_the_report(tmp_path, capsys):
     rules.write_text(json.dumps({"rules": [{"match": "(", "category": "GEMM"}]}))
     assert main(["report", str(amd), "--json", str(out), "-q", "--kernel-rules", str(rules)]) == 2
     assert "rules[0].match: invalid regular expression" in capsys.readouterr().err
+
+
+def test_html_page_shows_the_role_table(tmp_path, capsys):
+    amd = write_run(tmp_path / "mi300x", kernels={n: d for n, _, d in AMD})
+    nv = write_run(tmp_path / "h100", kernels={n: d for n, _, d in NVIDIA})
+    page = tmp_path / "r.html"
+    assert main(["report", str(amd), str(nv), "--html", str(page), "-q"]) == 0
+    html = page.read_text()
+    assert "Kernel time by role (ms)" in html and "GEMM large tile (&gt;=128x128)" in html
+
+
+def test_kernels_classify_a_run_lists_every_kernel_and_counts_unknown(tmp_path, capsys):
+    amd = write_run(tmp_path / "mi300x", kernels={n: d for n, _, d in AMD})
+    assert main(["kernels", "classify", "--run", str(amd)]) == 0
+    out = capsys.readouterr().out
+    assert f"{len(AMD)} kernels, 1 unknown" in out
+    row = next(x for x in out.splitlines() if x.startswith("| Cijk_Alik"))
+    assert [c.strip() for c in row.strip("|").split("|")][1:] == [
+        "GEMM",
+        "GEMM large tile (>=128x128)",
+        "Tensile/hipBLASLt",
+        "built-in gemm",
+    ]

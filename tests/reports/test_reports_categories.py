@@ -1,5 +1,6 @@
 """Kernel taxonomy: categories, roles and libraries on names from ROCm and CUDA PyTorch training traces, Triton,
 RCCL/NCCL and the embedded CPU tracer; the real H100/H200 names in benchmarks/; user rules files."""
+
 from __future__ import annotations
 
 import csv
@@ -29,17 +30,37 @@ def builtin_rules_only(monkeypatch, tmp_path):
     "name, category, role, library",
     [
         # AMD: Tensile/hipBLASLt, rocBLAS, CK, MIOpen, RCCL, ROCclr, Triton
-        ("Cijk_Alik_Bljk_SB_MT128x128x16_MI32x32x2x1_SN_1LDSB0_GRVW4_K1", "GEMM", "GEMM large tile (>=128x128)", "Tensile/hipBLASLt"),
-        ("Custom_Cijk_Ailk_Bljk_BBS_BH_MT256x256x64_MI16x16x1", "GEMM", "GEMM large tile (>=128x128)", "Tensile/hipBLASLt"),
+        (
+            "Cijk_Alik_Bljk_SB_MT128x128x16_MI32x32x2x1_SN_1LDSB0_GRVW4_K1",
+            "GEMM",
+            "GEMM large tile (>=128x128)",
+            "Tensile/hipBLASLt",
+        ),
+        (
+            "Custom_Cijk_Ailk_Bljk_BBS_BH_MT256x256x64_MI16x16x1",
+            "GEMM",
+            "GEMM large tile (>=128x128)",
+            "Tensile/hipBLASLt",
+        ),
         ("Cijk_Ailk_Bjlk_HHS_BH_MT64x32x64_MI16x16x16x1_SN", "GEMM", "GEMM small tile (<=64x64)", "Tensile/hipBLASLt"),
         ("Cijk_Ailk_Bljk_SB_MT256x32x16_MI32x32x2x1", "GEMM", "GEMM skinny tile (aspect >=4)", "Tensile/hipBLASLt"),
         ("void rocblas_gemvt_kernel<256, float>(int, int, float, long, float const*)", "GEMM", "GEMV", "rocBLAS"),
-        ("void ck::kernel_gemm_xdl_cshuffle_v3<ck::GridwiseGemm_xdl_cshuffle_v3<...>>(...)", "GEMM", "GEMM tile not in name", "CK"),
+        (
+            "void ck::kernel_gemm_xdl_cshuffle_v3<ck::GridwiseGemm_xdl_cshuffle_v3<...>>(...)",
+            "GEMM",
+            "GEMM tile not in name",
+            "CK",
+        ),
         ("ck_tile::FmhaFwdKernel<ck_tile::BlockFmhaPipelineQRKSVS<...>>", "attention", "attention fwd", "CK"),
         ("ck_tile::FmhaBwdDQDKDVKernel<...>", "attention", "attention bwd", "CK"),
         ("MIOpenBatchNormFwdTrainSpatial", "normalization", "norm fwd", "MIOpen"),
         ("miopenSp3AsmConv_v21_1_3_gfx9_fp32_stride1", "GEMM", "convolution", "MIOpen"),
-        ("ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)", "communication", "collective (other)", "RCCL/NCCL"),
+        (
+            "ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)",
+            "communication",
+            "collective (other)",
+            "RCCL/NCCL",
+        ),
         ("rccl_main_kernel_AllGather", "communication", "allgather", "RCCL/NCCL"),
         ("__amd_rocclr_copyBuffer", "memory copy", "copy", "HIP runtime"),
         ("__amd_rocclr_fillBufferAligned", "memory copy", "fill", "HIP runtime"),
@@ -50,50 +71,140 @@ def builtin_rules_only(monkeypatch, tmp_path):
         ("_rmsnorm_fwd_kernel", "normalization", "norm fwd", "unknown"),
         # NVIDIA: cuBLAS, cuBLASLt (nvjet), CUTLASS, cuDNN, flash-attn, NCCL
         ("ampere_sgemm_128x64_tn", "GEMM", "GEMM medium tile", "cuBLAS"),
-        ("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
-         "GEMM", "GEMM large tile (>=128x128)", "cuBLAS"),
+        (
+            "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
+            "GEMM",
+            "GEMM large tile (>=128x128)",
+            "cuBLAS",
+        ),
         ("nvjet_sm90_tst_128x64_64x8_1x2_h_bz_NNT", "GEMM", "GEMM medium tile", "cuBLASLt"),
-        ("void cublasLt::splitKreduce_kernel<32, 16, int, float>(cublasLt::cublasSplitKParams<float>)", "GEMM",
-         "GEMM split-K reduce", "cuBLASLt"),
-        ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x256_32x4_nt_align4>(Params)", "GEMM",
-         "GEMM skinny tile (aspect >=4)", "CUTLASS"),
-        ("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x64_1x4x1_cga1x1x1_kernel0_0",
-         "attention", "attention bwd", "cuDNN"),
-        ("void cudnn::fusion::compute_dot_do_o_specialized<true, 64>(void const*, void const*, void*)", "attention",
-         "attention bwd", "cuDNN"),
-        ("sm80_xmma_fprop_implicit_gemm_indexed_f32f32_tf32f32_f32_nhwckrsc_nchw_cudnn", "GEMM", "convolution", "cuDNN"),
-        ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>>(Flash_fwd_params)", "attention",
-         "attention fwd", "flash-attn"),
-        ("void flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<128>>(Flash_bwd_params)", "attention",
-         "attention bwd", "flash-attn"),
-        ("fmha_cutlassB_f32_aligned_64x64_k64_sm80(PyTorchMemEffAttention::AttentionBackwardKernel<...>::Params)",
-         "attention", "attention bwd", "CUTLASS"),
-        ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "communication", "allreduce", "RCCL/NCCL"),
+        (
+            "void cublasLt::splitKreduce_kernel<32, 16, int, float>(cublasLt::cublasSplitKParams<float>)",
+            "GEMM",
+            "GEMM split-K reduce",
+            "cuBLASLt",
+        ),
+        (
+            "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x256_32x4_nt_align4>(Params)",
+            "GEMM",
+            "GEMM skinny tile (aspect >=4)",
+            "CUTLASS",
+        ),
+        (
+            "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x64_1x4x1_cga1x1x1_kernel0_0",
+            "attention",
+            "attention bwd",
+            "cuDNN",
+        ),
+        (
+            "void cudnn::fusion::compute_dot_do_o_specialized<true, 64>(void const*, void const*, void*)",
+            "attention",
+            "attention bwd",
+            "cuDNN",
+        ),
+        (
+            "sm80_xmma_fprop_implicit_gemm_indexed_f32f32_tf32f32_f32_nhwckrsc_nchw_cudnn",
+            "GEMM",
+            "convolution",
+            "cuDNN",
+        ),
+        (
+            "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>>(Flash_fwd_params)",
+            "attention",
+            "attention fwd",
+            "flash-attn",
+        ),
+        (
+            "void flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<128>>(Flash_bwd_params)",
+            "attention",
+            "attention bwd",
+            "flash-attn",
+        ),
+        (
+            "fmha_cutlassB_f32_aligned_64x64_k64_sm80(PyTorchMemEffAttention::AttentionBackwardKernel<...>::Params)",
+            "attention",
+            "attention bwd",
+            "CUTLASS",
+        ),
+        (
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+            "communication",
+            "allreduce",
+            "RCCL/NCCL",
+        ),
         ("ncclKernel_ReduceScatter_RING_LL_Sum_bf16", "communication", "reduce-scatter", "RCCL/NCCL"),
         # PyTorch ATen (both vendors) and the CPU tracer's operator names
-        ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float>(float*, float const*, int)",
-         "attention", "softmax fwd", "PyTorch ATen"),
-        ("void (anonymous namespace)::softmax_warp_backward<float, float, float, 10, true, false>(float*)", "attention",
-         "softmax bwd", "unknown"),
-        ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float)", "normalization",
-         "norm fwd", "PyTorch ATen"),
-        ("void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernelTemplate<float, float, 32u>(long)",
-         "normalization", "norm bwd", "PyTorch ATen"),
-        ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)", "elementwise",
-         "elementwise", "PyTorch ATen"),
-        ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int)",
-         "memory copy", "fill", "PyTorch ATen"),
-        ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, MeanOps>>(...)", "reduction", "reduction",
-         "PyTorch ATen"),
-        ("void at::native::(anonymous namespace)::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>(float*)",
-         "reduction", "loss", "PyTorch ATen"),
-        ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
-         "FusedOptimizerTensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4>>(...)",
-         "optimizer", "optimizer step", "PyTorch ATen"),
-        ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<TensorListMetadata<1>, BinaryOpScalarFunctor<float>>",
-         "optimizer", "multi-tensor (foreach)", "PyTorch ATen"),
-        ("void at::native::vectorized_gather_kernel<16, long>(char*, char*, long*, int)", "elementwise",
-         "index/gather/embedding", "PyTorch ATen"),
+        (
+            "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float>(float*, float const*, int)",
+            "attention",
+            "softmax fwd",
+            "PyTorch ATen",
+        ),
+        (
+            "void (anonymous namespace)::softmax_warp_backward<float, float, float, 10, true, false>(float*)",
+            "attention",
+            "softmax bwd",
+            "unknown",
+        ),
+        (
+            "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float)",
+            "normalization",
+            "norm fwd",
+            "PyTorch ATen",
+        ),
+        (
+            "void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernelTemplate<float, float, 32u>(long)",
+            "normalization",
+            "norm bwd",
+            "PyTorch ATen",
+        ),
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)",
+            "elementwise",
+            "elementwise",
+            "PyTorch ATen",
+        ),
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+            "std::array<char*, 1ul> >(int)",
+            "memory copy",
+            "fill",
+            "PyTorch ATen",
+        ),
+        (
+            "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, MeanOps>>(...)",
+            "reduction",
+            "reduction",
+            "PyTorch ATen",
+        ),
+        (
+            "void at::native::(anonymous namespace)::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>"
+            "(float*)",
+            "reduction",
+            "loss",
+            "PyTorch ATen",
+        ),
+        (
+            "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
+            "FusedOptimizerTensorListMetadata<4>, at::native::(anonymous namespace)::"
+            "FusedAdamMathFunctor<float, 4>>(...)",
+            "optimizer",
+            "optimizer step",
+            "PyTorch ATen",
+        ),
+        (
+            "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<TensorListMetadata<1>, "
+            "BinaryOpScalarFunctor<float>>",
+            "optimizer",
+            "multi-tensor (foreach)",
+            "PyTorch ATen",
+        ),
+        (
+            "void at::native::vectorized_gather_kernel<16, long>(char*, char*, long*, int)",
+            "elementwise",
+            "index/gather/embedding",
+            "PyTorch ATen",
+        ),
         ("aten::addmm", "GEMM", "GEMM tile not in name", "PyTorch ATen"),
         ("aten::native_layer_norm", "normalization", "norm fwd", "PyTorch ATen"),
         ("aten::_scaled_dot_product_flash_attention_for_cpu", "attention", "attention fwd", "PyTorch ATen"),
@@ -127,7 +238,12 @@ def test_real_fixture_kernels_are_all_classified(rocprof_fixtures):
         with open(rocprof_fixtures / rel, newline="") as fh:
             names |= {row["Kernel_Name"] for row in csv.DictReader(fh)}
     assert len(names) == 4
-    expected = {"addition": "elementwise", "subtract": "elementwise", "multiply": "elementwise", "divide": "elementwise"}
+    expected = {
+        "addition": "elementwise",
+        "subtract": "elementwise",
+        "multiply": "elementwise",
+        "divide": "elementwise",
+    }
     for name in names:
         word = next(w for w in expected if w in name)
         assert categorize(name) == expected[word], name
@@ -168,11 +284,21 @@ def test_real_gpu_kernels_none_unknown_and_gemms_found_by_library():
         if "sdpa" in name and "fprop" in name:
             assert (found.role, found.library) == ("attention fwd", "cuDNN"), name
     roles = {classify(n).role for n in names}
-    assert {"GEMM large tile (>=128x128)", "GEMM medium tile", "GEMM small tile (<=64x64)", "attention fwd",
-            "attention bwd", "norm fwd", "norm bwd", "optimizer step", "loss"} <= roles
+    assert {
+        "GEMM large tile (>=128x128)",
+        "GEMM medium tile",
+        "GEMM small tile (<=64x64)",
+        "attention fwd",
+        "attention bwd",
+        "norm fwd",
+        "norm bwd",
+        "optimizer step",
+        "loss",
+    } <= roles
 
 
 # ---- user rules ------------------------------------------------------------------------------------------
+
 
 def _rules(tmp_path, data, name="rules.json") -> Path:
     path = tmp_path / name
@@ -181,12 +307,19 @@ def _rules(tmp_path, data, name="rules.json") -> Path:
 
 
 def test_user_rules_come_first_and_name_their_group(tmp_path):
-    path = _rules(tmp_path, {"rules": [
-        {"match": "my_secret_fused", "category": "GEMM", "role": "fused MLP", "library": "in-house"},
-        {"match": "^nvjet_", "category": "GEMM", "role": "Hopper GEMM"},
-    ]})
+    path = _rules(
+        tmp_path,
+        {
+            "rules": [
+                {"match": "my_secret_fused", "category": "GEMM", "role": "fused MLP", "library": "in-house"},
+                {"match": "^nvjet_", "category": "GEMM", "role": "Hopper GEMM"},
+            ]
+        },
+    )
     assert configure(path) == path
-    assert classify("my_secret_fused_kernel_v7") == categories.KernelClass("GEMM", "fused MLP", "in-house", "rules.json rules[0]")
+    assert classify("my_secret_fused_kernel_v7") == categories.KernelClass(
+        "GEMM", "fused MLP", "in-house", "rules.json rules[0]"
+    )
     hopper = classify("nvjet_sm90_tst_128x64_64x8_1x2_h_bz_NNT")
     assert (hopper.role, hopper.library) == ("Hopper GEMM", "cuBLASLt")  # library kept from the built-ins
     assert categorize("property_lookup_kernel") == "unknown"
@@ -208,7 +341,7 @@ def test_rules_from_the_environment_and_the_registered_file(tmp_path, monkeypatc
     "data, where, what",
     [
         ("{not json", None, "not valid JSON"),
-        ({"rule": []}, None, "\"rules\" list"),
+        ({"rule": []}, None, '"rules" list'),
         ({"rules": [], "extra": 1}, None, "unknown key 'extra'"),
         ({"rules": ["gemm"]}, "rules[0]", "each rule is an object"),
         ({"rules": [{"match": "x"}]}, "rules[0]", "'category' is required"),
@@ -241,8 +374,13 @@ def test_kernels_classify_prints_each_name(capsys, tmp_path):
     assert main(["kernels", "classify", "nvjet_sm90_tst_64x64_64x13_2x1_v_bz_NTT", "mystery_kernel", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows == [
-        {"name": "nvjet_sm90_tst_64x64_64x13_2x1_v_bz_NTT", "category": "GEMM", "role": "GEMM small tile (<=64x64)",
-         "library": "cuBLASLt", "rule": "built-in gemm"},
+        {
+            "name": "nvjet_sm90_tst_64x64_64x13_2x1_v_bz_NTT",
+            "category": "GEMM",
+            "role": "GEMM small tile (<=64x64)",
+            "library": "cuBLASLt",
+            "rule": "built-in gemm",
+        },
         {"name": "mystery_kernel", "category": "unknown", "role": "unknown", "library": "unknown", "rule": ""},
     ]
 
@@ -250,13 +388,21 @@ def test_kernels_classify_prints_each_name(capsys, tmp_path):
 @pytest.mark.parametrize(
     "name, shown",
     [
-        ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>>"
-         "(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)",
-         "vectorized_elementwise_kernel<4, CUDAFunctor_add<…>, array<…>>"),
-        ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>(float*, float const*, int)",
-         "cunn_SoftMaxForward<…>"),
-        ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float>>>(...)",
-         "reduce_kernel<512, 1, ReduceOp<float, MeanOps<…>>>"),
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+            "std::array<char*, 3ul>>"
+            "(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)",
+            "vectorized_elementwise_kernel<4, CUDAFunctor_add<…>, array<…>>",
+        ),
+        (
+            "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>(float*, float const*, int)",
+            "cunn_SoftMaxForward<…>",
+        ),
+        (
+            "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, "
+            "at::native::MeanOps<float, float>>>(...)",
+            "reduce_kernel<512, 1, ReduceOp<float, MeanOps<…>>>",
+        ),
         ("subtract_kernel(float*, float const*, float const*, int, int)", "subtract_kernel"),
         ("aten::mm", "aten::mm"),
         ("Cijk_Alik_Bljk_SB_MT128x128x16", "Cijk_Alik_Bljk_SB_MT128x128x16"),
