@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VARIANTS = {
@@ -31,30 +32,36 @@ LAUNCHES, BLOCKS = 2000, 8
 
 def tracer(variant: str, torch):
     """(start, stop -> kernels seen, dropped)."""
-    if variant == "torch":
-        from torch._C._profiler import _ExperimentalConfig
-        from torch.profiler import ProfilerActivity, profile
+    return _torch_tracer(torch) if variant == "torch" else _cupti_tracer(variant, torch)
 
-        state = {}
 
-        def start():
-            state["p"] = profile(activities=[ProfilerActivity.CUDA],
-                                 experimental_config=_ExperimentalConfig(disable_external_correlation=True))
-            state["p"].start()
+def _torch_tracer(torch):
+    from torch._C._profiler import _ExperimentalConfig
+    from torch.profiler import ProfilerActivity, profile
 
-        def stop():
-            torch.cuda.synchronize()
-            state["p"].stop()
-            evs = [e for e in state["p"].profiler.kineto_results.events()
-                   if e.device_type() == torch.autograd.DeviceType.CUDA and not e.name().startswith(("Memcpy", "Memset"))]
-            return len(evs), None
-        return start, stop
+    state: dict[str, Any] = {}
 
+    def start():
+        state["p"] = profile(activities=[ProfilerActivity.CUDA],
+                             experimental_config=_ExperimentalConfig(disable_external_correlation=True))
+        state["p"].start()
+
+    def stop():
+        torch.cuda.synchronize()
+        state["p"].stop()
+        evs = [e for e in state["p"].profiler.kineto_results.events()
+               if e.device_type() == torch.autograd.DeviceType.CUDA
+               and not e.name().startswith(("Memcpy", "Memset"))]
+        return len(evs), None
+    return start, stop
+
+
+def _cupti_tracer(variant: str, torch):
     from madengine_rocprof.tracer import cupti_backend
 
     module = cupti_backend.load()
     size = (256 << 10) if variant == "cupti_small_buffers" else cupti_backend.BUFFER_BYTES
-    state = {}
+    state: dict[str, Any] = {}
 
     def start():
         state["b"] = cupti_backend.CuptiBackend(module, api=variant == "cupti_api",
@@ -102,7 +109,8 @@ def one(variant: str) -> dict:
                     dropped.append(d)
                 else:
                     base.append(block(fn))
-        out[kname] = {"untraced_us_per_launch": statistics.median(base), "traced_us_per_launch": statistics.median(traced),
+        out[kname] = {"untraced_us_per_launch": statistics.median(base),
+                      "traced_us_per_launch": statistics.median(traced),
                       "extra_us_per_launch": statistics.median(traced) - statistics.median(base),
                       "kernels_seen_per_block": sorted(set(seen)), "launches_per_block": LAUNCHES,
                       "dropped_records": dropped}
@@ -118,7 +126,7 @@ def main() -> int:
         return 0
     import torch
 
-    result = {"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name(0),
+    result: dict = {"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name(0),
               "launches_per_block": LAUNCHES, "blocks": BLOCKS, "variants": {}}
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     for name, what in [*VARIANTS.items(), ("cupti", VARIANTS["cupti"] + " (again, last: order check)")]:

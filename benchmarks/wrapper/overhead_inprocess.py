@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import csv
 import glob
 import json
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HARNESS = os.path.join(REPO, "scripts", "tinytransformer", "tt_harness.py")
@@ -68,7 +70,7 @@ def harness_run(harness_args: list[str], work: str, traced: bool, env_extra: dic
                "lightweight", "--kernel-trace", "--stats", *(wrapper_opts or []), "-d", os.path.join(work, "out"),
                "--", *app]
     t = time.monotonic()
-    done = subprocess.run(cmd, env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True)
     wall = time.monotonic() - t
     if done.returncode != 0:
         sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
@@ -82,7 +84,7 @@ def harness_run(harness_args: list[str], work: str, traced: bool, env_extra: dic
         with open(os.path.join(work, "out", "manifest.json")) as fh:
             man = json.load(fh)
         traces = glob.glob(os.path.join(work, "out", "*", "*_kernel_trace.csv"))
-        names = collections.Counter()
+        names: collections.Counter[str] = collections.Counter()
         for path in traces:
             with open(path, newline="") as fh:
                 for r in csv.DictReader(fh):
@@ -119,10 +121,11 @@ def part_a(harness_args: list[str], skip: int, procs: int, variants: dict, log: 
 def part_b(harness_args: list[str], steps: int, rounds: int) -> dict:
     sys.path.insert(0, os.path.dirname(HARNESS))
     import torch
+    from torch.profiler import ProfilerActivity, profile
+
     import tt_harness
     import tt_model
     import tt_train
-    from torch.profiler import ProfilerActivity, profile
     from tt_versions import VERSIONS
 
     args = tt_harness.parse_args(harness_args)
@@ -160,6 +163,7 @@ def part_b(harness_args: list[str], steps: int, rounds: int) -> dict:
         "cpu+cuda": lambda: profile(activities=[ProfilerActivity.CPU, gpu_act]),
     }
     unsupported = {}
+    p: Any  # a torch.profiler.profile (or None for the untraced config)
     for name, make in list(configs.items()):
         if make is None:
             continue
@@ -191,9 +195,11 @@ def part_b(harness_args: list[str], steps: int, rounds: int) -> dict:
         sync()
         return ([a.elapsed_time(b) for a, b in dev] if gpu else host), host
 
-    res = {n: {"device_ms": [], "host_ms": [], "start_ms": [], "kernels_per_step": [], "activities_per_step": [],
-               "busy_ms_per_step": [],
-               "names": None} for n in configs}
+    res: dict[str, dict[str, Any]] = {
+        n: {"device_ms": [], "host_ms": [], "start_ms": [], "kernels_per_step": [], "activities_per_step": [],
+            "busy_ms_per_step": [], "names": None}
+        for n in configs
+    }
     names = list(configs)
     for r in range(rounds):
         for name in (names if r % 2 == 0 else names[::-1]):
@@ -222,7 +228,7 @@ def part_b(harness_args: list[str], steps: int, rounds: int) -> dict:
                 else:
                     res[name]["kernels_per_step"].append(len(evs) / (steps + 2))
     base = statistics.median(res["none"]["device_ms"])
-    out = {"unsupported": unsupported, "steps_per_block": steps, "rounds": rounds, "variants": {}}
+    out: dict[str, Any] = {"unsupported": unsupported, "steps_per_block": steps, "rounds": rounds, "variants": {}}
     ref_names = res[names[1]]["names"] if len(names) > 1 else None
     for name in names:
         d = res[name]
@@ -242,11 +248,9 @@ def versions() -> dict:
     info = {"python": sys.version.split()[0], "torch": torch.__version__, "cuda": torch.version.cuda}
     if torch.cuda.is_available():
         info["device"] = torch.cuda.get_device_name(0)
-        try:
+        with contextlib.suppress(OSError):
             info["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                                             capture_output=True, text=True).stdout.strip()
-        except OSError:
-            pass
     else:
         info["device"] = "cpu"
     return info
@@ -270,7 +274,7 @@ def main() -> int:
     args = p.parse_args()
     harness = [a for a in args.harness if a != "--"] or ["--version", "v1", "--cuda-graphs", "off"]
     harness_a = harness + ["--num-steps", str(args.num_steps), "--warmup-steps", str(args.warmup_steps)]
-    variants = {} if args.no_default else {"default": {}}
+    variants: dict[str, dict[str, str]] = {} if args.no_default else {"default": {}}
     for spec in args.tracer_variant:
         name, _, kvs = spec.partition(":")
         variants[name] = dict(kv.split("=", 1) for kv in kvs.split(";") if kv)
@@ -297,7 +301,7 @@ def main() -> int:
             row["expected_rows"] = per_step * traced_steps
             row["extra_rows"] = row["trace_rows"] - per_step * traced_steps
     # Per variant: overhead of each process (its own traced vs untraced medians), and the plain drift control.
-    agg = {}
+    agg: dict[str, list[float]] = {}
     for row in report["part_a"]:
         agg.setdefault(row["variant"], []).append(row["overhead_pct"])
     report["part_a_overhead_pct"] = {k: {"per_process": v, "median": statistics.median(v), "min": min(v),

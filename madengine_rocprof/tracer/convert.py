@@ -71,7 +71,8 @@ def stats_rows(rows: list[tuple]) -> list[tuple]:
     return rocprof_csv.kernel_stats(durations)
 
 
-API_CATEGORIES = {"cuda_runtime": "CUDA_RUNTIME_API", "cuda_driver": "CUDA_DRIVER_API", "hip_runtime": "HIP_RUNTIME_API"}
+API_CATEGORIES = {"cuda_runtime": "CUDA_RUNTIME_API", "cuda_driver": "CUDA_DRIVER_API",
+                  "hip_runtime": "HIP_RUNTIME_API"}
 _DIRECTIONS = {"HtoD": ("HOST_TO_DEVICE", True, False), "DtoH": ("DEVICE_TO_HOST", False, True),
                "DtoD": ("DEVICE_TO_DEVICE", False, False), "HtoH": ("HOST_TO_HOST", True, True),
                "PtoP": ("DEVICE_TO_DEVICE", False, False), "HtoA": ("HOST_TO_DEVICE", True, False),

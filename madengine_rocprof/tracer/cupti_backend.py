@@ -14,6 +14,7 @@ bindings. CUPTI counts records it had to drop for lack of buffer space; the coun
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
@@ -32,7 +33,7 @@ _COMPLETE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_vo
 
 def load():
     """The `cupti.cupti` module, or raise ImportError (the caller falls back to torch.profiler)."""
-    from cupti import cupti  # noqa: PLC0415 - optional dependency, imported only when tracing on CUDA
+    from cupti import cupti  # optional dependency, imported only when tracing on CUDA
 
     return cupti
 
@@ -120,7 +121,7 @@ class CuptiBackend:
         self._check_kind_values()
         self.dropped = 0
         self.enabled: list = []
-        self._callbacks = None  # ctypes function objects: must outlive the registration
+        self._callbacks: tuple = ()  # ctypes function objects: must outlive the registration
         self.raw: list[bytes] = []
 
     def _check_kind_values(self) -> None:
@@ -151,10 +152,8 @@ class CuptiBackend:
 
     def start(self) -> None:
         c = self.cupti
-        try:
+        with contextlib.suppress(c.cuptiError):  # older CUPTI: thread ids stay pthread ids
             c.set_thread_id_type(THREAD_ID_TYPE_SYSTEM)
-        except c.cuptiError:
-            pass  # older CUPTI: thread ids stay pthread ids
         if self.want_hw_trace:
             try:
                 c.activity_enable_hw_trace(1)
@@ -189,17 +188,18 @@ class CuptiBackend:
         base = ctypes.addressof(buf)
         record = ctypes.c_void_p(None)
         get_next = self.lib.cuptiActivityGetNextRecord
-        out = []
+        out: list[int] = []
         while True:
             status = get_next(base, len(raw), ctypes.byref(record))
             if status == _ERROR_MAX_LIMIT_REACHED:
                 return out
             if status != 0:
                 raise RuntimeError(f"cuptiActivityGetNextRecord failed with CUPTI status {status}")
-            out.append(record.value - base)
+            out.append((record.value or 0) - base)
 
     def records(self) -> tuple[list[tuple[int, dict]], dict]:
-        every, seen = [], {}
+        every: list[tuple[int, dict]] = []
+        seen: dict[int, int] = {}
         for raw in self.raw:
             recs, kinds = cr.parse(raw, self.offsets(raw), self.layouts)
             every += recs

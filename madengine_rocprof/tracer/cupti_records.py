@@ -56,7 +56,7 @@ class Layout:
         self.itemsize = int(dtype.itemsize)
 
     def read(self, raw, offset: int) -> dict:
-        return dict(zip(self.names, self.struct.unpack_from(raw, offset)))
+        return dict(zip(self.names, self.struct.unpack_from(raw, offset), strict=True))
 
 
 def layouts(module) -> dict:
@@ -66,7 +66,8 @@ def layouts(module) -> dict:
 
 def parse(raw, offsets, table: dict) -> tuple[list[tuple[int, dict]], dict]:
     """Records of the kinds in `table` at `offsets` of one buffer; also {kind: count} of every kind seen."""
-    records, seen = [], {}
+    records: list[tuple[int, dict]] = []
+    seen: dict[int, int] = {}
     for off in offsets:
         kind = struct.unpack_from("<i", raw, off)[0]
         seen[kind] = seen.get(kind, 0) + 1
@@ -102,7 +103,8 @@ def chrome_trace(records: list[tuple[int, dict]], *, kernel_name, api_name_of, p
             events.append({"ph": "X", "cat": "kernel", "name": kernel_name(r["name"]), "pid": r["device_id"],
                            "tid": r["stream_id"], "ts": ts, "dur": dur,
                            "args": {"device": r["device_id"], "context": r["context_id"], "stream": r["stream_id"],
-                                    "correlation": r["correlation_id"], "registers per thread": r["registers_per_thread"],
+                                    "correlation": r["correlation_id"],
+                                    "registers per thread": r["registers_per_thread"],
                                     "shared memory": r["static_shared_memory"] + r["dynamic_shared_memory"],
                                     "grid": [r["grid_x"], r["grid_y"], r["grid_z"]],
                                     "block": [r["block_x"], r["block_y"], r["block_z"]], "graph id": r["graph_id"]}})
@@ -110,14 +112,16 @@ def chrome_trace(records: list[tuple[int, dict]], *, kernel_name, api_name_of, p
             direction, src_host, dst_host = COPY_KINDS.get(r["copy_kind"], ("Unknown", False, False))
             events.append({"ph": "X", "cat": "gpu_memcpy", "name": _memcpy_name(r), "pid": r["device_id"],
                            "tid": r["stream_id"], "ts": ts, "dur": dur,
-                           "args": {"device": r["device_id"], "stream": r["stream_id"], "correlation": r["correlation_id"],
+                           "args": {"device": r["device_id"], "stream": r["stream_id"],
+                                    "correlation": r["correlation_id"],
                                     "bytes": r["bytes"], "direction": direction, "src host": src_host,
                                     "dst host": dst_host}})
         elif kind == MEMSET:
             events.append({"ph": "X", "cat": "gpu_memset",
                            "name": f"Memset ({MEMORY_KINDS.get(r['memory_kind'], 'Unknown')})", "pid": r["device_id"],
                            "tid": r["stream_id"], "ts": ts, "dur": dur,
-                           "args": {"device": r["device_id"], "stream": r["stream_id"], "correlation": r["correlation_id"],
+                           "args": {"device": r["device_id"], "stream": r["stream_id"],
+                                    "correlation": r["correlation_id"],
                                     "bytes": r["bytes"], "value": r["value"]}})
         elif kind == RUNTIME:
             events.append({"ph": "X", "cat": "cuda_runtime", "name": api_name_of(r["cbid"]),

@@ -21,7 +21,8 @@ uncaught exception) or on SIGTERM. Environment (all optional):
   MADENGINE_ROCPROF_TRACER_STATS        1: with API rows, also <pid>_hip_api_stats.csv (--stats)
   MADENGINE_ROCPROF_TRACER_MANGLED      1: keep CUPTI's mangled kernel names (--mangled-kernels)
   MADENGINE_ROCPROF_TRACER_BUFFER_MB    CUPTI backend: size of one activity buffer in MiB (default 32)
-  MADENGINE_ROCPROF_TRACER_GPU_ACTIVITIES  torch.profiler backend only: comma list of Kineto activity types to record on a GPU, e.g.
+  MADENGINE_ROCPROF_TRACER_GPU_ACTIVITIES  torch.profiler backend only: comma list of Kineto activity types
+                                        to record on a GPU, e.g.
                                         CONCURRENT_KERNEL,GPU_MEMCPY,GPU_MEMSET,CUDA_RUNTIME (default: torch's whole
                                         CUDA set). Needs torch's per-group activity filters (newer torch); without
                                         them the whole set is recorded, with a warning. Kernels are always kept
@@ -30,8 +31,8 @@ from __future__ import annotations
 
 import atexit
 import importlib.abc
-import json
 import importlib.util
+import json
 import os
 import signal
 import socket
@@ -39,6 +40,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 from madengine_rocprof.tracer import convert, select
 from madengine_rocprof.wrapper import rocprof_csv
@@ -84,18 +87,19 @@ class _Tracer:
         self.stats = _env_on("MADENGINE_ROCPROF_TRACER_STATS")
         self.mangled = _env_on("MADENGINE_ROCPROF_TRACER_MANGLED")
         self.pid = os.getpid()
-        self.prof = None      # the running backend (TorchBackend or cupti_backend.CuptiBackend)
-        self.sync = None      # waits for the GPU before the window closes
+        self.prof: Any = None  # the running backend (TorchBackend or cupti_backend.CuptiBackend)
+        self.sync: Callable[[], None] | None = None  # waits for the GPU before the window closes
         self.why = ""
         self.cpu_mode = False
         self.t_import = time.monotonic()
-        self.t_start = None
+        self.t_start = 0.0  # set by start(); read only while recording
         self.step = 0
         self.recorded_steps = 0
         self.finished = False
         self.lock = threading.RLock()  # SIGTERM's handler may run in this thread while it is inside finish()
-        self.writer = None    # the thread writing the files
-        self.deferred = None  # a SIGTERM that came during the write: acted on once the files are complete
+        self.writer: int | None = None  # the thread writing the files
+        # a SIGTERM that came during the write: acted on once the files are complete
+        self.deferred: Callable[[], None] | None = None
 
     # -------------------------------------------------- window control
     def on_torch(self) -> None:
@@ -129,7 +133,8 @@ class _Tracer:
             from madengine_rocprof.tracer import cupti_backend
 
             try:
-                size = int(_env_float("MADENGINE_ROCPROF_TRACER_BUFFER_MB", 0) * (1 << 20)) or cupti_backend.BUFFER_BYTES
+                mib = _env_float("MADENGINE_ROCPROF_TRACER_BUFFER_MB", 0)
+                size = int(mib * (1 << 20)) or cupti_backend.BUFFER_BYTES
                 backend = cupti_backend.CuptiBackend(module, api=self.api, buffers=cupti_backend.Buffers(size))
                 self.sync = torch.cuda.synchronize
                 backend.start()
@@ -249,7 +254,7 @@ class TorchBackend:
 
     def __init__(self, tracer: _Tracer, torch, gpu: bool) -> None:
         self.tracer, self.torch, self.gpu = tracer, torch, gpu
-        self.prof = None
+        self.prof: Any = None  # a torch.profiler.profile once started
 
     def start(self) -> None:
         from torch.profiler import ProfilerActivity, profile
@@ -258,7 +263,7 @@ class TorchBackend:
         activities = [ProfilerActivity.CUDA] if gpu else []
         if t.cpu_mode or t.want_cpu:
             activities.append(ProfilerActivity.CPU)
-        extra = {}
+        extra: dict[str, Any] = {}
         if gpu and not t.want_cpu and not t.correlation:
             try:  # private API (torch >= 2.1): without it, tracing simply keeps the correlation
                 from torch._C._profiler import _ExperimentalConfig
@@ -315,7 +320,8 @@ class _TorchImportHook(importlib.abc.MetaPathFinder):
             except Exception as exc:
                 print(f"{TAG} error: cannot start torch.profiler: {exc!r}", file=sys.stderr)
 
-        spec.loader.exec_module = exec_module
+        # wrapping the loader's method is the hook itself: torch's module body runs, then the callback
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
 
 

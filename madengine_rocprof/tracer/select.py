@@ -10,7 +10,8 @@ CHOICES = ("auto", "cupti", "torch")
 
 
 def choose(setting: str | None, *, cuda: bool, cupti_error: str | None) -> tuple[str, str, str | None]:
-    """(backend, why, warning). `cuda`: torch sees a CUDA GPU; `cupti_error`: why cupti cannot import (None: it does)."""
+    """(backend, why, warning). `cuda`: torch sees a CUDA GPU; `cupti_error`: why cupti cannot import (None if it
+    does)."""
     wanted = (setting or "auto").strip().lower() or "auto"
     warning = None
     if wanted not in CHOICES:

@@ -5,7 +5,6 @@ import csv
 import json
 import os
 
-from madengine_rocprof.atomic import write_json
 from madengine_rocprof.wrapper.file_kinds import kind_of
 
 MANIFEST = "manifest.json"
@@ -62,8 +61,8 @@ def collect(out: str, before: dict[str, tuple]) -> tuple[list[dict], int | None]
         outputs.append(entry)
     counts = {}
     for kinds in (("kernel_trace",), ("legacy_results",), ("counter_collection",)):
-        total = [dispatches_in(os.path.join(out, o["path"]), o["kind"]) for o in outputs if o["kind"] in kinds]
-        total = [t for t in total if t is not None]
+        found = [dispatches_in(os.path.join(out, o["path"]), o["kind"]) for o in outputs if o["kind"] in kinds]
+        total = [t for t in found if t is not None]
         if total:
             counts[kinds[0]] = sum(total)
     dispatch = next((counts[k] for k in ("kernel_trace", "legacy_results", "counter_collection") if k in counts), None)
@@ -90,7 +89,8 @@ def tracer_summary(out: str, files: list[dict]) -> dict | None:
     if not per_process:
         return None
     counts = [p.get("dropped_records") for p in per_process]
+    known = [int(c) for c in counts if c is not None]
     return {"backends": sorted({str(p.get("backend")) for p in per_process}),
-            "dropped_records": None if any(c is None for c in counts) else sum(int(c) for c in counts),
+            "dropped_records": sum(known) if len(known) == len(counts) else None,
             "processes": per_process}
 

@@ -37,7 +37,7 @@ def _cell(value) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return "%.6f" % value
+        return f"{value:.6f}"
     return '"' + str(value).replace('"', '""') + '"'
 
 

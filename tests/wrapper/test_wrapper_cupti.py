@@ -13,10 +13,9 @@ import pytest
 
 from madengine_rocprof.tracer import convert, cupti_backend, cupti_records, demangle, runtime, select
 from madengine_rocprof.wrapper import detect, outputs, planner
-from wrapper_testlib import FAKES, manifest, wrapper_cli
 
-sys.path.insert(0, str(FAKES))
-import fake_cupti  # noqa: E402 - lives beside the fake profilers
+from .fakes import fake_cupti
+from .wrapper_testlib import manifest, wrapper_cli
 
 GEMM = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_21CUDAFunctorOnSelf_addIfEESt5arrayIPcLm2EEEEviT0_T1_"
 GEMM_DEMANGLED = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctorOnSelf_add<float>, "
@@ -174,7 +173,7 @@ def test_backend_choice(setting, cuda, error, expected, warns):
 
 def test_doctor_shows_the_tracer_backend(monkeypatch):
     env = {"PATH": "/nonexistent"}
-    probe = detect.find("embedded", env).probes[0]
+    probe = detect.embedded(env).probes[0]
     assert probe.startswith("tracer backend: torch")  # no NVIDIA GPU here
     monkeypatch.setattr(select, "cupti_python_version", lambda: "13.0.1")
     assert select.describe(env, nvidia=True).startswith("tracer backend: cupti (CUDA GPU and cupti-python importable")
@@ -280,7 +279,8 @@ host = os.path.join(os.environ["MADENGINE_ROCPROF_TRACER_OUT"], socket.gethostna
 os.makedirs(host, exist_ok=True)
 pid = os.getpid()
 open(os.path.join(host, f"{pid}_kernel_trace.csv"), "w").write('"Kind","Kernel_Name"\\n"KERNEL_DISPATCH","k"\\n')
-json.dump({"backend": "cupti", "dropped_records": int(sys.argv[1])}, open(os.path.join(host, f"{pid}_tracer_summary.json"), "w"))
+summary = os.path.join(host, f"{pid}_tracer_summary.json")
+json.dump({"backend": "cupti", "dropped_records": int(sys.argv[1])}, open(summary, "w"))
 """
 
 
@@ -305,4 +305,5 @@ def test_summary_with_torch_profiler_has_unknown_drops(tmp_path):
     files = [{"path": f"h/{n}_tracer_summary.json", "kind": outputs.kind_of(f"h/{n}_tracer_summary.json")}
              for n in (1, 2)]
     summary = outputs.tracer_summary(str(tmp_path), files)
+    assert summary is not None
     assert summary["backends"] == ["cupti", "torch"] and summary["dropped_records"] is None

@@ -71,8 +71,8 @@ class _State:
         self.pending: list[tuple[int, dict]] = []  # records CUPTI holds until a buffer is completed
         self.dropped = 0
         self.hw_trace_supported = False
-        self.thread_id_type = None
-        self.callbacks = None
+        self.thread_id_type: int | None = None
+        self.callbacks: tuple | None = None
         self.names: dict[str, ctypes.Array] = {}  # C strings the library owns
         self.completions = 0
 
@@ -148,6 +148,7 @@ def activity_flush_all(flag: int) -> None:
     while STATE.pending:
         buf, size, max_records = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
         request(ctypes.byref(buf), ctypes.byref(size), ctypes.byref(max_records))
+        base = buf.value or 0  # the address the request callback handed out
         used = 0
         while STATE.pending:
             data = _pack(*STATE.pending[0])
@@ -157,11 +158,11 @@ def activity_flush_all(flag: int) -> None:
                     STATE.dropped += 1
                     continue
                 break
-            ctypes.memmove(buf.value + used, data, len(data))
+            ctypes.memmove(base + used, data, len(data))
             used += len(data)
             STATE.pending.pop(0)
         STATE.completions += 1
-        complete(None, 0, buf.value, size.value, used)
+        complete(None, 0, base, size.value, used)
 
 
 class FakeLib:
