@@ -159,6 +159,7 @@ def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, n
             fh.writelines(noise)
         messages.append(f"{len(noise)} profiler noise line(s) filtered into {outputs.FILTERED_LOG}")
     files, dispatches = outputs.collect(out, before)
+    tracer = outputs.tracer_summary(out, files)
     if start_error:
         outcome = "profiler_failed"
         messages.append(start_error)
@@ -171,6 +172,9 @@ def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, n
         outcome = "no_output"
         messages.append("no profiler files were written: nothing was captured (no GPU work, or the work ran in"
                         " processes the profiler did not see)")
+    elif tracer and tracer["dropped_records"]:
+        outcome = "records_dropped"  # an incomplete trace is not a result
+        messages.append(f"the tracer dropped {tracer['dropped_records']} activity record(s): the trace is incomplete")
     else:
         outcome = "ok"
     exit_code = code
@@ -194,6 +198,8 @@ def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, n
         "dispatch_count": dispatches,
         "messages": messages,
     }
+    if tracer:
+        manifest["tracer"] = tracer
     write_json(os.path.join(out, outputs.MANIFEST), manifest)
     return Result(exit_code, manifest, plan)
 

@@ -448,6 +448,15 @@ def _embedded(plan: Plan, parsed: opts.Parsed, drop: bool, env: Mapping[str, str
     }
     if parsed.on("--truncate-kernels"):
         added["MADENGINE_ROCPROF_TRACER_TRUNCATE"] = "1"
+    if parsed.on("--mangled-kernels"):
+        added["MADENGINE_ROCPROF_TRACER_MANGLED"] = "1"
+    # rocprofv3's API trace options -> CUDA runtime calls; --runtime-trace/--sys-trace also trace memory copies
+    if any(parsed.on(o) for o in ("--hip-trace", "--hip-runtime-trace", "--runtime-trace", "--sys-trace")):
+        added["MADENGINE_ROCPROF_TRACER_API"] = "1"
+    if any(parsed.on(o) for o in ("--memory-copy-trace", "--runtime-trace", "--sys-trace")):
+        added["MADENGINE_ROCPROF_TRACER_MEMCPY"] = "1"
+    if parsed.on("--stats"):
+        added["MADENGINE_ROCPROF_TRACER_STATS"] = "1"
     period = parsed.values("--collection-period")
     if period:
         added.update(_period_env(period[0], (parsed.values("--collection-period-unit") or ["sec"])[-1]))
