@@ -193,6 +193,17 @@ def timeline_rows(run: RunData) -> list[dict]:
 
 
 def analyze_run(run: RunData) -> dict:
+    """Everything the report says about one run, computed once for every renderer.
+
+    Args:
+        run: the run's discovered and parsed files (reports.load_run()).
+
+    Returns:
+        The run's report dict (times in ns): label, path, profiler, outcome, sources / counter_sources /
+        skipped_sources, notes, summary (dispatches, unique kernels, GPU time, ...), kernels (one row per kernel
+        with category, role, library and share), categories, roles, counters, derived_metrics, kernel_counters,
+        memory_copies, workload (the workload_result.json summary) and multi_node (None for a single process).
+    """
     kernels = merge_kernels(run)
     # counter files without timestamps give dispatch counts but no kernel time
     timed = not run.timing or any(s.counter_time != "untimed" for s in run.timing)
