@@ -58,15 +58,17 @@ def split_windows(step_times: list[float], warmup: int, skip: int) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------- Part A
-def harness_run(harness_args: list[str], work: str, traced: bool, env_extra: dict) -> dict:
+def harness_run(harness_args: list[str], work: str, traced: bool, env_extra: dict,
+                wrapper_opts: list[str] | None = None) -> dict:
     result = os.path.join(work, "result.json")
     app = [sys.executable, HARNESS, *harness_args, "--json-out", result]
-    env = dict(os.environ, PYTHONPATH=REPO)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
     cmd = app
     if traced:
         env.update(env_extra)
         cmd = [sys.executable, "-m", "madengine_rocprof.wrapper", "--profiler", "embedded", "--profile",
-               "lightweight", "--kernel-trace", "--stats", "-d", os.path.join(work, "out"), "--", *app]
+               "lightweight", "--kernel-trace", "--stats", *(wrapper_opts or []), "-d", os.path.join(work, "out"),
+               "--", *app]
     t = time.monotonic()
     done = subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True)
     wall = time.monotonic() - t
@@ -88,7 +90,7 @@ def harness_run(harness_args: list[str], work: str, traced: bool, env_extra: dic
                 for r in csv.DictReader(fh):
                     names[r["Kernel_Name"]] += 1
         row.update(outcome=man["outcome"], dispatch_count=man["dispatch_count"], trace_rows=sum(names.values()),
-                   distinct_kernels=len(names))
+                   distinct_kernels=len(names), tracer=man.get("tracer"), wrapper_opts=wrapper_opts or [])
     return row
 
 
@@ -98,8 +100,9 @@ def part_a(harness_args: list[str], skip: int, procs: int, variants: dict, log: 
     for i in range(procs):
         for name, traced, env in (order if i % 2 == 0 else order[::-1]):
             env = dict(env, MADENGINE_ROCPROF_TRACER_SKIP_STEPS=str(skip)) if traced else {}
+            wrapper_opts = env.pop("WRAPPER_ARGS", "").split()  # e.g. WRAPPER_ARGS=--hip-trace in a variant
             with tempfile.TemporaryDirectory() as work:
-                row = harness_run(harness_args, work, traced, env)
+                row = harness_run(harness_args, work, traced, env, wrapper_opts)
             row["variant"] = name
             win = split_windows(row["step_times_ms"], row["warmup"], skip)
             row["windows"] = {"untraced": summary(win["untraced"]), "traced": summary(win["traced"]),
@@ -263,13 +266,15 @@ def main() -> int:
     p.add_argument("--block-steps", type=int, default=10, help="Part B: timed steps per block")
     p.add_argument("--rounds", type=int, default=3, help="Part B: rounds over all configurations")
     p.add_argument("--tracer-variant", action="append", default=[], metavar="NAME:K=V[;K=V]",
-                   help="Part A: extra traced variant with tracer environment (default variant always runs)")
+                   help="Part A: extra traced variant with tracer environment; WRAPPER_ARGS=... adds wrapper options"
+                   " (the default variant runs unless --no-default)")
+    p.add_argument("--no-default", action="store_true", help="Part A: run only the --tracer-variant variants")
     p.add_argument("--skip-part-b", action="store_true")
     p.add_argument("harness", nargs=argparse.REMAINDER, help="-- harness arguments (default: v1 eager)")
     args = p.parse_args()
     harness = [a for a in args.harness if a != "--"] or ["--version", "v1", "--cuda-graphs", "off"]
     harness_a = harness + ["--num-steps", str(args.num_steps), "--warmup-steps", str(args.warmup_steps)]
-    variants: dict[str, dict[str, str]] = {"default": {}}
+    variants: dict[str, dict[str, str]] = {} if args.no_default else {"default": {}}
     for spec in args.tracer_variant:
         name, _, kvs = spec.partition(":")
         variants[name] = dict(kv.split("=", 1) for kv in kvs.split(";") if kv)
@@ -327,7 +332,9 @@ def main() -> int:
         print(f"{row['variant']:10s} {w['untraced']['median']:12.3f} {w['untraced']['p10']:7.3f}"
               f" {w['untraced']['p90']:7.3f} {w['traced']['median']:10.3f} {w['traced']['p10']:7.3f}"
               f" {w['traced']['p90']:7.3f} {row['overhead_pct']:7.2f} {w['start_step_ms']:8.2f}"
-              f" {w['first_traced_step_ms']:7.2f} {row.get('trace_rows', '-'):>7}")
+              f" {w['first_traced_step_ms']:7.2f} {row.get('trace_rows', '-'):>7}"
+              f" {','.join((row.get('tracer') or {}).get('backends', ['-']))}"
+              f" dropped={(row.get('tracer') or {}).get('dropped_records', '-')} {row.get('outcome', '')}")
     if per_step:
         print(f"kernel trace rows expected: {per_step:g} per step x {traced_steps} traced steps ="
               f" {per_step * traced_steps:g} (+ a few after the last step); got"

@@ -174,7 +174,20 @@ def choose_runner(kind: str) -> tuple[str, Any]:
 
 
 def run_models(opts: RunOptions) -> int:
-    """Run every selected model; 0 when all succeeded, 1 when any failed; Ctrl-C re-raised after results are written."""
+    """Run every selected model under the chosen tools: `madengine-rocprof run`'s entry.
+
+    Args:
+        opts: what to run (tags, context file or JSON, models.json), where (runner auto|docker|local|slurm,
+            output_dir) and limits (timeout, hook_timeout).
+
+    Returns:
+        0 when every model succeeded, 1 when any failed. Each model leaves its folder (run.json, logs, profiler
+        output) and a perf.csv row under opts.output_dir.
+
+    Raises:
+        UserError: bad input (unknown tag, invalid context, missing Dockerfile), before anything is written.
+        KeyboardInterrupt: Ctrl-C, re-raised once the interrupted model's results are written.
+    """
     if opts.runner == "slurm":
         from madengine_rocprof.runner.slurm import run_slurm
         return run_slurm(opts)

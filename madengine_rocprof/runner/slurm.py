@@ -142,9 +142,10 @@ def follow(job_id: str, timeout: float, log: Path, echo: bool) -> tuple[cluster.
                 errors = 0
             except cluster.SlurmError as err:
                 errors += 1
-                if errors >= 5:
-                    say(f"[slurm] giving up following job {job_id}: {err}")
-                    return state, cancelled_for, interrupted
+                if errors >= 5:  # SLURM stopped answering: do not leave a job behind that nobody follows
+                    say(f"[slurm] giving up following job {job_id}: {err}; scancel")
+                    _cancel(job_id)
+                    return state, cancelled_for or "unreachable", interrupted
             now = (state.state, state.reason, state.nodes)
             if now != shown:
                 shown = now

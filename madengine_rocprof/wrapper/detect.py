@@ -121,15 +121,18 @@ def nvidia_present(env) -> bool:
     )
 
 
-def embedded() -> Profiler:
-    """The embedded torch.profiler tracer: always available (it ships with the wrapper)."""
-    return Profiler("embedded", None, None, (), "embedded torch.profiler tracer (needs only python3 + torch)")
+def embedded(env) -> Profiler:
+    """The embedded tracer: always available (it ships with the wrapper); the probe says which backend it uses."""
+    from madengine_rocprof.tracer import select
+
+    return Profiler("embedded", None, None, (), "embedded tracer: CUPTI via cupti-python on CUDA, else torch.profiler"
+                    " (needs only python3 + torch)", [select.describe(env, nvidia_present(env))])
 
 
 def find(name: str, env) -> Profiler | None:
     """The named profiler with its version, or None when it is not installed."""
     if name == "embedded":
-        return embedded()
+        return embedded(env)
     path = _which(name, env)
     if not path:
         return None
@@ -168,13 +171,13 @@ def choose(override: str | None, profile_kind: str | None, env=None) -> Profiler
                             exit_code=EXIT_NO_PROFILER)
         prof.why = f"NVIDIA GPU, {profile_kind} profile -> Nsight Compute at {prof.path}"
         return prof
-    prof = embedded()
+    prof = embedded(env)
     if profile_kind in ("counters", "pc_sampling"):
         raise UserError(f"{profile_kind} needs a vendor profiler (rocprofv3 or ncu); none was found",
                         where="profile", fix="install rocprofv3 (ROCm) or ncu (CUDA), or use a trace profile",
                         exit_code=EXIT_NO_PROFILER)
     vendor = "NVIDIA GPU" if nvidia_present(env) else "no rocprofv3, rocprof, ncu or nsys"
-    prof.why = f"{vendor}: kernel trace via the embedded torch.profiler tracer"
+    prof.why = f"{vendor}: kernel trace via the embedded tracer ({prof.probes[0]})"
     return prof
 
 

@@ -159,9 +159,9 @@ def _convert_and_log(plan: Plan, out: str, before: dict, noise: list, messages: 
                if rel.endswith(suffix) and before.get(rel) != st]
         if plan.post == "ncu":
             ncu_options = plan.argv[:len(plan.argv) - len(plan.app_argv)]  # the app may have its own --metrics
-            nvidia.convert_ncu(out, new, plan.exe, messages, nvidia.requested_metrics(ncu_options))
+            nvidia.convert_ncu(new, plan.exe, messages, nvidia.requested_metrics(ncu_options))
         else:
-            nvidia.convert_nsys(out, new, messages)
+            nvidia.convert_nsys(new, messages)
     if noise:
         messages.append(f"{len(noise)} profiler noise line(s) filtered into {outputs.FILTERED_LOG}")
         with open(os.path.join(out, outputs.FILTERED_LOG), "a", encoding="utf-8") as fh:
@@ -178,6 +178,7 @@ def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, n
         messages.append(f"error: could not finish the outputs: {exc.filename or out}: {exc.strerror or exc}")
     messages.extend(notes or [])
     files, dispatches = outputs.collect(out, before)
+    tracer = outputs.tracer_summary(out, files)
     if start_error:
         outcome = "profiler_failed"
         messages.append(start_error)
@@ -190,6 +191,9 @@ def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, n
         outcome = "no_output"
         messages.append("no profiler files were written: nothing was captured (no GPU work, or the work ran in"
                         " processes the profiler did not see)")
+    elif tracer and tracer["dropped_records"]:
+        outcome = "records_dropped"  # an incomplete trace is not a result
+        messages.append(f"the tracer dropped {tracer['dropped_records']} activity record(s): the trace is incomplete")
     else:
         outcome = "ok"
     exit_code = code
@@ -213,6 +217,8 @@ def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, n
         "dispatch_count": dispatches,
         "messages": messages,
     }
+    if tracer:
+        manifest["tracer"] = tracer
     _write_manifest(out, manifest)
     return Result(exit_code, manifest, plan)
 

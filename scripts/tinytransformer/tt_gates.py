@@ -60,7 +60,7 @@ def gate_coverage(version, cfg, device, dtype, attention, seed, batch, seq):
     return {"passed": not bad, "parameters": len(grads), "with_grad": len(grads) - len(bad), "problems": bad}
 
 
-def gate_parity(version, cfg, device, dtype, attention, seed, batch, seq, ref_model=None):
+def gate_parity(version, cfg, device, dtype, attention, seed, batch, seq):
     tol = TOLERANCES[tolerance_kind(version, device, dtype, attention)]
     x, y = tt_train.split_batches(tt_train.make_tokens("random", 1, batch, seq, cfg.vocab_size, seed + 2, device)[0])
     ref = tt_train.build_model("v1", cfg, device, seed)

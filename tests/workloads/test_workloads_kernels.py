@@ -131,6 +131,7 @@ def test_flash_attention_values_and_grads(S, H, HKV):
     check_vjp(tt_kernels.flash_attention, reference_attention, (q, k, v))
 
 
+@pytest.mark.slow
 def test_flash_attention_gradcheck(small_attention_blocks):
     """16-wide tiles: S=17 spans two blocks (the second partial); 2 query heads share 1 kv head; D=4 is padded to the
     16-wide dot. Fast-mode gradcheck over all inputs, full gradcheck for k (fast mode alone missed a 1% error in dk;

@@ -134,7 +134,10 @@ def test_cpu_workload_kernel_counts_match_what_the_app_ran(tmp_path):
     assert (result.exit_code, result.outcome) == (0, "ok"), result.manifest
     pid = (tmp_path / "pid").read_text()
     files = host_files(tmp_path)
-    assert set(files) == {f"{pid}_kernel_trace.csv", f"{pid}_kernel_stats.csv", f"{pid}_perfetto_trace.json"}
+    assert set(files) == {f"{pid}_kernel_trace.csv", f"{pid}_kernel_stats.csv", f"{pid}_perfetto_trace.json",
+                          f"{pid}_tracer_summary.json"}
+    assert result.manifest["tracer"]["backends"] == ["torch"]  # CPU: the torch.profiler backend
+    assert result.manifest["tracer"]["dropped_records"] is None  # Kineto does not report drops
     trace = read_csv(files[f"{pid}_kernel_trace.csv"])
     assert list(trace[0]) == list(rocprof_csv.KERNEL_TRACE)
     stats = {r["Name"]: r for r in read_csv(files[f"{pid}_kernel_stats.csv"])}
@@ -214,7 +217,8 @@ def test_recording_window_in_optimizer_steps(tmp_path):
     result = run_embedded(tmp_path, "ok", {"MADENGINE_ROCPROF_TRACER_SKIP_STEPS": "2",
                                            "MADENGINE_ROCPROF_TRACER_STEPS": "2"}, app=STEPS_APP)
     assert result.outcome == "ok", result.manifest
-    perfetto = json.loads(next(p for n, p in host_files(tmp_path).items() if n.endswith(".json")).read_text())
+    perfetto_file = next(p for n, p in host_files(tmp_path).items() if n.endswith("_perfetto_trace.json"))
+    perfetto = json.loads(perfetto_file.read_text())
     names = {e.get("name") for e in perfetto["traceEvents"]}
     steps = sorted(n for n in names if str(n).startswith("train_step_"))
     # Recording starts after the 2nd optimizer step (inside train_step_1) and stops after 2 more steps.
