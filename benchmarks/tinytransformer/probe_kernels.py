@@ -46,7 +46,7 @@ def rmsnorm_backward(rows=16384, cols=512):
         ms = triton.testing.do_bench(lambda: torch.autograd.grad((y, h), (x, r, w), (dy, dh), retain_graph=True),
                                      warmup=25, rep=200, return_mode="median")
         print(f"rmsnorm bwd {rows}x{cols} programs/SM {per_sm:2d}: {ms * 1e3:7.1f} us, {nbytes / ms / 1e6:7.0f} GB/s")
-    tt_kernels.NORM_BWD_PROGRAMS_PER_SM = 2
+    tt_kernels.NORM_BWD_PROGRAMS_PER_SM = 16
 
 
 def adamw(n=31_977_984):

@@ -117,6 +117,7 @@ class TrainStep:
         self.warmup_eager = warmup_eager
         self.calls = 0
         self.graph = None
+        self.side = None  # ONE side stream for the eager warm-up: every new stream keeps its own cuBLAS workspace
 
     def eager(self, x, y):
         with tf32_mode(self.tf32):
@@ -136,11 +137,12 @@ class TrainStep:
             return self.static_loss
         if self.calls < self.warmup_eager:
             self.calls += 1
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
+            if self.side is None:
+                self.side = torch.cuda.Stream()
+            self.side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(self.side):
                 loss = self.eager(x, y)
-            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.current_stream().wait_stream(self.side)
             return loss
         self.static_x, self.static_y = x.clone(), y.clone()
         self.opt.zero_grad(set_to_none=True)  # grads are then allocated inside the graph's memory pool
