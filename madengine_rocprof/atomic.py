@@ -6,6 +6,7 @@ Standard library only: the wrapper bundle (zipapp) carries this module into cont
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat
 import tempfile
@@ -44,3 +45,10 @@ def atomic_file(path, mode: str = "w"):
 def atomic_write(path, text: str) -> None:
     with atomic_file(path) as fh:
         fh.write(text)
+
+
+def write_json(path, data, indent: int | None = 2) -> None:
+    """The one JSON writer (manifest, run.json, reports): atomic, so a reader never sees half a file."""
+    with atomic_file(path) as fh:
+        json.dump(data, fh, indent=indent, default=str)
+        fh.write("\n")

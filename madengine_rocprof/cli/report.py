@@ -6,14 +6,14 @@ everything was read and checked, so a bad input leaves nothing half-written).
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
 
+from madengine_rocprof.cli.kernels import add_rules_option
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.reports import build_report, html_page, load_runs, markdown, perfetto
-from madengine_rocprof.reports.output import write_text
+from madengine_rocprof.reports import build_report, categories, html_page, load_runs, markdown, perfetto
+from madengine_rocprof.reports.output import write_json, write_text
 
 
 def register(subparsers) -> None:
@@ -33,6 +33,7 @@ def register(subparsers) -> None:
                         help="write DIR/<run>.perfetto.json per run (open in ui.perfetto.dev)")
     parser.add_argument("--name-width", type=int, default=70, metavar="N", help="shorten kernel names to N characters in tables")
     parser.add_argument("-q", "--quiet", action="store_true", help="do not print the Markdown")
+    add_rules_option(parser)
     parser.set_defaults(func=run)
 
 
@@ -43,12 +44,13 @@ def _slug(label: str) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise UserError("--top must be at least 1", where="--top")
+    categories.configure(args.kernel_rules)
     runs = load_runs(args.runs)
     report = build_report(runs, args.baseline)
     text = markdown.render(report, top=args.top, name_width=args.name_width)
     page = html_page.render(report, top=max(args.top, 15)) if args.html else None
     if args.json:
-        write_text(args.json, json.dumps(report, indent=1) + "\n")
+        write_json(args.json, report)
     if page is not None:
         write_text(args.html, page)
     if args.markdown:

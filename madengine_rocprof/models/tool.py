@@ -14,7 +14,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
 
-PROFILE_ENV = "MADENGINE_ROCPROF_PROFILE"  # the wrapper reads it as a user override; tools never set it
+# the wrapper reads it as a user override; tools never set it
+from madengine_rocprof.wrapper.planner import ENV_PROFILE as PROFILE_ENV
+
 DEFAULT_WRAPPER = "bash ../scripts/common/tools/rocprof_wrapper.sh"
 DEFAULT_COUNTERS_DIR = "../scripts/common/tools/counters"
 

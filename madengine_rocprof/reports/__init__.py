@@ -1,7 +1,8 @@
 """Reports: read every profiler output this project meets, find hotspots, compare runs.
 
-`load_runs(paths)` reads RUN directories, `build_report(runs, baseline)` makes the report dict that
-`markdown.render`, `html_page.render` and `json.dumps` turn into output; `perfetto.write_trace` draws a run.
+`load_runs(paths)` reads RUN directories, `build_report(runs, baseline)` makes the report dict (the JSON output);
+`sections.build` turns it into headed tables and charts that `markdown.render` and `html_page.render` only format;
+`perfetto.write_trace` draws a run.
 """
 from __future__ import annotations
 

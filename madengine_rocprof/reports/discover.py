@@ -19,16 +19,17 @@ from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import csv_readers, json_reader, rocpd_reader
 from madengine_rocprof.reports.csv_tables import first_value, normalize, read_header
 from madengine_rocprof.reports.model import CounterSource, KernelStats, RunData, TimingSource
+from madengine_rocprof.wrapper import file_kinds
 
-# suffix -> kind; checked in order, first match wins
-SUFFIXES = (
-    ("kernel_trace.csv", "rocprofv3-csv"),
-    ("kernel_stats.csv", "rocprofv3-stats"),
-    ("counter_collection.csv", "counters-csv"),
-    ("memory_copy_trace.csv", "memory-copy"),
-    ("results.json", "rocprofv3-json"),
-    ("results.db", "rocpd"),
-)
+# file kind (the wrapper's vocabulary) -> the format a report reads it as
+FORMATS = {
+    file_kinds.KERNEL_TRACE: "rocprofv3-csv",
+    file_kinds.KERNEL_STATS: "rocprofv3-stats",
+    file_kinds.COUNTER_COLLECTION: "counters-csv",
+    file_kinds.MEMORY_COPY_TRACE: "memory-copy",
+    file_kinds.RESULTS_JSON: "rocprofv3-json",
+    file_kinds.ROCPD: "rocpd",
+}
 # lower number = richer source; the richest per process is counted
 PRIORITY = {"rocprofv3-csv": 0, "rocpd": 1, "rocprofv3-json": 2, "legacy-csv": 3, "rocprofv3-stats": 4, "legacy-stats": 5}
 PASS_DIR = re.compile(r"^(pmc|pass)_(\d+)$")
@@ -37,14 +38,13 @@ LOOKED_FOR = "*kernel_trace.csv, *kernel_stats.csv, *counter_collection.csv, *re
 
 
 def classify(path: Path) -> str | None:
+    """The format a file is read as, or None: by name (file_kinds), legacy rocprof CSV by its header."""
+    kind = file_kinds.kind_of(path.name)
+    if kind in FORMATS:
+        if kind == file_kinds.RESULTS_JSON and not json_reader.is_rocprofv3_json(path):
+            return None  # legacy rocprof's chrome trace, or another tool's
+        return FORMATS[kind]
     name = path.name
-    for suffix, kind in SUFFIXES:
-        if name.endswith(suffix):
-            if kind == "rocprofv3-json" and not json_reader.is_rocprofv3_json(path):
-                return None  # legacy rocprof's chrome trace, or another tool's
-            return kind
-    if name.endswith(".db") and rocpd_reader.is_rocpd(path) and name.endswith("results.db"):
-        return "rocpd"
     if name.endswith(".csv"):
         header = {normalize(h) for h in read_header(path)}
         if {"kernelname", "beginns", "endns"} <= header:
@@ -55,15 +55,9 @@ def classify(path: Path) -> str | None:
     return None
 
 
-def _process_key(rel: Path, kind: str) -> str:
+def _process_key(rel: Path) -> str:
     """Origin of a file: its directory plus the per-process prefix (`host/1234`)."""
-    name = rel.name
-    for suffix, _ in SUFFIXES:
-        if name.endswith(suffix):
-            prefix = name[: -len(suffix)].rstrip("_.")
-            break
-    else:
-        prefix = name.split(".")[0]  # legacy: results.csv and results.stats.csv share `results`
+    prefix = file_kinds.split_name(rel.name)[1]
     parent = rel.parent.as_posix()
     return prefix if parent == "." else (f"{parent}/{prefix}" if prefix else parent)
 
@@ -127,7 +121,7 @@ def load_run(path: Path, label: str) -> RunData:
         kind = classify(full)
         if kind is None:
             continue
-        common = dict(path=full, rel=rel.as_posix(), fmt=kind, process=_process_key(rel, kind), pass_id=_pass_id(rel))
+        common = dict(path=full, rel=rel.as_posix(), fmt=kind, process=_process_key(rel), pass_id=_pass_id(rel))
         if kind == "counters-csv":
             run.counters.append(csv_readers.read_counter_collection(CounterSource(**common)))
         elif kind == "memory-copy":

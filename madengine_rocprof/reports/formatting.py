@@ -40,6 +40,15 @@ def gib(num_bytes) -> str:
     return DASH if num_bytes is None else f"{num_bytes / 2**30:.2f}"
 
 
+def text(value) -> str:
+    return DASH if value is None else str(value)
+
+
+# a table column's format (sections.Format) -> how its values are written; `kernel` is the renderers' own
+FORMATS = {"text": text, "label": text, "count": count, "ms": ms, "us": us, "pct": pct, "number": number, "times": times,
+           "gib": gib}
+
+
 def shorten(name: str, width: int) -> str:
     """Long C++ template names cut in the middle, keeping the start (what) and the end (arguments)."""
     name = " ".join(name.split())

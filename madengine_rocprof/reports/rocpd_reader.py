@@ -38,14 +38,6 @@ def _columns(con, view: str) -> set[str]:
     return {row[1] for row in con.execute(f"PRAGMA table_info(`{view}`)")}
 
 
-def is_rocpd(path: Path) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(16) == b"SQLite format 3\x00"
-    except OSError:
-        return False
-
-
 def read_rocpd_kernels(src: TimingSource) -> TimingSource:
     with _connect(src.path) as con:
         objects = _objects(con)

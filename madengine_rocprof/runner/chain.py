@@ -128,7 +128,7 @@ def distributed_env(ctx: AdditionalContext) -> dict[str, str]:
                         fix='use "torchrun" (one node)')
     if (dist.nnodes or 1) != 1:
         raise UserError(f"nnodes {dist.nnodes}: madengine-rocprof run drives one node", where="distributed.nnodes",
-                        fix="use madengine with a slurm/k8s block for several nodes, or set nnodes to 1")
+                        fix="use --runner slurm (with a slurm block) for several nodes, or set nnodes to 1")
     n = dist.nproc_per_node or 1
     runner = f"torchrun --standalone --nnodes=1 --nproc_per_node={n}"
     if dist.port:

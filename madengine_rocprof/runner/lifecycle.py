@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from madengine_rocprof.atomic import write_json
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.models import AdditionalContext, ScriptRef, load_context
 from madengine_rocprof.registry.store import BUILTIN_COUNTERS_DIR, PACKAGE_ROOT
@@ -23,7 +24,7 @@ from madengine_rocprof.runner import host
 from madengine_rocprof.runner.chain import Chain, Sampler, build_chain, distributed_env, model_command, profiler_output_dir
 from madengine_rocprof.runner.executors import DockerExecutor, LocalExecutor, StepResult
 from madengine_rocprof.runner.images import BuildFailed, default_base, ensure_image, select_dockerfile
-from madengine_rocprof.runner.results import append_perf_row, parse_performance, write_json
+from madengine_rocprof.runner.results import append_perf_row, parse_performance
 from madengine_rocprof.runner.selection import ModelCard, load_models, select_models
 
 DEFAULT_TIMEOUT_S = 7200.0     # madengine's default model timeout
@@ -102,7 +103,8 @@ def plan_runs(opts: RunOptions) -> tuple[AdditionalContext, list[str], list[Plan
     ctx, warnings = load_context(opts.context_file, opts.context_json)
     source = " + ".join(s for s in (opts.context_file, "--additional-context" if opts.context_json else None) if s) or None
     cards = select_models(load_models(opts.models_file), opts.tags, str(opts.models_file))
-    distributed_env(ctx)  # validates the distributed block
+    if opts.runner != "slurm":  # the SLURM runner validates several nodes itself (runner/slurm_jobs.py)
+        distributed_env(ctx)  # validates the distributed block
     host.parse_gpu_list(ctx.docker_gpus or "")
     _words(ctx.model_args or "", "model_args")
     planned = []
@@ -131,7 +133,7 @@ def chain_needs_wrapper(planned: list[Planned]) -> bool:
 
 def choose_runner(kind: str) -> tuple[str, Any]:
     if kind not in ("auto", "docker", "local"):
-        raise UserError(f"unknown runner '{kind}'", where="--runner", fix="use auto, docker or local")
+        raise UserError(f"unknown runner '{kind}'", where="--runner", fix="use auto, docker, local or slurm")
     if kind == "local":
         return "local", None
     client = host.docker_client()
@@ -143,6 +145,9 @@ def choose_runner(kind: str) -> tuple[str, Any]:
 
 def run_models(opts: RunOptions) -> int:
     """Run every selected model; 0 when all succeeded, 1 when any failed; Ctrl-C re-raised after results are written."""
+    if opts.runner == "slurm":
+        from madengine_rocprof.runner.slurm import run_slurm
+        return run_slurm(opts)
     ctx, warnings, planned = plan_runs(opts)
     for w in warnings:
         say(f"warning: {w}")

@@ -1,9 +1,8 @@
-"""Results: madengine's `performance:` line, its perf.csv, and our run.json, all written atomically."""
+"""Results: madengine's `performance:` line and its perf.csv, written atomically (run.json: atomic.write_json)."""
 from __future__ import annotations
 
 import csv
 import io
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -25,10 +24,6 @@ PERF_COLUMNS = (
 def parse_performance(log_text: str) -> tuple[float, str] | None:
     m = PERFORMANCE.search(log_text)
     return (float(m.group(1)), m.group(2)) if m else None
-
-
-def write_json(path: Path, data: Any) -> None:
-    atomic_write(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 
 def append_perf_row(path: Path, row: dict[str, Any]) -> None:

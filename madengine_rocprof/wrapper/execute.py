@@ -12,6 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from madengine_rocprof.atomic import write_json
 from madengine_rocprof.wrapper import nvidia, outputs
 from madengine_rocprof.wrapper.planner import EXIT_FILE_ENV, Plan
 
@@ -191,7 +192,7 @@ def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, n
         "dispatch_count": dispatches,
         "messages": messages,
     }
-    outputs.write_json(os.path.join(out, outputs.MANIFEST), manifest)
+    write_json(os.path.join(out, outputs.MANIFEST), manifest)
     return Result(exit_code, manifest, plan)
 
 
@@ -207,5 +208,5 @@ def no_profiler_manifest(out: str, app_argv: list[str], message: str) -> Result:
         "exit_code": EXIT_NO_PROFILER, "app_exit_code": None, "outcome": "no_profiler", "outputs": [],
         "dispatch_count": None, "messages": [message],
     }
-    outputs.write_json(os.path.join(out, outputs.MANIFEST), manifest)
+    write_json(os.path.join(out, outputs.MANIFEST), manifest)
     return Result(EXIT_NO_PROFILER, manifest, Plan(Profiler("none"), [], app_argv, out))

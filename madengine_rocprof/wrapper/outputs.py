@@ -2,16 +2,14 @@
 from __future__ import annotations
 
 import csv
-import json
 import os
-import re
 
-from madengine_rocprof.atomic import atomic_file
+from madengine_rocprof.atomic import write_json
+from madengine_rocprof.wrapper.file_kinds import kind_of
 
 MANIFEST = "manifest.json"
 FILTERED_LOG = "wrapper_filtered.log"
 SKIP_DIRS = {".rocprofv3"}  # rocprofv3's temporary data
-_KIND = re.compile(r"^(?:rank\d+_)?\d+_(?P<kind>.+?)\.(?P<ext>csv|json|pftrace|db|otf2|ncu-rep|sqlite|nsys-rep)$")
 
 
 def snapshot(out: str) -> dict[str, tuple]:
@@ -27,24 +25,6 @@ def snapshot(out: str) -> dict[str, tuple]:
                 continue
             seen[os.path.relpath(path, out)] = (st.st_size, st.st_mtime_ns)
     return seen
-
-
-def kind_of(rel: str) -> str:
-    name = os.path.basename(rel)
-    m = _KIND.match(name)
-    if m:
-        kind, ext = m.group("kind"), m.group("ext")
-        if kind == "results":
-            return {"json": "results_json", "pftrace": "perfetto", "db": "rocpd", "otf2": "otf2", "csv": "legacy_results"}[ext] \
-                if ext in ("json", "pftrace", "db", "otf2", "csv") else kind
-        return {"ncu-rep": "ncu_report", "nsys-rep": "nsys_report", "sqlite": "nsys_sqlite"}.get(ext, kind)
-    if name.endswith(".ncu-rep"):
-        return "ncu_report"
-    if name.endswith(".nsys-rep"):
-        return "nsys_report"
-    if name.endswith(".sqlite"):
-        return "nsys_sqlite"
-    return "other"
 
 
 def count_rows(path: str) -> int | None:
@@ -87,10 +67,3 @@ def collect(out: str, before: dict[str, tuple]) -> tuple[list[dict], int | None]
             counts[kinds[0]] = sum(total)
     dispatch = next((counts[k] for k in ("kernel_trace", "legacy_results", "counter_collection") if k in counts), None)
     return outputs, dispatch
-
-
-def write_json(path: str, data: dict) -> None:
-    """Atomic write: a reader never sees half a manifest."""
-    with atomic_file(path) as fh:
-        json.dump(data, fh, indent=2)
-        fh.write("\n")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from madengine_rocprof.reports import build_report, load_runs
 
-# rocprofv3 7.x and 6.2 kernel_trace.csv headers (docs/reference rocprofv3.md; real samples in the shared fixtures)
+# rocprofv3 7.x and 6.2 kernel_trace.csv headers (docs/reference rocprofv3.md; real samples in tests/fixtures/rocprofv3)
 HEADER_7 = ["Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id", "Kernel_Name",
             "Correlation_Id", "Start_Timestamp", "End_Timestamp", "LDS_Block_Size", "Scratch_Size", "VGPR_Count",
             "Accum_VGPR_Count", "SGPR_Count", "Workgroup_Size_X", "Workgroup_Size_Y", "Workgroup_Size_Z",
@@ -42,7 +42,7 @@ def dict_rows(path: Path) -> list[dict]:
 
 
 def place(src: Path, dest: Path) -> Path:
-    """Copy a shared fixture into a run tree (never into the repo)."""
+    """Copy a fixture into a run tree."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, dest)
     return dest

@@ -1,4 +1,4 @@
-"""Our writers and output scanning against real rocprofv3 outputs and inputs (../shared/fixtures/rocprofv3)."""
+"""Our writers and output scanning against real rocprofv3 outputs and inputs (tests/fixtures/rocprofv3)."""
 from __future__ import annotations
 
 import csv
