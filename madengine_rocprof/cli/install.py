@@ -31,8 +31,11 @@ def find_madengine(given: str) -> Path:
         try:
             import madengine  # noqa: F401  (only to find where it lives)
         except ImportError:
-            raise UserError("madengine is not installed in this Python environment", where="--madengine",
-                            fix="pass its directory: madengine-rocprof install --madengine /path/to/madengine") from None
+            raise UserError(
+                "madengine is not installed in this Python environment",
+                where="--madengine",
+                fix="pass its directory: madengine-rocprof install --madengine /path/to/madengine",
+            ) from None
         candidates = [Path(madengine.__file__).resolve().parent]
     for c in candidates:
         if (c / "scripts" / "common" / "tools.json").is_file():
@@ -42,10 +45,10 @@ def find_madengine(given: str) -> Path:
 
 
 def run(args) -> int:
+    from madengine_rocprof.atomic import atomic_write
     from madengine_rocprof.cli.export_tools import build_tools_json
     from madengine_rocprof.models.tool import DEFAULT_COUNTERS_DIR, DEFAULT_WRAPPER
     from madengine_rocprof.registry import counter_profile_path, list_counter_profiles
-    from madengine_rocprof.atomic import atomic_write
     from madengine_rocprof.wrapper import bundle
 
     root = find_madengine(args.madengine)

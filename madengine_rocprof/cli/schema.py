@@ -4,8 +4,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from madengine_rocprof.models.schema import render_schema
 from madengine_rocprof.atomic import atomic_write
+from madengine_rocprof.models.schema import render_schema
 from madengine_rocprof.registry.store import PACKAGE_ROOT
 
 SCHEMA_PATH = PACKAGE_ROOT / "profiling-configs" / "schema.json"

@@ -13,6 +13,7 @@ import json
 import re
 import statistics
 from pathlib import Path
+from typing import Any
 
 from madengine_rocprof.reports.categories import categorize
 from madengine_rocprof.reports.formatting import DASH, ms, number, pct
@@ -45,14 +46,14 @@ def step_times_ms(trace_file: Path) -> list[float]:
         events = events.get("traceEvents") or []
     starts = sorted(float(e["ts"]) for e in events
                     if isinstance(e, dict) and str(e.get("name", "")).startswith(STEP_MARK) and "ts" in e)
-    return [(b - a) / 1e3 for a, b in zip(starts, starts[1:])]
+    return [(b - a) / 1e3 for a, b in zip(starts, starts[1:], strict=False)]  # consecutive pairs
 
 
 def analyze(run: RunData) -> dict | None:
     """The multi-rank section of a run, or None when fewer than two processes were profiled."""
     if len({s.process for s in run.timing}) < 2:
         return None
-    ranks = []
+    ranks: list[dict[str, Any]] = []
     for source in run.timing:
         host, rank, label = _identity(source.process)
         gpu_ns = sum(k.total_ns for k in source.kernels.values())

@@ -124,8 +124,11 @@ def distributed_env(ctx: AdditionalContext) -> dict[str, str]:
     if dist is None or not dist.launcher:
         return {}
     if dist.launcher != "torchrun":
-        raise UserError(f"launcher '{dist.launcher}' is not supported by madengine-rocprof run", where="distributed.launcher",
-                        fix='use "torchrun" (one node)')
+        raise UserError(
+            f"launcher '{dist.launcher}' is not supported by madengine-rocprof run",
+            where="distributed.launcher",
+            fix='use "torchrun" (one node)',
+        )
     if (dist.nnodes or 1) != 1:
         raise UserError(f"nnodes {dist.nnodes}: madengine-rocprof run drives one node", where="distributed.nnodes",
                         fix="use --runner slurm (with a slurm block) for several nodes, or set nnodes to 1")

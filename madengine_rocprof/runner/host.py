@@ -11,8 +11,6 @@ from typing import Any
 
 from madengine_rocprof.errors import UserError
 
-VENDORS = ("AMD", "NVIDIA", "CPU")
-
 
 def detect_vendor() -> str:
     """AMD when the ROCm kernel driver is there, NVIDIA when the NVIDIA driver is, else CPU."""
@@ -40,7 +38,7 @@ def effective_vendor(requested: str | None, detected: str) -> tuple[str, list[st
                       f"{'no GPU' if detected == 'CPU' else detected + ' GPUs'}: running for {detected}"]
 
 
-def docker_client(timeout: float = 10.0) -> Any | None:
+def docker_client(timeout: int = 10) -> Any | None:
     """A docker SDK client whose daemon answers a ping, else None."""
     try:
         import docker  # runtime dependency, imported lazily so `--runner local` works without it

@@ -19,8 +19,17 @@ from madengine_rocprof.errors import UserError
 from madengine_rocprof.models import AdditionalContext
 from madengine_rocprof.registry.store import BUILTIN_COUNTERS_DIR
 from madengine_rocprof.runner import slurm_cluster as cluster
-from madengine_rocprof.runner.lifecycle import (PACKAGE_DIR, SCRIPTS_DIR, Planned, RunOptions, _git_commit, _now,
-                                                _profiler_outcomes, plan_runs, say)
+from madengine_rocprof.runner.lifecycle import (
+    PACKAGE_DIR,
+    SCRIPTS_DIR,
+    Planned,
+    RunOptions,
+    _git_commit,
+    _now,
+    _profiler_outcomes,
+    plan_runs,
+    say,
+)
 from madengine_rocprof.runner.results import append_perf_row, parse_performance
 from madengine_rocprof.runner.slurm_jobs import JobSettings, batch_script, job_settings, task_script
 
@@ -49,7 +58,8 @@ def run_slurm(opts: RunOptions) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     say(f"[run] {len(planned)} model(s), tools: {planned[0].chain.label}, runner: slurm, partition {partition.name}, "
         f"{nodes} node(s) x {jobs[0].ranks_per_node} rank(s), results: {out_dir}")
-    statuses = [run_job(item, job, ctx, opts, out_dir, warnings + job.notes) for item, job in zip(planned, jobs)]
+    statuses = [run_job(item, job, ctx, opts, out_dir, warnings + job.notes)
+                for item, job in zip(planned, jobs, strict=True)]
     failed = sum(s != "SUCCESS" for s in statuses)
     say(f"[run] done: {len(statuses) - failed} succeeded, {failed} failed; perf.csv: {out_dir / 'perf.csv'}")
     return 0 if failed == 0 else 1
@@ -132,9 +142,10 @@ def follow(job_id: str, timeout: float, log: Path, echo: bool) -> tuple[cluster.
                 errors = 0
             except cluster.SlurmError as err:
                 errors += 1
-                if errors >= 5:
-                    say(f"[slurm] giving up following job {job_id}: {err}")
-                    return state, cancelled_for, interrupted
+                if errors >= 5:  # SLURM stopped answering: do not leave a job behind that nobody follows
+                    say(f"[slurm] giving up following job {job_id}: {err}; scancel")
+                    _cancel(job_id)
+                    return state, cancelled_for or "unreachable", interrupted
             now = (state.state, state.reason, state.nodes)
             if now != shown:
                 shown = now
@@ -235,7 +246,9 @@ def _finish(item: Planned, job: JobSettings, ctx: AdditionalContext, opts: RunOp
     elif final.state == "TIMEOUT":
         failures.append(f"SLURM's time limit {job.time} ended job {job_id}")
     elif job_id and final.state != "COMPLETED":
-        failures.append(f"SLURM job {job_id} {final.state}" + (f" (exit code {final.exit_code})" if final.exit_code else ""))
+        failures.append(
+            f"SLURM job {job_id} {final.state}" + (f" (exit code {final.exit_code})" if final.exit_code else "")
+        )
     nodes, node_failures = _node_results(item, ws) if job_id else ([], [])
     failures += node_failures
     if job_id and len(nodes) < job.nodes:

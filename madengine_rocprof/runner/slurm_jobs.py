@@ -47,8 +47,11 @@ def job_settings(ctx: AdditionalContext, timeout_s: float, partition_has_gpus: b
     dist = ctx.distributed
     nodes = slurm.get("nodes", 1)
     if dist is not None and dist.launcher not in (None, "torchrun"):
-        raise UserError(f"launcher '{dist.launcher}' is not supported by the SLURM runner", where="distributed.launcher",
-                        fix='use "torchrun"')
+        raise UserError(
+            f"launcher '{dist.launcher}' is not supported by the SLURM runner",
+            where="distributed.launcher",
+            fix='use "torchrun"',
+        )
     if dist is not None and dist.nnodes is not None and dist.nnodes != nodes:
         raise UserError(f"distributed.nnodes is {dist.nnodes} but slurm.nodes is {nodes}", where="distributed.nnodes",
                         fix="make them equal, or drop distributed.nnodes (slurm.nodes decides)")
@@ -76,10 +79,19 @@ def job_settings(ctx: AdditionalContext, timeout_s: float, partition_has_gpus: b
     network = (ctx.slurm.model_extra or {}).get("network_interface") if ctx.slurm else None
     if network is not None and not (isinstance(network, str) and re.match(r"^[\w.-]+$", network)):
         raise UserError(f"'{network}' is not a network interface name", where="slurm.network_interface")
-    return JobSettings(nodes=nodes, ranks_per_node=ranks, partition=slurm.get("partition"), gpus_per_node=gpus,
-                       time=time, exclusive=bool(slurm.get("exclusive", True)),  # madengine: exclusive unless told
-                       port=(dist.port if dist and dist.port else DEFAULT_PORT), modules=list(slurm.get("modules") or []),
-                       extra=extra, network_interface=network, notes=notes)
+    return JobSettings(
+        nodes=nodes,
+        ranks_per_node=ranks,
+        partition=slurm.get("partition"),
+        gpus_per_node=gpus,
+        time=time,
+        exclusive=bool(slurm.get("exclusive", True)),  # madengine: exclusive unless told
+        port=(dist.port if dist and dist.port else DEFAULT_PORT),
+        modules=list(slurm.get("modules") or []),
+        extra=extra,
+        network_interface=network,
+        notes=notes,
+    )
 
 
 def _q(value: object) -> str:
@@ -110,13 +122,16 @@ def batch_script(job: JobSettings, *, name: str, workspace: str, plugin: str, en
         f"MAD_RUNTIME_NGPUS={job.ranks_per_node}",
     ]
     if job.network_interface:
-        lines.append(f"export NCCL_SOCKET_IFNAME={_q(job.network_interface)} GLOO_SOCKET_IFNAME={_q(job.network_interface)}")
+        lines.append(
+            f"export NCCL_SOCKET_IFNAME={_q(job.network_interface)} GLOO_SOCKET_IFNAME={_q(job.network_interface)}"
+        )
     lines += [f"export {k}={_q(v)}" for k, v in env.items() if k != "PYTHONPATH"]
     # our plugin first, then what the context asks for (as in the container runner)
     lines.append(f"export PYTHONPATH={_q(':'.join(p for p in (plugin, env.get('PYTHONPATH')) if p))}")
     lines.append(f"export MADENGINE_ROCPROF_PLUGIN={_q(plugin)}")
     lines += [
-        'echo "[job] $SLURM_JOB_ID: $SLURM_JOB_NUM_NODES node(s) $SLURM_JOB_NODELIST, rendezvous $MASTER_ADDR:$MASTER_PORT"',
+        'echo "[job] $SLURM_JOB_ID: $SLURM_JOB_NUM_NODES node(s) $SLURM_JOB_NODELIST, rendezvous '
+        '$MASTER_ADDR:$MASTER_PORT"',
         # a rank that dies would leave the others waiting in a collective: the step ends for all (SIGTERM first)
         f"srun --kill-on-bad-exit=1 --label --ntasks-per-node=1 bash {_q(workspace + '/task.sh')}",
         "code=$?",

@@ -60,7 +60,7 @@ def gate_coverage(version, cfg, device, dtype, attention, seed, batch, seq):
     return {"passed": not bad, "parameters": len(grads), "with_grad": len(grads) - len(bad), "problems": bad}
 
 
-def gate_parity(version, cfg, device, dtype, attention, seed, batch, seq, ref_model=None):
+def gate_parity(version, cfg, device, dtype, attention, seed, batch, seq):
     tol = TOLERANCES[tolerance_kind(version, device, dtype, attention)]
     x, y = tt_train.split_batches(tt_train.make_tokens("random", 1, batch, seq, cfg.vocab_size, seed + 2, device)[0])
     ref = tt_train.build_model("v1", cfg, device, seed)
@@ -116,7 +116,7 @@ def gate_trajectory(version, cfg, device, dtype, attention, seed, batch, seq, st
     tokens = tt_train.make_tokens("random", steps, batch, seq, cfg.vocab_size, seed + 3, device)
     ref = _train_losses("v1", cfg, device, "fp32", "", seed, tokens, 3e-4, False)
     got = _train_losses(version, cfg, device, dtype, attention, seed, tokens, 3e-4, graphs)
-    diff = max(abs(a - b) for a, b in zip(ref, got))
+    diff = max(abs(a - b) for a, b in zip(ref, got, strict=True))
     finite = all(math.isfinite(v) for v in got)
     return {"passed": finite and diff <= tol, "limit": tol, "max_abs_diff": diff, "losses": got, "ref_losses": ref}
 

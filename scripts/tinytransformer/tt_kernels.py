@@ -22,13 +22,6 @@ import triton.language as tl  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
-# Every kernel name, as the profiler shows it on the GPU (the CUDA kernel name starts with it).
-KERNEL_NAMES = (
-    "tt_rmsnorm_fwd", "tt_rmsnorm_bwd", "tt_swiglu_fwd", "tt_swiglu_bwd", "tt_rope",
-    "tt_attn_fwd", "tt_attn_bwd_delta", "tt_attn_bwd_dkdv", "tt_attn_bwd_dq", "tt_xent_fwd", "tt_xent_bwd",
-    "tt_adamw",
-)
-
 
 def _launch(kernel, grid, *args, **kwargs):
     """Launch a kernel; under the interpreter also leave a profiler range named after it (there is no GPU kernel)."""
@@ -187,7 +180,7 @@ class TritonRMSNorm(torch.autograd.Function):
         return dx, dw, None, None
 
 
-_SM_COUNT = {}
+_SM_COUNT: dict[int, int] = {}
 
 
 def _sm_count(device) -> int:

@@ -13,9 +13,9 @@ import torch
 
 @dataclass
 class MasterWeights:
-    params: list            # the model's parameters, now views of `low`
-    master: torch.Tensor    # flat fp32 master weights (the numbers AdamW updates)
-    low: torch.Tensor       # flat low-precision buffer the parameters view
+    params: list[torch.nn.Parameter]  # the model's parameters, now views of `low`
+    master: torch.Tensor              # flat fp32 master weights (the numbers AdamW updates)
+    low: torch.Tensor                 # flat low-precision buffer the parameters view
 
 
 def use_low_precision_params(model: torch.nn.Module, dtype=torch.bfloat16) -> MasterWeights:
@@ -34,8 +34,9 @@ def use_low_precision_params(model: torch.nn.Module, dtype=torch.bfloat16) -> Ma
             p.data = low[offset:offset + k].view(p.shape)
             offset += k
         low.copy_(master)
-    model.master_weights = MasterWeights(params, master, low)
-    return model.master_weights
+    weights = MasterWeights(params, master, low)
+    object.__setattr__(model, "master_weights", weights)  # a plain attribute, not a submodule or buffer
+    return weights
 
 
 class MasterAdamW(torch.optim.Optimizer):
@@ -54,12 +55,12 @@ class MasterAdamW(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        params = self.weights.params
-        missing = [i for i, p in enumerate(params) if p.grad is None]
+        grads = [p.grad for p in self.weights.params]
+        missing = [i for i, g in enumerate(grads) if g is None]
         if missing:
             raise RuntimeError(f"MasterAdamW: {len(missing)} parameter(s) have no gradient (first: index {missing[0]})"
                                "; every parameter must train")
-        torch.cat([p.grad.reshape(-1) for p in params], out=self.flat_grad)  # one gather kernel
+        torch.cat([g.reshape(-1) for g in grads if g is not None], out=self.flat_grad)  # one gather kernel
         self.step_count += 1
         group = self.param_groups[0]
         beta1, beta2 = group["betas"]

@@ -80,7 +80,7 @@ def slurm_record(slurm_cluster):
         assert out.returncode == 0, out.stderr
         rows = [line.split("|") for line in out.stdout.splitlines() if line.startswith(job_id + "|")]
         assert rows, f"no completion record for job {job_id}: {out.stdout!r}"
-        return dict(zip(("job_id", "state", "exit_code", "nodelist"), rows[0]))
+        return dict(zip(("job_id", "state", "exit_code", "nodelist"), rows[0], strict=True))
     return record
 
 

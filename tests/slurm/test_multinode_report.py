@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from madengine_rocprof.reports import build_report, load_runs
-from madengine_rocprof.reports import markdown
+from madengine_rocprof.reports import build_report, load_runs, markdown
 
 HEADER = ('"Kind","Agent_Id","Queue_Id","Stream_Id","Thread_Id","Dispatch_Id","Kernel_Id","Kernel_Name",'
           '"Correlation_Id","Start_Timestamp","End_Timestamp"')
@@ -24,7 +23,9 @@ def _trace(path: Path, kernels: list[tuple[str, int, int]]) -> None:
 
 def _steps(path: Path, starts_us: list[float]) -> None:
     """The embedded tracer's Perfetto trace with optimizer-step annotations."""
-    events = [{"name": "Optimizer.step#AdamW.step", "ph": "X", "ts": t, "dur": 5, "pid": 1, "tid": 1} for t in starts_us]
+    events = [
+        {"name": "Optimizer.step#AdamW.step", "ph": "X", "ts": t, "dur": 5, "pid": 1, "tid": 1} for t in starts_us
+    ]
     events.append({"name": "aten::mm", "ph": "X", "ts": 1, "dur": 1, "pid": 1, "tid": 1})
     path.write_text(json.dumps({"traceEvents": events}))
 
@@ -55,7 +56,8 @@ def test_per_node_per_rank_and_straggler(two_node_run):
         [("nodeA", 1, 4, 4_000_000), ("nodeB", 1, 3, 5_000_000)]
     ranks = {r["label"]: r for r in section["ranks"]}
     assert list(ranks) == ["rank 0", "rank 1"]
-    assert ranks["rank 0"]["step_time_ms"] == pytest.approx(10.0) and ranks["rank 1"]["step_time_ms"] == pytest.approx(15.0)
+    assert ranks["rank 0"]["step_time_ms"] == pytest.approx(10.0)
+    assert ranks["rank 1"]["step_time_ms"] == pytest.approx(15.0)
     assert ranks["rank 0"]["communication_share"] == pytest.approx(0.25)
     assert ranks["rank 1"]["communication_share"] == pytest.approx(0.2)
     s = section["straggler"]

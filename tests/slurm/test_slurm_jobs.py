@@ -56,16 +56,20 @@ def test_time_defaults_above_our_timeout_and_bad_values_are_refused():
 def test_context_values_reach_the_job_as_data_never_as_shell_code(tmp_path):
     marker = tmp_path / "pwned"
     evil = f"$(touch {marker}); `touch {marker}` ' \" ;"
-    ctx = _ctx('{"slurm": {"nodes": 2, "account": "proj; touch %s", "modules": ["rocm/6.2"]}, '
-               '"env_vars": {"EVIL": %s}}' % (marker, json.dumps(evil)))
+    ctx = _ctx(json.dumps({"slurm": {"nodes": 2, "account": f"proj; touch {marker}", "modules": ["rocm/6.2"]},
+                           "env_vars": {"EVIL": evil}}))
     job = job_settings(ctx, 60, False)
     script = batch_script(job, name="mrp-x", workspace=str(tmp_path), plugin=str(tmp_path / ".plugin"),
                           env={"EVIL": evil, "PYTHONPATH": "/ctx/path"}, title="t")
     assert f"#SBATCH --account='proj; touch {marker}'" in script
     assert "module load rocm/6.2\n" in script
     exports = "\n".join(line for line in script.splitlines() if line.startswith("export "))
-    out = subprocess.run(["bash", "-c", exports.replace("$SLURM_JOB_ID", "1") + '\nprintf %s "$EVIL"; echo; echo "$PYTHONPATH"'],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["bash", "-c", exports.replace("$SLURM_JOB_ID", "1") + '\nprintf %s "$EVIL"; echo; echo "$PYTHONPATH"'],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.splitlines() == [evil, f"{tmp_path / '.plugin'}:/ctx/path"]
     assert not marker.exists()
 

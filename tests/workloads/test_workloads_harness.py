@@ -105,6 +105,7 @@ def _run_sh(scripts_dir, tmp_path, *args, timeout=240):
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_run_sh_writes_workload_result(scripts_dir, tmp_path):
     p = _run_sh(scripts_dir, tmp_path, "--version", "v2", "--num-steps", "2", "--device", "cpu")
     assert p.returncode == 0, p.stderr
@@ -121,6 +122,7 @@ def test_run_sh_rejects_bad_arguments(scripts_dir, tmp_path):
     assert not (tmp_path / "workload_result.json").exists()
 
 
+@pytest.mark.slow
 def test_run_sh_torchrun_ddp_two_processes(scripts_dir, tmp_path):
     """torchrun with 2 CPU processes (gloo): one performance line, global tokens/s, world_size in the JSON."""
     p = _run_sh(scripts_dir, tmp_path, "--version", "v1", "--nproc-per-node", "2", "--num-steps", "3",

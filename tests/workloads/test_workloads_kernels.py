@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -12,7 +13,7 @@ import tt_kernels
 import tt_model
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
-f64 = dict(dtype=torch.float64, device=DEV)
+f64: dict[str, Any] = dict(dtype=torch.float64, device=DEV)
 
 
 def gradcheck(fn, inputs):
@@ -30,7 +31,7 @@ def check_vjp(fn, ref_fn, inputs, seed=0):
     ref = ref_fn(*inputs)
     refs = ref if isinstance(ref, tuple) else (ref,)
     want = torch.autograd.grad(refs, inputs, cots)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-10)
 
 
@@ -130,6 +131,7 @@ def test_flash_attention_values_and_grads(S, H, HKV):
     check_vjp(tt_kernels.flash_attention, reference_attention, (q, k, v))
 
 
+@pytest.mark.slow
 def test_flash_attention_gradcheck(small_attention_blocks):
     """16-wide tiles: S=17 spans two blocks (the second partial); 2 query heads share 1 kv head; D=4 is padded to the
     16-wide dot. Fast-mode gradcheck over all inputs, full gradcheck for k (fast mode alone missed a 1% error in dk;
@@ -213,7 +215,7 @@ def test_master_adamw_matches_torch_adamw_and_writes_bf16_params():
     opt = tt_optim.MasterAdamW(weights, lr=1e-2, weight_decay=0.1)
     ref_opt = torch.optim.AdamW(ref, lr=1e-2, weight_decay=0.1)
     for _ in range(4):
-        for p, r in zip(params, ref):
+        for p, r in zip(params, ref, strict=True):
             g = torch.randn(r.shape, device=DEV).to(torch.bfloat16)
             p.grad, r.grad = g, g.float()
         opt.step()
