@@ -3,6 +3,7 @@
 Each subcommand lives in its own module under this package and exposes
 `register(subparsers)`, which adds its parser and sets `func(args) -> int`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,21 +31,23 @@ SUBCOMMANDS: tuple[str, ...] = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """All subcommands, or only `command`'s when it names one (so `report` starts without importing pydantic)."""
     parser = argparse.ArgumentParser(
         prog="madengine-rocprof",
         description="One-command GPU profiling of AI workloads, in madengine's formats.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
+    chosen = (command or "").replace("-", "_")
+    for name in (chosen,) if chosen in SUBCOMMANDS else SUBCOMMANDS:
         importlib.import_module(f"{__name__}.{name}").register(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv else None)
     args, extra = parser.parse_known_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
