@@ -190,7 +190,8 @@ def run_models(opts: RunOptions) -> int:
     """
     if opts.runner == "slurm":
         from madengine_rocprof.runner.slurm import run_slurm
-        return run_slurm(opts)
+        with stopping.handled():  # a scheduler's SIGTERM or a closed terminal: cancel the job, keep the results
+            return run_slurm(opts)
     ctx, warnings, planned = plan_runs(opts)
     for w in warnings:
         say(f"warning: {w}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from madengine_rocprof.errors import UserError
 from madengine_rocprof.models import AdditionalContext
 from madengine_rocprof.registry.store import BUILTIN_COUNTERS_DIR
 from madengine_rocprof.runner import slurm_cluster as cluster
+from madengine_rocprof.runner import stopping
 from madengine_rocprof.runner.lifecycle import (
     PACKAGE_DIR,
     SCRIPTS_DIR,
@@ -123,7 +125,7 @@ def run_job(item: Planned, job: JobSettings, ctx: AdditionalContext, opts: RunOp
     status = _finish(item, job, ctx, opts, ws, job_id, final, cancelled_for, interrupted, failures, started_at,
                      time.monotonic() - t0, warnings, out_dir)
     if interrupted:
-        raise KeyboardInterrupt
+        raise stopping.Interrupted(stopping.received() or signal.SIGINT)
     return status
 
 
@@ -137,6 +139,9 @@ def follow(job_id: str, timeout: float, log: Path, echo: bool) -> tuple[cluster.
     errors = 0
     while True:
         try:
+            if interrupted and stopping.hurry():  # a second signal (runner/stopping.py): stop waiting
+                say(f"[slurm] not waiting for job {job_id} to end")
+                return state, cancelled_for, interrupted
             try:
                 state = cluster.job_state(job_id)
                 errors = 0
