@@ -13,7 +13,8 @@ def register(subparsers) -> None:
                     "directory per model and a madengine perf.csv.")
     p.add_argument("--tags", nargs="+", action="extend", required=True, metavar="TAG",
                    help="model names, tags, 'all', or name:key=value (appends --key value to the model's args)")
-    p.add_argument("--additional-context-file", metavar="FILE", help="madengine additional context JSON file")
+    p.add_argument("--additional-context-file", metavar="FILE",
+                   help="madengine additional context JSON file, or a shipped config's name (madengine-rocprof paths)")
     p.add_argument("--additional-context", metavar="JSON", help="JSON merged deeply over the file")
     p.add_argument("--runner", choices=("auto", "docker", "local"), default="auto",
                    help="auto: docker when a Docker engine answers, else local (default)")
@@ -22,7 +23,9 @@ def register(subparsers) -> None:
                    "(default: context timeout, else the model card's, else 7200)")
     p.add_argument("--hook-timeout", type=float, default=600.0, metavar="S",
                    help="time limit for each pre/post script (default 600)")
-    p.add_argument("--models", default="models.json", metavar="FILE", help="models file (default models.json)")
+    p.add_argument("--repo", default=".", metavar="DIR",
+                   help="MAD-style model repository: models.json, docker/, scripts/ (default: the current directory)")
+    p.add_argument("--models", default="models.json", metavar="FILE", help="models file, relative to --repo (default models.json)")
     p.add_argument("--first-tool-outermost", action="store_true",
                    help="reverse madengine's chaining order: the FIRST listed tool becomes the outermost")
     p.add_argument("--quiet", action="store_true", help="do not echo workload output (it is always in logs/)")
@@ -30,6 +33,7 @@ def register(subparsers) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from madengine_rocprof import resources
     from madengine_rocprof.errors import UserError
     from madengine_rocprof.runner.lifecycle import RunOptions, run_models
 
@@ -37,7 +41,8 @@ def _run(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None and value <= 0:
             raise UserError(f"must be a positive number of seconds, got {value:g}", where=f"--{name.replace('_', '-')}")
+    context_file = resources.path_or_shipped(args.additional_context_file) if args.additional_context_file else None
     return run_models(RunOptions(
-        tags=args.tags, context_file=args.additional_context_file, context_json=args.additional_context,
+        tags=args.tags, context_file=context_file, context_json=args.additional_context,
         runner=args.runner, output_dir=Path(args.output_dir), timeout=args.timeout, hook_timeout=args.hook_timeout,
-        models_file=Path(args.models), first_outermost=args.first_tool_outermost, echo=not args.quiet))
+        models_file=Path(args.repo) / args.models, first_outermost=args.first_tool_outermost, echo=not args.quiet))
