@@ -145,3 +145,16 @@ def test_install_without_any_madengine_says_how(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no madengine command; this Python has no madengine
     code, out, err = run(capsys, "install", "--madengine")
     assert code == 2 and "--madengine-python" in err and "--madengine /path/to/madengine" in err
+
+
+def test_multi_gpu_config_sets_the_rank_count_madengine_reads(repo):
+    data = json.loads((repo / "profiling-configs" / "rocprofv3_multi_gpu.json").read_text())
+    assert data["gpus_per_node"] == data["distributed"]["nproc_per_node"] == len(data["docker_gpus"].split(","))
+
+
+def test_rank_counts_that_disagree_are_refused(tmp_path, capsys):
+    repo = _mad_repo(tmp_path / "mad")
+    ctx = json.dumps({"gpus_per_node": 2, "distributed": {"launcher": "torchrun", "nproc_per_node": 4}})
+    code, _, err = run(capsys, "run", "--repo", str(repo), "--tags", "m1", "--runner", "local",
+                       "--additional-context", ctx, "--output-dir", str(tmp_path / "o"))
+    assert code == 2 and "gpus_per_node 2 and distributed.nproc_per_node 4 differ" in err and not (tmp_path / "o").exists()
