@@ -13,7 +13,7 @@ from madengine_rocprof import __version__
 from madengine_rocprof.errors import UserError
 
 # Module names under madengine_rocprof.cli, in the order `--help` lists them.
-SUBCOMMANDS: tuple[str, ...] = ("validate", "tools", "counters", "schema", "export_tools", "report", "run", "wrap", "doctor", "install",
+SUBCOMMANDS: tuple[str, ...] = ("validate", "tools", "counters", "schema", "export_tools", "report", "compare", "kernels", "run", "escalate", "wrap", "doctor", "install",
                                  "paths")
 
 

@@ -10,8 +10,9 @@ import re
 import sys
 from pathlib import Path
 
+from madengine_rocprof.cli.kernels import add_rules_option
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.reports import build_report, html_page, load_runs, markdown, perfetto
+from madengine_rocprof.reports import build_report, categories, html_page, load_runs, markdown, perfetto
 from madengine_rocprof.reports.output import write_json, write_text
 
 
@@ -32,6 +33,7 @@ def register(subparsers) -> None:
                         help="write DIR/<run>.perfetto.json per run (open in ui.perfetto.dev)")
     parser.add_argument("--name-width", type=int, default=70, metavar="N", help="shorten kernel names to N characters in tables")
     parser.add_argument("-q", "--quiet", action="store_true", help="do not print the Markdown")
+    add_rules_option(parser)
     parser.set_defaults(func=run)
 
 
@@ -42,6 +44,7 @@ def _slug(label: str) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise UserError("--top must be at least 1", where="--top")
+    categories.configure(args.kernel_rules)
     runs = load_runs(args.runs)
     report = build_report(runs, args.baseline)
     text = markdown.render(report, top=args.top, name_width=args.name_width)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 
@@ -29,6 +30,12 @@ def register(subparsers) -> None:
     p.add_argument("--first-tool-outermost", action="store_true",
                    help="reverse madengine's chaining order: the FIRST listed tool becomes the outermost")
     p.add_argument("--quiet", action="store_true", help="do not echo workload output (it is always in logs/)")
+    p.add_argument("--escalate", action="store_true",
+                   help="then re-run each model once per counter profile its top kernels need, counters only for them "
+                        "(see `escalate --help`); the joined report goes to <run>.escalate/")
+    from madengine_rocprof.cli.escalate import add_selection_options
+
+    add_selection_options(p, prefix="escalate-")
     p.set_defaults(func=_run)
 
 
@@ -41,8 +48,43 @@ def _run(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None and value <= 0:
             raise UserError(f"must be a positive number of seconds, got {value:g}", where=f"--{name.replace('_', '-')}")
+    selection = None
+    if args.escalate:
+        from madengine_rocprof.cli.escalate import check_selection
+
+        selection = check_selection(args.escalate_top, args.escalate_min_share, args.escalate_launches_per_kernel,
+                                    args.escalate_launch_skip, prefix="escalate-")
+    started = time.time()
     context_file = resources.path_or_shipped(args.additional_context_file) if args.additional_context_file else None
-    return run_models(RunOptions(
+    code = run_models(RunOptions(
         tags=args.tags, context_file=context_file, context_json=args.additional_context,
         runner=args.runner, output_dir=Path(args.output_dir), timeout=args.timeout, hook_timeout=args.hook_timeout,
         models_file=Path(args.repo) / args.models, first_outermost=args.first_tool_outermost, echo=not args.quiet))
+    if selection is None:
+        return code
+    return max(code, _escalate_new_runs(args, Path(args.output_dir), started, selection))
+
+
+def _escalate_new_runs(args: argparse.Namespace, out: Path, started: float, selection: tuple) -> int:
+    """Escalate every run directory this invocation wrote (run.json newer than its start) that succeeded."""
+    import json
+    import sys
+
+    from madengine_rocprof.cli.escalate import escalate
+
+    code = 0
+    for run_json in sorted(out.glob("*/run.json")):
+        if run_json.stat().st_mtime < started:
+            continue
+        if json.loads(run_json.read_text(encoding="utf-8")).get("status") != "SUCCESS":
+            print(f"[escalate] {run_json.parent.name}: first pass failed, not escalated", file=sys.stderr)
+            code = 1
+            continue
+        print(f"[escalate] {run_json.parent.name}: second pass", flush=True)
+        report, text = escalate(run_json.parent, top=selection[0], min_share=selection[1],
+                                launches=args.escalate_launches_per_kernel, skip=args.escalate_launch_skip,
+                                models=Path(args.repo) / args.models, runner=args.runner, timeout=args.timeout,
+                                echo=not args.quiet, peak_bandwidth=args.peak_bandwidth, peak_tflops=args.peak_tflops)
+        sys.stdout.write(text)
+        code = max(code, 0 if all(not p.get("exit_code") for p in report["passes"]) else 1)
+    return code

@@ -8,8 +8,9 @@ import datetime
 from pathlib import Path
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.reports.categories import CATEGORIES, categorize
+from madengine_rocprof.reports.categories import CATEGORIES, classify
 from madengine_rocprof.reports.model import CounterStats, KernelStats, RunData
+from madengine_rocprof.reports.roles import roles_of
 
 SCHEMA_VERSION = 1
 COUNTERS_PER_KERNEL = 8  # counter columns kept per top kernel
@@ -142,7 +143,9 @@ def analyze_run(run: RunData) -> dict:
     kernel_rows = [
         {
             "name": name,
-            "category": categorize(name),
+            "category": classify(name).category,
+            "role": classify(name).role,
+            "library": classify(name).library,
             "calls": k.calls,
             "total_ns": k.total_ns if timed else None,
             "average_ns": k.average_ns if timed else None,
@@ -219,6 +222,7 @@ def analyze_run(run: RunData) -> dict:
         },
         "kernels": kernel_rows,
         "categories": categories,
+        "roles": roles_of(kernel_rows, gpu_time),
         "counters": counter_rows,
         "derived_metrics": derived_metrics(counters, counter_time),
         "kernel_counters": kernel_counters,

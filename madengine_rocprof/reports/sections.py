@@ -14,6 +14,7 @@ from typing import Callable, Literal, Union
 
 from madengine_rocprof.reports.categories import CATEGORIES
 from madengine_rocprof.reports.formatting import DASH, count, display_name, gib, ms, number, pct, times
+from madengine_rocprof.reports.roles import role_table
 
 # how a column's values are shown: formatting.FORMATS maps each to a function; `kernel` is a full kernel name
 # (Markdown shows a short display name, HTML the full name on hover), `label` a run label, `text` as given
@@ -122,6 +123,20 @@ def category_comparison(report: dict, top: int) -> Section | None:
     if len(timed) > 1:
         section.blocks.append(category_table(timed))
     return section
+
+
+def role_comparison(report: dict, top: int) -> Section | None:
+    """Kernel time by role across runs: runs on different GPUs compare by what their kernels do (docs/reports.md)."""
+    timed = _timed(report["runs"])
+    if len(timed) < 2:
+        return None
+    labels, rows = role_table(timed, report["baseline"])
+    columns = [Column("role"), Column("category")]
+    for label in labels:
+        columns += [Column(f"{label} (ms)", "ms"), Column("vs baseline", "times")]
+    return Section("Kernel time by role (ms)", blocks=[Table(
+        columns, rows, note="Roles are the same words on AMD and NVIDIA (`madengine-rocprof kernels classify`); "
+                            "vs baseline is run time / baseline time of that role (below 1x is faster).")])
 
 
 def throughput(report: dict, top: int) -> Section | None:
@@ -258,7 +273,8 @@ def memory_copies(run: dict, top: int) -> Section | None:
 
 
 # sections across runs (shown once, before the runs), then per run, in page order
-REPORT_SECTIONS: list[Callable[[dict, int], Section | None]] = [comparison, category_comparison, throughput]
+REPORT_SECTIONS: list[Callable[[dict, int], Section | None]] = [comparison, category_comparison, role_comparison,
+                                                                 throughput]
 RUN_SECTIONS: list[Callable[[dict, int], Section | None]] = [run_header, top_kernels, categories, timeline, counters,
                                                               memory_copies]
 

@@ -11,7 +11,8 @@ from madengine_rocprof.reports.categories import CATEGORIES
 from madengine_rocprof.reports.formatting import shorten
 
 # Okabe-Ito palette: distinguishable with the common colour-vision deficiencies
-CATEGORY_COLORS = dict(zip(CATEGORIES, ("#0072B2", "#E69F00", "#009E73", "#56B4E9", "#CC79A7", "#D55E00", "#999999")))
+CATEGORY_COLORS = dict(zip(CATEGORIES, ("#0072B2", "#E69F00", "#009E73", "#56B4E9", "#F0E442", "#882255", "#CC79A7",
+                                         "#D55E00", "#999999")))
 CHAR_PX = 7.5  # glyph width of the 12px monospace chart font (7.2 px) plus a margin, for laying out labels
 FONT = 'font-family="ui-monospace,Menlo,Consolas,monospace" font-size="12"'
 

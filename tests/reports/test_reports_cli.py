@@ -45,7 +45,7 @@ def test_categories_sum_to_gpu_time(tt_runs, tmp_path, capsys):
     _, text = run_cli([*tt_runs, "--json", out_json], capsys)
     lines = text.splitlines()
     header = next(line for line in lines if line.startswith("| run | GEMM |"))
-    assert header.startswith("| run | GEMM | attention | normalization | elementwise | memory copy | other |")
+    assert header.startswith("| run | GEMM | attention | normalization | elementwise | reduction | optimizer | memory copy |")
     for version in ("v1", "v2", "v3", "v4"):
         gemm_ns = sum(e - s for name, s, e in tt_dispatches(version) if name.startswith("Cijk_"))
         row = next(line for line in lines[lines.index(header):] if line.startswith(f"| tiny_llama_{version}__"))

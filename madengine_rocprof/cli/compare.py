@@ -1,0 +1,154 @@
+"""`madengine-rocprof compare BASE NEW [--gate]`: step times and kernel durations of two runs (or two sets of
+repeated runs) with bootstrap confidence intervals; with --gate, exit 1 on a significant regression (see
+docs/reports.md, 'Regression gate')."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from madengine_rocprof.cli.kernels import add_rules_option
+from madengine_rocprof.errors import UserError
+
+EXIT_REGRESSION = 1
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "compare",
+        help="statistical comparison of two runs (or sets of repeated runs); --gate fails on a regression",
+        description="Compare per-step times (workload_result.json step_times_ms) and per-kernel durations of NEW "
+        "against BASE with bootstrap confidence intervals of the ratio NEW/BASE. BASE and NEW are run "
+        "directories, or directories holding several repeated runs.",
+    )
+    p.add_argument("base", type=Path, metavar="BASE", help="baseline run directory (or a directory of repeated runs)")
+    p.add_argument("new", type=Path, metavar="NEW", help="run directory to judge (or a directory of repeated runs)")
+    p.add_argument(
+        "--gate", action="store_true", help="exit 1 when a metric is significantly slower beyond --threshold"
+    )
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=5.0,
+        metavar="PCT",
+        help="a regression must be slower by more than PCT percent (default 5)",
+    )
+    p.add_argument(
+        "--confidence", type=float, default=95.0, metavar="PCT", help="confidence level of the intervals (default 95)"
+    )
+    p.add_argument("--statistic", choices=("mean", "median"), default="mean", help="compared statistic (default mean)")
+    p.add_argument("--resamples", type=int, default=2000, metavar="N", help="bootstrap resamples (default 2000)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap (default 0)")
+    p.add_argument(
+        "--top",
+        type=int,
+        default=10,
+        metavar="N",
+        help="kernels compared: the base's top N by time (default 10; 0: step time only)",
+    )
+    p.add_argument(
+        "--min-share",
+        type=float,
+        default=1.0,
+        metavar="PCT",
+        help="... with at least PCT percent of the base's kernel time (default 1)",
+    )
+    p.add_argument("--json", type=Path, metavar="FILE", help="write the comparison as JSON")
+    p.add_argument("--markdown", type=Path, metavar="FILE", help="write the Markdown summary to FILE as well")
+    p.add_argument("--name-width", type=int, default=60, metavar="N", help="shorten kernel names to N characters")
+    p.add_argument("-q", "--quiet", action="store_true", help="do not print the Markdown")
+    add_rules_option(p)
+    p.set_defaults(func=run)
+
+
+def _settings(args: argparse.Namespace):
+    from madengine_rocprof.insights.compare import Settings
+
+    checks = [
+        ("--threshold", 0 <= args.threshold < 1000, "a percentage >= 0"),
+        ("--confidence", 50 <= args.confidence < 100, "a percentage in [50, 100), e.g. 95"),
+        ("--resamples", 100 <= args.resamples <= 1_000_000, "between 100 and 1,000,000"),
+        ("--top", args.top >= 0, "0 or more"),
+        ("--min-share", 0 <= args.min_share <= 100, "a percentage in [0, 100]"),
+    ]
+    for option, ok, fix in checks:
+        if not ok:
+            raise UserError(
+                f"invalid value {getattr(args, option[2:].replace('-', '_'))}", where=option, fix=f"give {fix}"
+            )
+    return Settings(
+        statistic=args.statistic,
+        confidence=args.confidence / 100,
+        threshold=args.threshold / 100,
+        resamples=args.resamples,
+        seed=args.seed,
+        top=args.top,
+        min_share=args.min_share / 100,
+    )
+
+
+def _value(row: dict) -> tuple[str, str]:
+    from madengine_rocprof.reports.formatting import DASH
+
+    def fmt(v, n, runs):
+        if v is None:
+            return DASH
+        shown = f"{v:,.3f} ms" if row["unit"] == "ms" else f"{v / 1e3:,.2f} us"
+        return f"{shown} (n={n:,}" + (f", {runs} runs)" if runs > 1 else ")")
+
+    return fmt(row["base"], row["n_base"], row["runs_base"]), fmt(row["new"], row["n_new"], row["runs_new"])
+
+
+def render_markdown(result: dict, name_width: int = 60) -> str:
+    from madengine_rocprof.reports.formatting import DASH, display_name, shorten
+    from madengine_rocprof.reports.markdown import table
+
+    s = result["settings"]
+    conf = f"{s['confidence'] * 100:g}%"
+    out = [
+        "# Performance comparison",
+        "",
+        f"- base: `{result['base']['path']}` ({len(result['base']['runs'])} run(s))",
+        f"- new: `{result['new']['path']}` ({len(result['new']['runs'])} run(s))",
+        f"- {s['statistic']} per metric, ratio new/base (above 1 = slower), {conf} bootstrap CI "
+        f"({s['resamples']:,} resamples, seed {s['seed']}; repeated runs resampled run by run); regression = CI above "
+        f"1 and ratio above "
+        f"{1 + s['threshold']:.3g}",
+        "",
+    ]
+    rows = []
+    for m in result["metrics"]:
+        base, new = _value(m)
+        name = "step time" if m["kind"] == "step" else shorten(display_name(m["name"]), name_width)
+        ci = DASH if m["ci_low"] is None else f"[{m['ci_low']:.3f}, {m['ci_high']:.3f}]"
+        ratio = DASH if m["ratio"] is None else f"{m['ratio']:.3f}"
+        rows.append(
+            [name, m.get("category", DASH), base, new, ratio, ci, m["verdict"], "REGRESSION" if m["regression"] else ""]
+        )
+    out += table(["metric", "category", "base", "new", "new/base", f"{conf} CI", "verdict", "gate"], rows)
+    gate = result["gate"]
+    if gate["failed"]:
+        out.append(f"**Gate: FAILED** ({len(gate['regressions'])} regression(s) beyond {s['threshold'] * 100:g}%)")
+    else:
+        out.append(f"**Gate: passed** (no metric significantly slower by more than {s['threshold'] * 100:g}%)")
+    return "\n".join(out) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    from madengine_rocprof.insights.compare import compare_sides, load_side
+    from madengine_rocprof.reports import categories
+    from madengine_rocprof.reports.output import write_text
+
+    categories.configure(args.kernel_rules)
+    settings = _settings(args)
+    result = compare_sides(load_side(args.base, "base"), load_side(args.new, "new"), settings)
+    text = render_markdown(result, args.name_width)
+    if args.json:
+        write_text(args.json, json.dumps(result, indent=1) + "\n")
+    if args.markdown:
+        write_text(args.markdown, text)
+    if not args.quiet:
+        sys.stdout.write(text)
+    return EXIT_REGRESSION if args.gate and result["gate"]["failed"] else 0

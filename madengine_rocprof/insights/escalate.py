@@ -1,0 +1,446 @@
+"""Escalate from a trace to counters: pick the kernels that matter in a lightweight run, re-run the same workload
+once per counter profile they need, with the profiler's kernel filter, and join both passes per kernel.
+
+- selection: the top N kernels by kernel time (or every kernel above a share of it);
+- profile per kernel category: compute_bound for GEMM and attention, memory_bound for the rest of the compute kernels;
+  communication and unknown kernels are listed but not escalated (counters do not explain them / no profile fits);
+- the second pass is an ordinary `madengine-rocprof run` (the runner's public entry point) of the same model card
+  with the same context, whose tools are one escalation tool: the built-in rocprofv3_compute / rocprofv3_memory
+  with `kernel_include_regex` set to exactly the chosen names. The wrapper turns that into rocprofv3
+  `--kernel-include-regex`, or ncu `--kernel-name regex:` plus `--launch-skip/--launch-count` on NVIDIA;
+- the joined report gives per kernel: time, calls and share from the first pass, counters and derived metrics from
+  the second (achieved bandwidth or FP32 rate against the device's peak) and what bounds it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shlex
+import shutil
+import tempfile
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from madengine_rocprof.errors import UserError
+from madengine_rocprof.insights.peaks import Peak, device_peak
+from madengine_rocprof.reports.analysis import merge_kernels
+from madengine_rocprof.reports.categories import classify
+from madengine_rocprof.reports.discover import load_run
+from madengine_rocprof.reports.model import CounterStats, RunData
+
+SCHEMA_VERSION = 1
+PROFILE_FOR_CATEGORY = {
+    "GEMM": "compute_bound",
+    "attention": "compute_bound",
+    "normalization": "memory_bound",
+    "elementwise": "memory_bound",
+    "reduction": "memory_bound",
+    "optimizer": "memory_bound",
+    "memory copy": "memory_bound",
+}
+NOT_ESCALATED = {
+    "communication": "communication: its time is waiting on peers and links, not counters",
+    "unknown": "unknown kernel: no profile fits (classify it with a kernel rules file)",
+}
+BASE_TOOL = {"compute_bound": "rocprofv3_compute", "memory_bound": "rocprofv3_memory"}
+TOOL_PREFIX = "escalate_"
+PLAN_FILE = "escalation_plan.json"
+REPORT_FILE = "escalation.json"
+BOUND_AT = 60.0  # percent of a peak from which that resource is called the bound
+_SPECIAL = set("\\^$.|?*+()[]{}")
+ENV_LAUNCH_SKIP = "MADENGINE_ROCPROF_NCU_LAUNCH_SKIP"
+ENV_LAUNCH_COUNT = "MADENGINE_ROCPROF_NCU_LAUNCH_COUNT"
+
+
+@dataclass
+class Target:
+    name: str
+    category: str
+    role: str
+    calls: int
+    total_ns: float
+    share: float
+    profile: str | None  # None: not escalated (see reason)
+    reason: str = ""
+
+
+def select_targets(run: RunData, top: int | None = 5, min_share: float | None = None) -> list[Target]:
+    """Kernels by total time, largest first: the first `top`, and (if given) only those with share >= min_share."""
+    kernels = merge_kernels(run)
+    total = sum(k.total_ns for k in kernels.values())
+    if not kernels or total <= 0:
+        raise UserError(
+            f"no timed kernels in {run.path}",
+            file=str(run.path),
+            fix="escalate a run made with a kernel trace (e.g. the rocprofv3_lightweight tool)",
+        )
+    ranked = sorted(kernels.items(), key=lambda kv: (-kv[1].total_ns, kv[0]))
+    chosen: list[Target] = []
+    for name, stats in ranked:
+        share = stats.total_ns / total
+        if min_share is not None and share < min_share:
+            break
+        if top is not None and len(chosen) >= top:
+            break
+        found = classify(name)
+        profile = PROFILE_FOR_CATEGORY.get(found.category)
+        chosen.append(
+            Target(
+                name,
+                found.category,
+                found.role,
+                stats.calls,
+                stats.total_ns,
+                share,
+                profile,
+                "" if profile else NOT_ESCALATED[found.category],
+            )
+        )
+    return chosen
+
+
+def regex_literal(name: str) -> str:
+    """The name as a regular expression matching itself in std::regex (rocprofv3), ncu and Python: only the
+    metacharacters every flavour shares are escaped."""
+    return "".join("\\" + c if c in _SPECIAL else c for c in name)
+
+
+def kernel_regex(names: list[str]) -> str:
+    return "|".join(regex_literal(n) for n in names)
+
+
+def escalation_tool(profile: str, names: list[str], launches_per_kernel: int, launch_skip: int):
+    """The built-in counter tool of `profile`, limited to `names` (kernel trace kept for the per-kernel time)."""
+    from madengine_rocprof.registry.store import get_tool, tool_from_data
+
+    base = get_tool(BASE_TOOL[profile])
+    data = base.model_dump()
+    data.update(
+        name=TOOL_PREFIX + profile,
+        core_profile=profile,
+        trace=["kernel"],
+        stats=False,
+        summary=False,
+        output_formats=["csv"],
+        kernel_include_regex=kernel_regex(names),
+        kernel_exclude_regex=None,
+        description=f"escalation: {profile} counters for {len(names)} kernel(s) of a first pass",
+        env_vars={
+            **base.env_vars,
+            ENV_LAUNCH_SKIP: str(launch_skip),
+            ENV_LAUNCH_COUNT: str(launches_per_kernel * len(names)),
+        },
+        pre_scripts=[],
+        post_scripts=[],
+    )
+    return tool_from_data(data, f"escalation tool {profile}")
+
+
+@contextmanager
+def registry_with(tools):
+    """A private registry home holding the user's tools and counters plus the escalation tools, for one run."""
+    from madengine_rocprof.registry.store import user_home
+
+    source = user_home()
+    previous = os.environ.get("MADENGINE_ROCPROF_HOME")
+    with tempfile.TemporaryDirectory(prefix="madengine-rocprof-escalate-") as tmp:
+        home = Path(tmp)
+        for sub in ("tools", "counters"):
+            if (source / sub).is_dir():
+                shutil.copytree(source / sub, home / sub)
+        (home / "tools").mkdir(exist_ok=True)
+        for tool in tools:
+            (home / "tools" / f"{tool.name}.json").write_text(json.dumps(tool.model_dump(exclude_none=True)))
+        os.environ["MADENGINE_ROCPROF_HOME"] = tmp
+        try:
+            yield home
+        finally:
+            if previous is None:
+                os.environ.pop("MADENGINE_ROCPROF_HOME", None)
+            else:
+                os.environ["MADENGINE_ROCPROF_HOME"] = previous
+
+
+def _read_run_json(run: Path) -> dict:
+    path = run / "run.json"
+    if not path.is_file():
+        raise UserError(
+            f"{run} has no run.json: escalation re-runs a model, so it needs a run directory written by "
+            "`madengine-rocprof run`",
+            file=str(run),
+            fix="pass a directory from `madengine-rocprof run`",
+        )
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise UserError(f"unreadable run.json: {err}", file=str(path)) from None
+    for key in ("model", "context"):
+        if key not in info:
+            raise UserError(f"run.json lacks '{key}'", file=str(path), fix="re-run the first pass with this version")
+    return info
+
+
+def model_tag(info: dict) -> str:
+    """`name` or `name:k=v:...` so the second pass gets the same arguments as the first (extras were name:k=v)."""
+    raw = str((info.get("card") or {}).get("args", ""))
+    args = str(info.get("args", raw))
+    if args == raw:
+        return info["model"]
+    extra = shlex.split(args[len(raw) :]) if args.startswith(raw) else None
+    if not extra or len(extra) % 2 or not all(k.startswith("--") for k in extra[::2]):
+        raise UserError(
+            f"cannot repeat the first pass's model arguments {args!r}",
+            file="run.json",
+            where="args",
+            fix="put extra model arguments in the context's model_args, then escalate",
+        )
+    return ":".join([info["model"]] + [f"{k[2:]}={v}" for k, v in zip(extra[::2], extra[1::2], strict=True)])
+
+
+def escalation_dir(run: Path) -> Path:
+    """Beside the first pass, never inside it (a report of the first pass must not count the second)."""
+    return run.parent / f"{run.name}.escalate"
+
+
+def plan_second_pass(run: Path, targets: list[Target], launches_per_kernel: int = 10, launch_skip: int = 0) -> dict:
+    info = _read_run_json(run)
+    groups: dict[str, list[str]] = {}
+    for t in targets:
+        if t.profile:
+            groups.setdefault(t.profile, []).append(t.name)
+    if not groups:
+        raise UserError(
+            "none of the selected kernels can be escalated: "
+            + "; ".join(f"{t.name[:60]}: {t.reason}" for t in targets),
+            fix="raise --top, or classify unknown kernels with --kernel-rules",
+        )
+    passes = []
+    for profile in ("compute_bound", "memory_bound"):
+        if profile in groups:
+            tool = escalation_tool(profile, groups[profile], launches_per_kernel, launch_skip)
+            passes.append(
+                {
+                    "profile": profile,
+                    "tool": tool.name,
+                    "kernels": groups[profile],
+                    "kernel_include_regex": tool.kernel_include_regex,
+                    "env": {
+                        ENV_LAUNCH_SKIP: tool.env_vars[ENV_LAUNCH_SKIP],
+                        ENV_LAUNCH_COUNT: tool.env_vars[ENV_LAUNCH_COUNT],
+                    },
+                }
+            )
+    context = {k: v for k, v in info["context"].items() if k != "tools"}
+    return {
+        "first_pass": str(run),
+        "model": info["model"],
+        "tag": model_tag(info),
+        "context": context,
+        "runner": info.get("runner"),
+        "targets": [asdict(t) for t in targets],
+        "passes": passes,
+        "output_dir": str(escalation_dir(run)),
+    }
+
+
+def run_second_pass(
+    plan: dict,
+    *,
+    models_file: Path,
+    runner: str | None = None,
+    timeout: float | None = None,
+    echo: bool = True,
+    launches_per_kernel: int = 10,
+    launch_skip: int = 0,
+) -> dict:
+    """One runner call per profile; records each pass's run directory and status in the plan (returned)."""
+    from madengine_rocprof.runner.lifecycle import RunOptions, run_models
+
+    out = Path(plan["output_dir"])
+    out.mkdir(parents=True, exist_ok=True)
+    for step in plan["passes"]:
+        tool = escalation_tool(step["profile"], step["kernels"], launches_per_kernel, launch_skip)
+        context = dict(plan["context"], tools=[{"name": tool.name}])
+        with registry_with([tool]):
+            code = run_models(
+                RunOptions(
+                    tags=[plan["tag"]],
+                    context_json=json.dumps(context),
+                    runner=runner or plan.get("runner") or "auto",
+                    output_dir=out,
+                    timeout=timeout,
+                    models_file=models_file,
+                    echo=echo,
+                )
+            )
+        step["exit_code"] = code
+        step["run_dir"] = _find_pass_dir(out, tool.name)
+    (out / PLAN_FILE).write_text(json.dumps(plan, indent=1) + "\n")
+    return plan
+
+
+def _find_pass_dir(out: Path, tool: str) -> str | None:
+    for child in sorted(out.iterdir()):
+        try:
+            info = json.loads((child / "run.json").read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        if (info.get("chain") or {}).get("tools") == [tool]:
+            return str(child)
+    return None
+
+
+# ---- joining both passes -------------------------------------------------------------------------------------
+
+
+def kernel_counters(run: RunData, name: str) -> dict[str, dict]:
+    """Counter -> {total, mean, dispatches, time_ns}: time_ns is this kernel's time on the dispatches that counter
+    was read on (each pass of a multi-pass counter file re-runs the workload)."""
+    out: dict[str, dict] = {}
+    for source in run.counters:
+        time_ns = (source.kernel_time.get(name) or [0, 0])[1]
+        for (kernel, counter), stats in source.by_kernel.items():
+            if kernel != name:
+                continue
+            entry = out.setdefault(counter, {"stats": CounterStats(), "time_ns": 0.0})
+            entry["stats"].merge(stats)
+            entry["time_ns"] += time_ns
+    return {
+        c: {
+            "total": e["stats"].total,
+            "mean": e["stats"].mean,
+            "dispatches": e["stats"].dispatches,
+            "time_ns": e["time_ns"] or None,
+        }
+        for c, e in sorted(out.items())
+    }
+
+
+def _rate(counters: dict, name: str) -> float | None:
+    entry = counters.get(name)
+    return entry["total"] / entry["time_ns"] if entry and entry["time_ns"] else None
+
+
+def derived(counters: dict, peak: Peak | None) -> dict:
+    """Achieved bandwidth and FP32 rate where the counters allow, as % of the device peak, and ncu's own % of peak."""
+    out: dict = {}
+    # AMD: FETCH_SIZE / WRITE_SIZE in KiB, each over the kernel time of its own pass; bytes/ns = GB/s
+    if "FETCH_SIZE" in counters or "WRITE_SIZE" in counters:
+        rates = [_rate(counters, c) for c in ("FETCH_SIZE", "WRITE_SIZE") if c in counters]
+        known = [r for r in rates if r is not None]
+        if known and len(known) == len(rates):
+            out["bandwidth_gbs"] = sum(known) * 1024
+            out["bandwidth_formula"] = "(FETCH_SIZE + WRITE_SIZE) x 1024 B / kernel time"
+    duration = counters.get("gpu__time_duration.sum")
+    if duration and duration["total"] > 0:
+        t = duration["total"]
+        if "dram__bytes_read.sum" in counters and "dram__bytes_write.sum" in counters:
+            out["bandwidth_gbs"] = (
+                counters["dram__bytes_read.sum"]["total"] + counters["dram__bytes_write.sum"]["total"]
+            ) / t
+            out["bandwidth_formula"] = "(dram__bytes_read.sum + dram__bytes_write.sum) / gpu__time_duration.sum"
+        ops = [f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum" for op in ("fadd", "fmul", "ffma")]
+        if all(o in counters for o in ops):
+            flops = counters[ops[0]]["total"] + counters[ops[1]]["total"] + 2 * counters[ops[2]]["total"]
+            out["fp32_tflops"] = flops / t / 1e3
+            out["fp32_formula"] = "(fadd + fmul + 2 x ffma thread instructions) / gpu__time_duration.sum"
+    amd_fp32 = ("SQ_INSTS_VALU_ADD_F32", "SQ_INSTS_VALU_MUL_F32", "SQ_INSTS_VALU_FMA_F32")
+    add, mul, fma = (_rate(counters, c) for c in amd_fp32)
+    if add is not None and mul is not None and fma is not None:
+        out["fp32_tflops"] = 64 * (add + mul + 2 * fma) / 1e3
+        out["fp32_formula"] = "64 lanes x (ADD_F32 + MUL_F32 + 2 x FMA_F32) / kernel time"
+    for key, metric in (
+        ("ncu_sm_throughput_pct", "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
+        ("ncu_dram_throughput_pct", "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+        ("ncu_tensor_pipe_pct", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
+        ("occupancy_pct", "sm__warps_active.avg.pct_of_peak_sustained_active"),
+        ("occupancy_pct", "OccupancyPercent"),
+    ):
+        if metric in counters:
+            out[key] = counters[metric]["mean"]
+    if "SQ_WAVES" in counters and counters["SQ_WAVES"]["total"] > 0 and "SQ_INSTS_VALU" in counters:
+        out["valu_per_wave"] = counters["SQ_INSTS_VALU"]["total"] / counters["SQ_WAVES"]["total"]
+    if peak and peak.bandwidth_gbs and "bandwidth_gbs" in out:
+        out["bandwidth_pct_of_peak"] = 100 * out["bandwidth_gbs"] / peak.bandwidth_gbs
+    if peak and peak.fp32_tflops and "fp32_tflops" in out:
+        out["fp32_pct_of_peak"] = 100 * out["fp32_tflops"] / peak.fp32_tflops
+    out["bound"] = bound(out)
+    return out
+
+
+def bound(metrics: dict) -> str:
+    """The resource nearest its peak when one is at BOUND_AT% or more; else say that none is near its peak."""
+    compute = [
+        (metrics[k], label)
+        for k, label in (
+            ("fp32_pct_of_peak", "FP32 compute"),
+            ("ncu_sm_throughput_pct", "SM compute"),
+            ("ncu_tensor_pipe_pct", "tensor cores"),
+        )
+        if metrics.get(k) is not None
+    ]
+    memory = [
+        (metrics[k], "memory bandwidth")
+        for k in ("bandwidth_pct_of_peak", "ncu_dram_throughput_pct")
+        if metrics.get(k) is not None
+    ]
+    measured = compute + memory
+    if not measured:
+        return "not determined (no counter of this profile relates to a peak)"
+    pct, label = max(measured)
+    if pct >= BOUND_AT:
+        return f"{label} ({pct:.0f}% of peak)"
+    missing = "" if compute and memory else (" (memory not measured)" if compute else " (compute not measured)")
+    return f"latency/occupancy: nothing near peak, highest {label} {pct:.0f}%{missing}"
+
+
+def _device(run: RunData) -> dict:
+    """The workload's device record (workload_result.json), {} when absent."""
+    device = (run.workload or {}).get("device")
+    return device if isinstance(device, dict) else {}
+
+
+def join(first: RunData, second: dict[str, RunData], targets: list[Target], peak: Peak | None, plan: dict) -> dict:
+    rows = []
+    for rank, t in enumerate(targets, start=1):
+        row = {"rank": rank, **asdict(t), "average_ns": t.total_ns / t.calls if t.calls else None}
+        data = second.get(t.profile) if t.profile else None
+        if data is not None:
+            counters = kernel_counters(data, t.name)
+            row["counters"] = counters
+            row["derived"] = derived(counters, peak) if counters else {}
+            if not counters:
+                row["reason"] = (
+                    "the second pass read no counters for this kernel (filter missed it, or ncu's "
+                    "--launch-count was used up by other kernels)"
+                )
+        rows.append(row)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": "madengine-rocprof escalate",
+        "generated_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "first_pass": str(first.path),
+        "kernel_time_ns": sum(k.total_ns for k in merge_kernels(first).values()),
+        "device": _device(first).get("name"),
+        "peak": asdict(peak) if peak else None,
+        "passes": [
+            {k: p.get(k) for k in ("profile", "tool", "kernel_include_regex", "env", "run_dir", "exit_code")}
+            for p in plan.get("passes", [])
+        ],
+        "kernels": rows,
+    }
+
+
+def build_report(run: Path, plan: dict, peak_bandwidth: float | None = None, peak_tflops: float | None = None) -> dict:
+    first = load_run(run, run.name)
+    targets = [Target(**t) for t in plan["targets"]]
+    second = {}
+    for step in plan["passes"]:
+        if step.get("run_dir") and Path(step["run_dir"]).is_dir():
+            second[step["profile"]] = load_run(Path(step["run_dir"]), Path(step["run_dir"]).name)
+    device = _device(first)
+    peak = device_peak(device.get("name") or device.get("arch"), peak_bandwidth, peak_tflops)
+    return join(first, second, targets, peak, plan)
