@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from madengine_rocprof.errors import UserError
@@ -63,14 +64,12 @@ def find_madengine(given: str, python: str | None = None) -> Path:
         root = Path(given).expanduser().resolve()
         candidates = [root, root / "src" / "madengine", root / "madengine"]
     else:
-        import sys
-
-        tried = [python] if python else [sys.executable, _python_behind_command()]
-        found = next((p for p in (_package_of(py) for py in tried if py) if p), None)
+        tried = [python] if python else [p for p in (sys.executable, _python_behind_command()) if p]
+        found = next((p for p in map(_package_of, tried) if p), None)
         if found is None:
             where = "--madengine-python" if python else "--madengine"
-            raise UserError(f"madengine is not importable by {' nor '.join(t for t in tried if t) or 'any Python'} "
-                            "and no `madengine` command is on PATH", where=where,
+            no_command = "" if python or len(tried) > 1 else " (no `madengine` command on PATH)"
+            raise UserError(f"madengine is not importable by {' nor '.join(tried)}{no_command}", where=where,
                             fix="activate madengine's venv, or pass --madengine-python /path/to/madengine-venv/bin/python, "
                                 "or --madengine /path/to/madengine (its source tree or package folder)")
         candidates = [found]
