@@ -10,6 +10,7 @@ import json
 import os
 import stat
 import tempfile
+from typing import Any
 
 
 def _final_mode(path: str) -> int:
@@ -31,7 +32,7 @@ def atomic_file(path, mode: str = "w"):
     final_mode = _final_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
     try:
-        kwargs = {} if "b" in mode else {"encoding": "utf-8", "newline": ""}
+        kwargs: dict[str, Any] = {} if "b" in mode else {"encoding": "utf-8", "newline": ""}
         with os.fdopen(fd, mode, **kwargs) as fh:
             os.fchmod(fh.fileno(), final_mode)
             yield fh

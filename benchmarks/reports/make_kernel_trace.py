@@ -10,13 +10,21 @@ import random
 import sys
 from pathlib import Path
 
-HEADER = ('"Kind","Agent_Id","Queue_Id","Stream_Id","Thread_Id","Dispatch_Id","Kernel_Id","Kernel_Name","Correlation_Id",'
-          '"Start_Timestamp","End_Timestamp","LDS_Block_Size","Scratch_Size","VGPR_Count","Accum_VGPR_Count","SGPR_Count",'
-          '"Workgroup_Size_X","Workgroup_Size_Y","Workgroup_Size_Z","Grid_Size_X","Grid_Size_Y","Grid_Size_Z"\n')
-STEMS = ("Cijk_Alik_Bljk_SB_MT128x128x16_MI32x32x2x1_SN_1LDSB0_GRVW4_K{}",
-         "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>>(int, v{})",
-         "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float, float const*, v{})",
-         "_attn_fwd_kernel_{}", "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, v{}>>(...)")
+HEADER = (
+    '"Kind","Agent_Id","Queue_Id","Stream_Id","Thread_Id","Dispatch_Id","Kernel_Id","Kernel_Name","Correlation_Id",'
+    '"Start_Timestamp","End_Timestamp","LDS_Block_Size","Scratch_Size","VGPR_Count","Accum_VGPR_Count","SGPR_Count",'
+    '"Workgroup_Size_X","Workgroup_Size_Y","Workgroup_Size_Z","Grid_Size_X","Grid_Size_Y","Grid_Size_Z"\n'
+)
+STEMS = (
+    "Cijk_Alik_Bljk_SB_MT128x128x16_MI32x32x2x1_SN_1LDSB0_GRVW4_K{}",
+    (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>>"
+        "(int, v{})"
+    ),
+    "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float, float const*, v{})",
+    "_attn_fwd_kernel_{}",
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, v{}>>(...)",
+)
 
 
 def write(path: Path, dispatches: int, kernels: int, seed: int) -> int:

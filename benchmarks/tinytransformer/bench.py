@@ -62,9 +62,10 @@ def one_run(version, extra, cfg, out_dir: Path, gates: bool):
 
 def diagnose(out_dir: Path):
     """Top GPU kernels of one eager v4 step per config (what bounds v4)."""
-    import tt_train
-    import tt_model
     from torch.profiler import ProfilerActivity, profile
+
+    import tt_model
+    import tt_train
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     for name, c in CONFIGS.items():

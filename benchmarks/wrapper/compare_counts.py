@@ -16,12 +16,12 @@ from madengine_rocprof.wrapper.rocprof_csv import truncate_name
 
 
 def counts(out: str) -> collections.Counter:
-    per_name = collections.Counter()
+    per_name: collections.Counter[str] = collections.Counter()
     for path in glob.glob(os.path.join(out, "**", "*_kernel_trace.csv"), recursive=True):
         with open(path, newline="") as fh:
             per_name.update(row["Kernel_Name"] for row in csv.DictReader(fh))
     for path in glob.glob(os.path.join(out, "**", "*_counter_collection.csv"), recursive=True):
-        seen = {}
+        seen: dict[str, str] = {}
         with open(path, newline="") as fh:
             for row in csv.DictReader(fh):
                 seen[row["Dispatch_Id"]] = row["Kernel_Name"]
@@ -34,7 +34,8 @@ def main() -> int:
     names = sorted(set(a) | set(b))
     diff = {n: {"a": a[n], "b": b[n]} for n in names if a[n] != b[n]}
     # CUPTI and ncu spell template arguments differently: compare by function name too (rocprofv3 -T rule).
-    fa, fb = collections.Counter(), collections.Counter()
+    fa: collections.Counter[str] = collections.Counter()
+    fb: collections.Counter[str] = collections.Counter()
     for counter, target in ((a, fa), (b, fb)):
         for name, n in counter.items():
             target[truncate_name(name)] += n

@@ -1,66 +1,145 @@
-"""Per-kernel-launch cost of torch.profiler configurations on a launch-bound loop (small kernels back to back).
+"""Host cost per kernel launch of each embedded-tracer backend, on a launch-bound loop of tiny kernels.
 
-    python3 benchmarks/wrapper/launch_overhead.py > launch_overhead.json
-Each variant times STEPS steps of LAUNCHES tiny kernels (wall time, synchronised), in alternating blocks."""
+One process per backend variant; inside it, blocks of LAUNCHES launches alternate untraced and traced (the tracer
+started and stopped around each traced block), so each variant is compared with its own process's baseline.
+Kernels: `empty` is torch.cuda._sleep(0) (a kernel that returns at once: launch cost only), `add` is x.add_(1) on
+256 floats (an eager operator: dispatcher + TensorIterator + launch). Also counts the kernels each traced block
+saw and the records CUPTI dropped.
+
+    python3 benchmarks/wrapper/launch_overhead.py [--out DIR]         # all variants, JSON table to stdout
+    python3 benchmarks/wrapper/launch_overhead.py --variant cupti     # one variant (what the driver runs)
+"""
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
 import time
+from typing import Any
 
-import torch
-from torch.profiler import ProfilerActivity, profile
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VARIANTS = {
+    "torch": "torch.profiler, CUDA activities, external correlation off (the torch backend's default)",
+    "cupti": "CUPTI backend: concurrent kernel + memcpy + memset",
+    "cupti_api": "CUPTI backend + CUDA runtime API records (--hip-trace)",
+    "cupti_small_buffers": "CUPTI backend with 256 KiB buffers: buffers complete during the loop (drain cost)",
+}
+LAUNCHES, BLOCKS = 2000, 8
 
-LAUNCHES, STEPS, ROUNDS = 1000, 10, 3
+
+def tracer(variant: str, torch):
+    """(start, stop -> kernels seen, dropped)."""
+    return _torch_tracer(torch) if variant == "torch" else _cupti_tracer(variant, torch)
 
 
-def steps(x) -> list[float]:
-    out = []
-    for _ in range(STEPS):
+def _torch_tracer(torch):
+    from torch._C._profiler import _ExperimentalConfig
+    from torch.profiler import ProfilerActivity, profile
+
+    state: dict[str, Any] = {}
+
+    def start():
+        state["p"] = profile(activities=[ProfilerActivity.CUDA],
+                             experimental_config=_ExperimentalConfig(disable_external_correlation=True))
+        state["p"].start()
+
+    def stop():
         torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        state["p"].stop()
+        evs = [e for e in state["p"].profiler.kineto_results.events()
+               if e.device_type() == torch.autograd.DeviceType.CUDA
+               and not e.name().startswith(("Memcpy", "Memset"))]
+        return len(evs), None
+    return start, stop
+
+
+def _cupti_tracer(variant: str, torch):
+    from madengine_rocprof.tracer import cupti_backend
+
+    module = cupti_backend.load()
+    size = (256 << 10) if variant == "cupti_small_buffers" else cupti_backend.BUFFER_BYTES
+    state: dict[str, Any] = {}
+
+    def start():
+        state["b"] = cupti_backend.CuptiBackend(module, api=variant == "cupti_api",
+                                                buffers=cupti_backend.Buffers(size))
+        state["b"].start()
+
+    def stop():
+        torch.cuda.synchronize()
+        b = state["b"]
+        b.stop()
+        trace, counts = b.trace(demangle_names=True)
+        return sum(1 for e in trace["traceEvents"] if e["cat"] == "kernel"), counts["dropped_records"]
+    return start, stop
+
+
+def one(variant: str) -> dict:
+    import torch
+
+    x = torch.zeros(256, device="cuda")
+    kernels = {"empty": lambda: torch.cuda._sleep(0), "add": lambda: x.add_(1.0)}
+    start, stop = tracer(variant, torch)
+
+    def block(fn) -> float:
+        torch.cuda.synchronize()
+        t = time.perf_counter()
         for _ in range(LAUNCHES):
-            x.add_(1.0)
+            fn()
         torch.cuda.synchronize()
-        out.append((time.perf_counter() - t0) * 1e3)
+        return (time.perf_counter() - t) / LAUNCHES * 1e6
+
+    out = {}
+    for kname, fn in kernels.items():
+        block(fn)
+        start()
+        block(fn)  # warm the traced path once (CUPTI initialisation)
+        stop()
+        base, traced, seen, dropped = [], [], [], []
+        for i in range(BLOCKS):
+            for traced_first in ((False, True) if i % 2 == 0 else (True, False)):
+                if traced_first:
+                    start()
+                    traced.append(block(fn))
+                    n, d = stop()
+                    seen.append(n)
+                    dropped.append(d)
+                else:
+                    base.append(block(fn))
+        out[kname] = {"untraced_us_per_launch": statistics.median(base),
+                      "traced_us_per_launch": statistics.median(traced),
+                      "extra_us_per_launch": statistics.median(traced) - statistics.median(base),
+                      "kernels_seen_per_block": sorted(set(seen)), "launches_per_block": LAUNCHES,
+                      "dropped_records": dropped}
     return out
 
 
-def variant(name: str):
-    if name == "none":
-        return None
-    if name == "cuda":
-        return profile(activities=[ProfilerActivity.CUDA])
-    if name == "cuda_no_correlation":
-        from torch._C._profiler import _ExperimentalConfig
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--variant", choices=list(VARIANTS))
+    args = p.parse_args()
+    if args.variant:
+        print(json.dumps(one(args.variant)))
+        return 0
+    import torch
 
-        return profile(activities=[ProfilerActivity.CUDA],
-                       experimental_config=_ExperimentalConfig(disable_external_correlation=True))
-    return profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
-
-
-def main() -> None:
-    x = torch.zeros(256, device="cuda")
-    steps(x)  # warm-up
-    names = ["none", "cuda", "cuda_no_correlation", "cpu_cuda"]
-    times = {n: [] for n in names}
-    kernels = {}
-    for _ in range(ROUNDS):
-        for n in names:
-            prof = variant(n)
-            if prof is None:
-                times[n] += steps(x)
-                continue
-            prof.start()
-            times[n] += steps(x)
-            prof.stop()
-            kernels[n] = sum(e.count for e in prof.key_averages() if e.device_type.name == "CUDA")
-    base = statistics.median(times["none"])
-    print(json.dumps({"launches_per_step": LAUNCHES, "step_ms_median": {n: statistics.median(t) for n, t in times.items()},
-                      "extra_us_per_launch": {n: round((statistics.median(t) - base) * 1e3 / LAUNCHES, 3)
-                                              for n, t in times.items()},
-                      "cuda_kernels_seen_last_round": kernels, "torch": torch.__version__}, indent=2))
+    result: dict = {"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name(0),
+              "launches_per_block": LAUNCHES, "blocks": BLOCKS, "variants": {}}
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for name, what in [*VARIANTS.items(), ("cupti", VARIANTS["cupti"] + " (again, last: order check)")]:
+        done = subprocess.run([sys.executable, __file__, "--variant", name], env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            result["variants"][name + "_error"] = {"what": what, "error": done.stderr[-2000:]}
+            continue
+        key = name if name not in result["variants"] else name + "_again"
+        result["variants"][key] = {"what": what, **json.loads(done.stdout.strip().splitlines()[-1])}
+        print(key, json.dumps(result["variants"][key]), file=sys.stderr, flush=True)
+    print(json.dumps(result, indent=2))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -34,16 +34,28 @@ def main() -> int:
     harness = [a for a in args.harness if a != "--"]
     runs = []
     for i in range(args.pairs):
-        for traced in ((False, True) if i % 2 == 0 else (True, False)):  # alternate the order
+        for is_traced in ((False, True) if i % 2 == 0 else (True, False)):  # alternate the order
             with tempfile.TemporaryDirectory() as work:
-                runs.append(one(traced, harness, work, dict(kv.split("=", 1) for kv in args.tracer_env)))
+                runs.append(one(is_traced, harness, work, dict(kv.split("=", 1) for kv in args.tracer_env)))
             print(json.dumps(runs[-1]), file=sys.stderr)
     plain = [r["step_time_ms_median"] for r in runs if not r["traced"]]
     traced = [r["step_time_ms_median"] for r in runs if r["traced"]]
     overhead = 100.0 * (statistics.median(traced) / statistics.median(plain) - 1.0)
-    print(json.dumps({"harness_args": harness, "tracer_env": args.tracer_env, "runs": runs, "plain_step_ms_median": statistics.median(plain),
-                      "traced_step_ms_median": statistics.median(traced), "overhead_pct": round(overhead, 2),
-                      "target_pct": 5.0, "met": overhead <= 5.0}, indent=2))
+    print(
+        json.dumps(
+            {
+                "harness_args": harness,
+                "tracer_env": args.tracer_env,
+                "runs": runs,
+                "plain_step_ms_median": statistics.median(plain),
+                "traced_step_ms_median": statistics.median(traced),
+                "overhead_pct": round(overhead, 2),
+                "target_pct": 5.0,
+                "met": overhead <= 5.0,
+            },
+            indent=2,
+        )
+    )
     return 0
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import csv
 import glob
 import json
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HARNESS = os.path.join(REPO, "scripts", "tinytransformer", "tt_harness.py")
@@ -56,17 +58,19 @@ def split_windows(step_times: list[float], warmup: int, skip: int) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------- Part A
-def harness_run(harness_args: list[str], work: str, traced: bool, env_extra: dict) -> dict:
+def harness_run(harness_args: list[str], work: str, traced: bool, env_extra: dict,
+                wrapper_opts: list[str] | None = None) -> dict:
     result = os.path.join(work, "result.json")
     app = [sys.executable, HARNESS, *harness_args, "--json-out", result]
-    env = dict(os.environ, PYTHONPATH=REPO)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
     cmd = app
     if traced:
         env.update(env_extra)
         cmd = [sys.executable, "-m", "madengine_rocprof.wrapper", "--profiler", "embedded", "--profile",
-               "lightweight", "--kernel-trace", "--stats", "-d", os.path.join(work, "out"), "--", *app]
+               "lightweight", "--kernel-trace", "--stats", *(wrapper_opts or []), "-d", os.path.join(work, "out"),
+               "--", *app]
     t = time.monotonic()
-    done = subprocess.run(cmd, env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True)
     wall = time.monotonic() - t
     if done.returncode != 0:
         sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
@@ -80,13 +84,13 @@ def harness_run(harness_args: list[str], work: str, traced: bool, env_extra: dic
         with open(os.path.join(work, "out", "manifest.json")) as fh:
             man = json.load(fh)
         traces = glob.glob(os.path.join(work, "out", "*", "*_kernel_trace.csv"))
-        names = collections.Counter()
+        names: collections.Counter[str] = collections.Counter()
         for path in traces:
             with open(path, newline="") as fh:
                 for r in csv.DictReader(fh):
                     names[r["Kernel_Name"]] += 1
         row.update(outcome=man["outcome"], dispatch_count=man["dispatch_count"], trace_rows=sum(names.values()),
-                   distinct_kernels=len(names))
+                   distinct_kernels=len(names), tracer=man.get("tracer"), wrapper_opts=wrapper_opts or [])
     return row
 
 
@@ -96,8 +100,9 @@ def part_a(harness_args: list[str], skip: int, procs: int, variants: dict, log: 
     for i in range(procs):
         for name, traced, env in (order if i % 2 == 0 else order[::-1]):
             env = dict(env, MADENGINE_ROCPROF_TRACER_SKIP_STEPS=str(skip)) if traced else {}
+            wrapper_opts = env.pop("WRAPPER_ARGS", "").split()  # e.g. WRAPPER_ARGS=--hip-trace in a variant
             with tempfile.TemporaryDirectory() as work:
-                row = harness_run(harness_args, work, traced, env)
+                row = harness_run(harness_args, work, traced, env, wrapper_opts)
             row["variant"] = name
             win = split_windows(row["step_times_ms"], row["warmup"], skip)
             row["windows"] = {"untraced": summary(win["untraced"]), "traced": summary(win["traced"]),
@@ -116,10 +121,11 @@ def part_a(harness_args: list[str], skip: int, procs: int, variants: dict, log: 
 def part_b(harness_args: list[str], steps: int, rounds: int) -> dict:
     sys.path.insert(0, os.path.dirname(HARNESS))
     import torch
+    from torch.profiler import ProfilerActivity, profile
+
     import tt_harness
     import tt_model
     import tt_train
-    from torch.profiler import ProfilerActivity, profile
     from tt_versions import VERSIONS
 
     args = tt_harness.parse_args(harness_args)
@@ -157,6 +163,7 @@ def part_b(harness_args: list[str], steps: int, rounds: int) -> dict:
         "cpu+cuda": lambda: profile(activities=[ProfilerActivity.CPU, gpu_act]),
     }
     unsupported = {}
+    p: Any  # a torch.profiler.profile (or None for the untraced config)
     for name, make in list(configs.items()):
         if make is None:
             continue
@@ -188,9 +195,11 @@ def part_b(harness_args: list[str], steps: int, rounds: int) -> dict:
         sync()
         return ([a.elapsed_time(b) for a, b in dev] if gpu else host), host
 
-    res = {n: {"device_ms": [], "host_ms": [], "start_ms": [], "kernels_per_step": [], "activities_per_step": [],
-               "busy_ms_per_step": [],
-               "names": None} for n in configs}
+    res: dict[str, dict[str, Any]] = {
+        n: {"device_ms": [], "host_ms": [], "start_ms": [], "kernels_per_step": [], "activities_per_step": [],
+            "busy_ms_per_step": [], "names": None}
+        for n in configs
+    }
     names = list(configs)
     for r in range(rounds):
         for name in (names if r % 2 == 0 else names[::-1]):
@@ -219,7 +228,7 @@ def part_b(harness_args: list[str], steps: int, rounds: int) -> dict:
                 else:
                     res[name]["kernels_per_step"].append(len(evs) / (steps + 2))
     base = statistics.median(res["none"]["device_ms"])
-    out = {"unsupported": unsupported, "steps_per_block": steps, "rounds": rounds, "variants": {}}
+    out: dict[str, Any] = {"unsupported": unsupported, "steps_per_block": steps, "rounds": rounds, "variants": {}}
     ref_names = res[names[1]]["names"] if len(names) > 1 else None
     for name in names:
         d = res[name]
@@ -239,11 +248,9 @@ def versions() -> dict:
     info = {"python": sys.version.split()[0], "torch": torch.__version__, "cuda": torch.version.cuda}
     if torch.cuda.is_available():
         info["device"] = torch.cuda.get_device_name(0)
-        try:
+        with contextlib.suppress(OSError):
             info["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                                             capture_output=True, text=True).stdout.strip()
-        except OSError:
-            pass
     else:
         info["device"] = "cpu"
     return info
@@ -259,13 +266,15 @@ def main() -> int:
     p.add_argument("--block-steps", type=int, default=10, help="Part B: timed steps per block")
     p.add_argument("--rounds", type=int, default=3, help="Part B: rounds over all configurations")
     p.add_argument("--tracer-variant", action="append", default=[], metavar="NAME:K=V[;K=V]",
-                   help="Part A: extra traced variant with tracer environment (default variant always runs)")
+                   help="Part A: extra traced variant with tracer environment; WRAPPER_ARGS=... adds wrapper options"
+                   " (the default variant runs unless --no-default)")
+    p.add_argument("--no-default", action="store_true", help="Part A: run only the --tracer-variant variants")
     p.add_argument("--skip-part-b", action="store_true")
     p.add_argument("harness", nargs=argparse.REMAINDER, help="-- harness arguments (default: v1 eager)")
     args = p.parse_args()
     harness = [a for a in args.harness if a != "--"] or ["--version", "v1", "--cuda-graphs", "off"]
     harness_a = harness + ["--num-steps", str(args.num_steps), "--warmup-steps", str(args.warmup_steps)]
-    variants = {"default": {}}
+    variants: dict[str, dict[str, str]] = {} if args.no_default else {"default": {}}
     for spec in args.tracer_variant:
         name, _, kvs = spec.partition(":")
         variants[name] = dict(kv.split("=", 1) for kv in kvs.split(";") if kv)
@@ -292,7 +301,7 @@ def main() -> int:
             row["expected_rows"] = per_step * traced_steps
             row["extra_rows"] = row["trace_rows"] - per_step * traced_steps
     # Per variant: overhead of each process (its own traced vs untraced medians), and the plain drift control.
-    agg = {}
+    agg: dict[str, list[float]] = {}
     for row in report["part_a"]:
         agg.setdefault(row["variant"], []).append(row["overhead_pct"])
     report["part_a_overhead_pct"] = {k: {"per_process": v, "median": statistics.median(v), "min": min(v),
@@ -323,7 +332,9 @@ def main() -> int:
         print(f"{row['variant']:10s} {w['untraced']['median']:12.3f} {w['untraced']['p10']:7.3f}"
               f" {w['untraced']['p90']:7.3f} {w['traced']['median']:10.3f} {w['traced']['p10']:7.3f}"
               f" {w['traced']['p90']:7.3f} {row['overhead_pct']:7.2f} {w['start_step_ms']:8.2f}"
-              f" {w['first_traced_step_ms']:7.2f} {row.get('trace_rows', '-'):>7}")
+              f" {w['first_traced_step_ms']:7.2f} {row.get('trace_rows', '-'):>7}"
+              f" {','.join((row.get('tracer') or {}).get('backends', ['-']))}"
+              f" dropped={(row.get('tracer') or {}).get('dropped_records', '-')} {row.get('outcome', '')}")
     if per_step:
         print(f"kernel trace rows expected: {per_step:g} per step x {traced_steps} traced steps ="
               f" {per_step * traced_steps:g} (+ a few after the last step); got"

@@ -13,8 +13,22 @@ from madengine_rocprof import __version__
 from madengine_rocprof.errors import UserError
 
 # Module names under madengine_rocprof.cli, in the order `--help` lists them.
-SUBCOMMANDS: tuple[str, ...] = ("validate", "tools", "counters", "schema", "export_tools", "report", "compare", "kernels", "run", "escalate", "wrap", "doctor", "install",
-                                 "paths")
+SUBCOMMANDS: tuple[str, ...] = (
+    "validate",
+    "tools",
+    "counters",
+    "schema",
+    "export_tools",
+    "report",
+    "compare",
+    "kernels",
+    "run",
+    "escalate",
+    "wrap",
+    "doctor",
+    "install",
+    "paths",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,7 +5,12 @@ from pathlib import Path
 
 from madengine_rocprof.errors import UserError, UserErrors
 from madengine_rocprof.registry import (
-    check_counters, counter_profile_path, list_counter_profiles, load_catalog, load_counter_file, pack_counters,
+    check_counters,
+    counter_profile_path,
+    list_counter_profiles,
+    load_catalog,
+    load_counter_file,
+    pack_counters,
     register_counter_profile,
 )
 
@@ -15,7 +20,9 @@ def register(subparsers) -> None:
     sub = p.add_subparsers(dest="counters_command", metavar="ACTION", required=True)
     lst = sub.add_parser("list", help="built-in and user counter profiles with their pass counts")
     lst.set_defaults(func=run_list)
-    chk = sub.add_parser("check", help="check a counter file (or profile name) for an architecture; prints the re-run cost")
+    chk = sub.add_parser(
+        "check", help="check a counter file (or profile name) for an architecture; prints the re-run cost"
+    )
     chk.add_argument("file", help="a .txt counter file, or the name of a registered profile")
     _arch_options(chk)
     chk.add_argument("--pack", action="store_true", help="print the fewest-pass packing of the file's counters")
@@ -29,8 +36,11 @@ def register(subparsers) -> None:
 def _arch_options(p) -> None:
     p.add_argument("--arch", action="append", metavar="gfxNNN",
                    help="target architecture (repeatable; default: the file's '# architectures:' line)")
-    p.add_argument("--counter-defs", metavar="YAML",
-                   help="counter_defs.yaml to check against (default: $ROCPROFILER_METRICS_PATH, then the installed ROCm)")
+    p.add_argument(
+        "--counter-defs",
+        metavar="YAML",
+        help="counter_defs.yaml to check against (default: $ROCPROFILER_METRICS_PATH, then the installed ROCm)",
+    )
 
 
 def run_list(args) -> int:
@@ -73,8 +83,14 @@ def check_file(path: Path, archs: list[str] | None, counter_defs: str | None, pa
         raise UserErrors(errors)
     packed = pack_counters(catalog, profile.counters, targets)
     if pack or len(packed) < len(profile.passes):
-        lines.append(f"fewest passes valid on {' '.join(targets)}: {len(packed)}"
-                     + (f" (this file uses {len(profile.passes)}; these lines save re-runs)" if len(packed) < len(profile.passes) else ""))
+        lines.append(
+            f"fewest passes valid on {' '.join(targets)}: {len(packed)}"
+            + (
+                f" (this file uses {len(profile.passes)}; these lines save re-runs)"
+                if len(packed) < len(profile.passes)
+                else ""
+            )
+        )
         lines += ["pmc: " + " ".join(g) for g in packed]
     return lines
 

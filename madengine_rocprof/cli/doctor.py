@@ -9,8 +9,12 @@ from madengine_rocprof.errors import UserError
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("doctor", help="show the detected profilers and which one is chosen, and why")
-    p.add_argument("--profiler", help="override: auto|rocprofv3|rocprof|ncu|nsys|embedded (env MADENGINE_ROCPROF_PROFILER)")
-    p.add_argument("--profile", help="profile to choose for, e.g. lightweight or compute_bound (env MADENGINE_ROCPROF_PROFILE)")
+    p.add_argument(
+        "--profiler", help="override: auto|rocprofv3|rocprof|ncu|nsys|embedded (env MADENGINE_ROCPROF_PROFILER)"
+    )
+    p.add_argument(
+        "--profile", help="profile to choose for, e.g. lightweight or compute_bound (env MADENGINE_ROCPROF_PROFILE)"
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=run)
 

@@ -4,20 +4,27 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from madengine_rocprof.atomic import atomic_write
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.models.tool import DEFAULT_COUNTERS_DIR, DEFAULT_WRAPPER
 from madengine_rocprof.registry import get_tool, list_tools
-from madengine_rocprof.atomic import atomic_write
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("export-tools", help="write a madengine tools.json using our wrapper and counter files",
-                              description="Write {\"tools\": {NAME: {pre_scripts, cmd, env_vars, post_scripts}}} in madengine's "
-                                          "scripts/common/tools.json format. The file is written atomically.")
+    p = subparsers.add_parser(
+        "export-tools",
+        help="write a madengine tools.json using our wrapper and counter files",
+        description='Write {"tools": {NAME: {pre_scripts, cmd, env_vars, post_scripts}}} in madengine\'s '
+        "scripts/common/tools.json format. The file is written atomically.",
+    )
     p.add_argument("output", type=Path, help="file to write, e.g. scripts/common/tools.json")
     p.add_argument("--tools", help="comma-separated tool names (default: all)")
     p.add_argument("--wrapper", default=DEFAULT_WRAPPER, help=f"command prefix (default: {DEFAULT_WRAPPER})")
-    p.add_argument("--counters-dir", default=DEFAULT_COUNTERS_DIR, help=f"where counter files are at run time (default: {DEFAULT_COUNTERS_DIR})")
+    p.add_argument(
+        "--counters-dir",
+        default=DEFAULT_COUNTERS_DIR,
+        help=f"where counter files are at run time (default: {DEFAULT_COUNTERS_DIR})",
+    )
     p.add_argument("--wrapper-dir", type=Path, help="also place rocprof_wrapper.sh and its self-contained zipapp here "
                                                     "(madengine: scripts/common/tools)")
     p.set_defaults(func=run)
@@ -32,7 +39,9 @@ def run(args) -> int:
     names = [n.strip() for n in args.tools.split(",") if n.strip()] if args.tools else None
     data = build_tools_json(names, args.wrapper, args.counters_dir)
     if args.output.is_dir():
-        raise UserError("is a directory, expected a file path", file=str(args.output), fix=f"use {args.output / 'tools.json'}")
+        raise UserError(
+            "is a directory, expected a file path", file=str(args.output), fix=f"use {args.output / 'tools.json'}"
+        )
     atomic_write(args.output, json.dumps(data, indent=2) + "\n")
     print(f"wrote {len(data['tools'])} tools to {args.output}")
     if args.wrapper_dir:

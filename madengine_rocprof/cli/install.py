@@ -81,10 +81,10 @@ def find_madengine(given: str, python: str | None = None) -> Path:
 
 
 def run(args) -> int:
+    from madengine_rocprof.atomic import atomic_write
     from madengine_rocprof.cli.export_tools import build_tools_json
     from madengine_rocprof.models.tool import DEFAULT_COUNTERS_DIR, DEFAULT_WRAPPER
     from madengine_rocprof.registry import counter_profile_path, list_counter_profiles
-    from madengine_rocprof.atomic import atomic_write
     from madengine_rocprof.wrapper import bundle
 
     root = find_madengine(args.madengine, args.madengine_python)

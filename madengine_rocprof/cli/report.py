@@ -31,7 +31,9 @@ def register(subparsers) -> None:
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="write the Markdown to FILE as well")
     parser.add_argument("--perfetto", type=Path, metavar="DIR",
                         help="write DIR/<run>.perfetto.json per run (open in ui.perfetto.dev)")
-    parser.add_argument("--name-width", type=int, default=70, metavar="N", help="shorten kernel names to N characters in tables")
+    parser.add_argument(
+        "--name-width", type=int, default=70, metavar="N", help="shorten kernel names to N characters in tables"
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="do not print the Markdown")
     add_rules_option(parser)
     parser.set_defaults(func=run)

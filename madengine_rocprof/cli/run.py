@@ -17,8 +17,9 @@ def register(subparsers) -> None:
     p.add_argument("--additional-context-file", metavar="FILE",
                    help="madengine additional context JSON file, or a shipped config's name (madengine-rocprof paths)")
     p.add_argument("--additional-context", metavar="JSON", help="JSON merged deeply over the file")
-    p.add_argument("--runner", choices=("auto", "docker", "local"), default="auto",
-                   help="auto: docker when a Docker engine answers, else local (default)")
+    p.add_argument("--runner", choices=("auto", "docker", "local", "slurm"), default="auto",
+                   help="auto: docker when a Docker engine answers, else local (default); slurm: one SLURM job per "
+                        "model on the nodes of the context's slurm block (sbatch from this login node)")
     p.add_argument("--output-dir", default="runs", metavar="DIR", help="results folder (default runs/)")
     p.add_argument("--timeout", type=float, metavar="S", help="workload time limit in seconds "
                    "(default: context timeout, else the model card's, else 7200)")

@@ -4,9 +4,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from madengine_rocprof.models.schema import render_schema
 from madengine_rocprof.atomic import atomic_write
 from madengine_rocprof import resources
+from madengine_rocprof.models.schema import render_schema
 
 SCHEMA_PATH = resources.SCHEMA
 

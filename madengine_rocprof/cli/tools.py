@@ -19,7 +19,9 @@ def register(subparsers) -> None:
     show.add_argument("--wrapper", default=DEFAULT_WRAPPER)
     show.add_argument("--counters-dir", default=DEFAULT_COUNTERS_DIR)
     show.set_defaults(func=run_show)
-    reg = sub.add_parser("register", help="validate a tool JSON file and add it to your registry ($MADENGINE_ROCPROF_HOME)")
+    reg = sub.add_parser(
+        "register", help="validate a tool JSON file and add it to your registry ($MADENGINE_ROCPROF_HOME)"
+    )
     reg.add_argument("file")
     reg.set_defaults(func=run_register)
 

@@ -12,17 +12,35 @@ from madengine_rocprof.models.context import validate_context
 from madengine_rocprof.registry import resolve_tools
 from madengine_rocprof.registry.store import check_tool_references, tool_from_data
 
-TOOL_ONLY_KEYS = {"profiler", "trace", "counters", "pc_sampling", "output_formats", "overhead", "vendors", "core_profile"}
+TOOL_ONLY_KEYS = {
+    "profiler",
+    "trace",
+    "counters",
+    "pc_sampling",
+    "output_formats",
+    "overhead",
+    "vendors",
+    "core_profile",
+}
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("validate", help="validate profiling configs, tool files and counter files",
-                              description="Each FILE is detected by content: a JSON object with 'name' and tool fields is a "
-                                          "tool definition, any other JSON object an additional-context config, and "
-                                          "'pmc:' text a counter file. Exit 0 when all are valid.")
-    p.add_argument("files", nargs="+", metavar="FILE", help="a path, or a shipped config/counter file's name "
-                                                            "(rocprofv3_lightweight, compute_bound.txt)")
-    p.add_argument("--arch", action="append", metavar="gfxNNN", help="architecture(s) for counter files (default: the file's own)")
+    p = subparsers.add_parser(
+        "validate",
+        help="validate profiling configs, tool files and counter files",
+        description="Each FILE is detected by content: a JSON object with 'name' and tool fields is a "
+        "tool definition, any other JSON object an additional-context config, and "
+        "'pmc:' text a counter file. Exit 0 when all are valid.",
+    )
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="a path, or a shipped config/counter file's name (rocprofv3_lightweight, compute_bound.txt)",
+    )
+    p.add_argument(
+        "--arch", action="append", metavar="gfxNNN", help="architecture(s) for counter files (default: the file's own)"
+    )
     p.add_argument("--counter-defs", metavar="YAML", help="counter_defs.yaml for counter files")
     p.set_defaults(func=run)
 
@@ -77,8 +95,14 @@ def validate_file(path: str, archs: list[str] | None = None, counter_defs: str |
     problems = []
     for i, r in enumerate(resolved):
         if ctx.gpu_vendor and ctx.gpu_vendor not in r.definition.vendors:
-            problems.append(UserError(f"tool '{r.name}' does not support {ctx.gpu_vendor} (supports {', '.join(r.definition.vendors)})",
-                                      file=path, where=f"tools[{i}].name", fix="remove it or pick a tool for this vendor"))
+            problems.append(
+                UserError(
+                    f"tool '{r.name}' does not support {ctx.gpu_vendor} (supports {', '.join(r.definition.vendors)})",
+                    file=path,
+                    where=f"tools[{i}].name",
+                    fix="remove it or pick a tool for this vendor",
+                )
+            )
         if r.cmd_overridden and r.cmd.strip() and not r.cmd.rstrip().endswith("--"):
             warnings.append(f"{path}: tools[{i}].cmd does not end with '--': rocprofv3 would read the model command "
                             "as an option value (add ' --' at the end)")

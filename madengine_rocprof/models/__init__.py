@@ -1,10 +1,21 @@
 """Typed models: madengine additional context, profiling tool definitions, counter profiles."""
 from madengine_rocprof.models.context import (
-    AdditionalContext, Distributed, Slurm, ToolRef, deep_merge, load_context, validate_context,
+    AdditionalContext,
+    Distributed,
+    Slurm,
+    ToolRef,
+    deep_merge,
+    load_context,
+    validate_context,
 )
 from madengine_rocprof.models.counters import CounterProfile, parse_counter_text
 from madengine_rocprof.models.tool import (
-    DEFAULT_COUNTERS_DIR, DEFAULT_WRAPPER, PROFILE_ENV, PcSampling, ScriptRef, ToolDefinition,
+    DEFAULT_COUNTERS_DIR,
+    DEFAULT_WRAPPER,
+    PROFILE_ENV,
+    PcSampling,
+    ScriptRef,
+    ToolDefinition,
 )
 
 __all__ = [

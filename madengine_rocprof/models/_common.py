@@ -4,8 +4,9 @@ from __future__ import annotations
 import difflib
 import json
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -42,13 +43,17 @@ def read_text_file(path: str | os.PathLike[str], kind: str = "file") -> str:
     """Read a UTF-8 text file; missing files and directories are user errors."""
     p = Path(path)
     if not p.exists():
-        raise UserError(f"{kind} not found", file=str(p), fix="check the path (relative paths start at the current directory)")
+        raise UserError(
+            f"{kind} not found", file=str(p), fix="check the path (relative paths start at the current directory)"
+        )
     if p.is_dir():
         raise UserError(f"is a directory, expected a {kind}", file=str(p), fix="name a file inside it")
     try:
         return p.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
-        raise UserError(f"not UTF-8 text ({err.reason} at byte {err.start})", file=str(p), fix="save the file as UTF-8") from None
+        raise UserError(
+            f"not UTF-8 text ({err.reason} at byte {err.start})", file=str(p), fix="save the file as UTF-8"
+        ) from None
     except OSError as err:
         raise UserError(f"cannot read {kind}: {err.strerror}", file=str(p)) from None
 
@@ -91,7 +96,8 @@ _TYPE_FIXES = {
 }
 
 
-def validation_errors(err: ValidationError, source: str | None, known_fields: dict[tuple, Iterable[str]] | None = None,
+def validation_errors(err: ValidationError, source: str | None,
+                      known_fields: Mapping[tuple, Iterable[str]] | None = None,
                       text: str | None = None) -> UserErrors:
     """Convert a pydantic ValidationError into UserErrors with JSON paths and fixes.
 
@@ -111,7 +117,11 @@ def validation_errors(err: ValidationError, source: str | None, known_fields: di
             parent = tuple(p for p in loc[:-1] if not isinstance(p, int))
             names = list((known_fields or {}).get(parent, []))
             guess = closest(str(loc[-1]), names) if names else None
-            fix = f"did you mean '{guess}'?" if guess else ("known keys: " + ", ".join(sorted(names)) if names else "remove it")
+            fix = (
+                f"did you mean '{guess}'?"
+                if guess
+                else ("known keys: " + ", ".join(sorted(names)) if names else "remove it")
+            )
         elif kind == "missing":
             msg = "required key is missing"
             fix = f"add \"{loc[-1]}\"" if loc else None

@@ -24,8 +24,12 @@ class ToolRef(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     name: StrictStr = Field(pattern=NAME_PATTERN)
-    cmd: StrictStr | None = Field(default=None, description="replaces the registry command entirely (madengine semantics)")
-    env_vars: dict[str, StrictStr] = Field(default_factory=dict, description="merged key by key over the registry's env vars")
+    cmd: StrictStr | None = Field(
+        default=None, description="replaces the registry command entirely (madengine semantics)"
+    )
+    env_vars: dict[str, StrictStr] = Field(
+        default_factory=dict, description="merged key by key over the registry's env vars"
+    )
     pre_scripts: list[ScriptRef] | None = None
     post_scripts: list[ScriptRef] | None = None
 
@@ -34,7 +38,9 @@ class ToolRef(BaseModel):
 
 class Distributed(BaseModel):
     model_config = ConfigDict(extra="allow")
-    launcher: StrictStr | None = Field(default=None, description="torchrun, deepspeed, megatron, torchtitan, vllm, sglang, ...")
+    launcher: StrictStr | None = Field(
+        default=None, description="torchrun, deepspeed, megatron, torchtitan, vllm, sglang, ..."
+    )
     nnodes: StrictInt | None = Field(default=None, ge=1)
     nproc_per_node: StrictInt | None = Field(default=None, ge=1)
     port: StrictInt | None = Field(default=None, ge=1, le=65535)
@@ -55,15 +61,23 @@ class Slurm(BaseModel):
 class AdditionalContext(BaseModel):
     """madengine's additional context. Extra keys are allowed (kept, warned about by `load_context`)."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True, title="madengine additional context (madengine-rocprof)")
+    model_config = ConfigDict(
+        extra="allow", populate_by_name=True, title="madengine additional context (madengine-rocprof)"
+    )
 
     schema_ref: StrictStr | None = Field(default=None, alias="$schema", description="optional JSON Schema for editors")
-    gpu_vendor: Literal["AMD", "NVIDIA"] | None = Field(default=None, description="AMD or NVIDIA (case-insensitive); detected when absent")
-    guest_os: Literal["UBUNTU", "CENTOS"] | None = Field(default=None, description="UBUNTU or CENTOS (case-insensitive)")
+    gpu_vendor: Literal["AMD", "NVIDIA"] | None = Field(
+        default=None, description="AMD or NVIDIA (case-insensitive); detected when absent"
+    )
+    guest_os: Literal["UBUNTU", "CENTOS"] | None = Field(
+        default=None, description="UBUNTU or CENTOS (case-insensitive)"
+    )
     tools: list[ToolRef] = Field(default_factory=list, description="profiling tools; the LAST listed is the outermost")
     pre_scripts: list[ScriptRef] = Field(default_factory=list)
     post_scripts: list[ScriptRef] = Field(default_factory=list)
-    env_vars: dict[str, StrictStr] = Field(default_factory=dict, description="madengine passes these only to SLURM/K8s jobs")
+    env_vars: dict[str, StrictStr] = Field(
+        default_factory=dict, description="madengine passes these only to SLURM/K8s jobs"
+    )
     docker_env_vars: dict[str, StrictStr] = Field(default_factory=dict, description="container environment (--env K=V)")
     docker_mounts: dict[str, StrictStr] = Field(default_factory=dict, description="{container_path: host_path}")
     docker_gpus: StrictStr | None = Field(default=None, description='GPU list such as "0,2-4" or "all"')

@@ -32,17 +32,21 @@ class CounterProfile(BaseModel):
     passes: list[list[str]] = Field(min_length=1, description="pass plan: one list of counters per pmc line")
 
     @model_validator(mode="after")
-    def _names(self) -> "CounterProfile":
+    def _names(self) -> CounterProfile:
         for arch in self.architectures:
             if not ARCH_NAME.match(arch):
-                raise ValueError(f"'{arch}' is not a gfx architecture name (fix: use names such as gfx90a, gfx942, gfx1100)")
+                raise ValueError(
+                    f"'{arch}' is not a gfx architecture name (fix: use names such as gfx90a, gfx942, gfx1100)"
+                )
         seen: set[str] = set()
         for i, group in enumerate(self.passes):
             if not group:
                 raise ValueError(f"pass {i + 1} is empty (fix: remove it)")
             for c in group:
                 if not COUNTER_NAME.match(c):
-                    raise ValueError(f"'{c}' is not a counter name (fix: use names as `rocprofv3 --list-avail` prints them)")
+                    raise ValueError(
+                        f"'{c}' is not a counter name (fix: use names as `rocprofv3 --list-avail` prints them)"
+                    )
                 if c in seen:
                     raise ValueError(f"counter {c} is listed twice (fix: keep one)")
                 seen.add(c)
@@ -76,7 +80,8 @@ def parse_counter_text(text: str, name: str, source: str | None = None) -> tuple
     errors: list[UserError] = []
     passes: list[list[str]] = []
     lines_of: dict[str, int] = {}
-    description, architectures = "", []
+    description = ""
+    architectures: list[str] = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line:
@@ -89,43 +94,79 @@ def parse_counter_text(text: str, name: str, source: str | None = None) -> tuple
                 else:
                     architectures = header.group(2).replace(",", " ").split()
             elif _PMC_LIKE.search(line):
-                errors.append(UserError(
-                    "commented-out pmc line: rocprofv3 6.3+ still runs it as an EMPTY extra pass", file=source, line=lineno,
-                    fix="delete the line (or reword the comment without 'pmc:')"))
+                errors.append(
+                    UserError(
+                        "commented-out pmc line: rocprofv3 6.3+ still runs it as an EMPTY extra pass",
+                        file=source,
+                        line=lineno,
+                        fix="delete the line (or reword the comment without 'pmc:')",
+                    )
+                )
             continue
         match = _PMC.match(line)
         if not match:
             if _PMC_LIKE.match(line):
-                errors.append(UserError(
-                    f"'{line.split(':')[0]}:' is silently IGNORED by rocprofv3 (it reads only lower-case 'pmc:' with no space)",
-                    file=source, line=lineno, fix="write the line as 'pmc: COUNTER ...'"))
+                errors.append(
+                    UserError(
+                        f"'{line.split(':')[0]}:' is silently IGNORED by rocprofv3 (it reads only lower-case 'pmc:' "
+                        "with no space)",
+                        file=source,
+                        line=lineno,
+                        fix="write the line as 'pmc: COUNTER ...'",
+                    )
+                )
             elif re.match(r"^(range|gpu|kernel)\s*:", line, re.IGNORECASE):
-                errors.append(UserError(
-                    f"'{line.split(':')[0]}:' lines are legacy rocprof syntax; rocprofv3 ignores them", file=source, line=lineno,
-                    fix="remove it; filter kernels with the tool's kernel_include_regex instead"))
+                errors.append(
+                    UserError(
+                        f"'{line.split(':')[0]}:' lines are legacy rocprof syntax; rocprofv3 ignores them",
+                        file=source,
+                        line=lineno,
+                        fix="remove it; filter kernels with the tool's kernel_include_regex instead",
+                    )
+                )
             else:
                 errors.append(UserError("not a 'pmc:' line or a '#' comment", file=source, line=lineno,
                                         fix="counter files hold only 'pmc: COUNTER ...' lines and '# comments'"))
             continue
         names = match.group(1).replace(",", " ").split()
         if not names:
-            errors.append(UserError("pmc line lists no counters", file=source, line=lineno, fix="add counters or delete the line"))
+            errors.append(
+                UserError("pmc line lists no counters", file=source, line=lineno, fix="add counters or delete the line")
+            )
             continue
         for counter in names:
             if not COUNTER_NAME.match(counter):
                 errors.append(UserError(f"'{counter}' is not a counter name", file=source, line=lineno,
                                         fix="use names as `rocprofv3 --list-avail` prints them"))
             elif counter in lines_of:
-                errors.append(UserError(f"counter {counter} already listed on line {lines_of[counter]}", file=source, line=lineno,
-                                        fix="keep one"))
+                errors.append(
+                    UserError(
+                        f"counter {counter} already listed on line {lines_of[counter]}",
+                        file=source,
+                        line=lineno,
+                        fix="keep one",
+                    )
+                )
             else:
                 lines_of[counter] = lineno
         passes.append(names)
     if not passes and not errors:
-        errors.append(UserError("no 'pmc:' lines: the file collects nothing", file=source, fix="add a line such as 'pmc: SQ_WAVES GRBM_GUI_ACTIVE'"))
+        errors.append(
+            UserError(
+                "no 'pmc:' lines: the file collects nothing",
+                file=source,
+                fix="add a line such as 'pmc: SQ_WAVES GRBM_GUI_ACTIVE'",
+            )
+        )
     for arch in architectures:
         if not ARCH_NAME.match(arch):
-            errors.append(UserError(f"'{arch}' in '# architectures:' is not a gfx name", file=source, fix="e.g. '# architectures: gfx90a gfx942'"))
+            errors.append(
+                UserError(
+                    f"'{arch}' in '# architectures:' is not a gfx name",
+                    file=source,
+                    fix="e.g. '# architectures: gfx90a gfx942'",
+                )
+            )
     if errors:
         raise UserErrors(errors)
     return CounterProfile(name=name, description=description, architectures=architectures, passes=passes), lines_of

@@ -24,7 +24,8 @@ def value_positions(text: str) -> dict[tuple, tuple[int, int]]:
         return lo + 1, offset - line_starts[lo] + 1
 
     def skip(i: int) -> int:
-        return _WS.match(text, i).end()
+        blank = _WS.match(text, i)  # the pattern matches the empty string too: never None
+        return blank.end() if blank else i
 
     def value(i: int, path: tuple) -> int:
         i = skip(i)

@@ -14,8 +14,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
 
-# the wrapper reads it as a user override; tools never set it
-from madengine_rocprof.wrapper.planner import ENV_PROFILE as PROFILE_ENV
+from madengine_rocprof.wrapper.planner import ENV_PROFILE
+
+PROFILE_ENV = ENV_PROFILE  # the wrapper reads it as a user override; tools never set it
 
 DEFAULT_WRAPPER = "bash ../scripts/common/tools/rocprof_wrapper.sh"
 DEFAULT_COUNTERS_DIR = "../scripts/common/tools/counters"
@@ -25,18 +26,47 @@ MADENGINE_TRACE_POST_SCRIPT = {"path": "scripts/common/post_scripts/trace.sh", "
 
 # rocprofv3 trace domains; each renders as --<name with '-'>-trace.
 TraceDomain = Literal[
-    "runtime", "sys", "hip", "hip_runtime", "hip_compiler", "marker", "kernel", "memory_copy", "memory_allocation",
-    "scratch_memory", "hsa", "hsa_core", "hsa_amd", "hsa_image", "hsa_finalizer", "rccl", "kokkos", "rocdecode", "rocjpeg",
+    "runtime",
+    "sys",
+    "hip",
+    "hip_runtime",
+    "hip_compiler",
+    "marker",
+    "kernel",
+    "memory_copy",
+    "memory_allocation",
+    "scratch_memory",
+    "hsa",
+    "hsa_core",
+    "hsa_amd",
+    "hsa_image",
+    "hsa_finalizer",
+    "rccl",
+    "kokkos",
+    "rocdecode",
+    "rocjpeg",
 ]
 OutputFormat = Literal["csv", "json", "pftrace", "otf2", "rocpd"]
+Vendor = Literal["AMD", "NVIDIA"]
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _csv_only() -> list[OutputFormat]:
+    return ["csv"]
+
+
+def _both_vendors() -> list[Vendor]:
+    return ["AMD", "NVIDIA"]
 
 
 def check_env_names(env: dict[str, str]) -> dict[str, str]:
     for key in env:
         if not ENV_NAME.match(key):
-            raise ValueError(f"'{key}' is not a valid environment variable name (fix: use letters, digits and _, not starting with a digit)")
+            raise ValueError(
+                f"'{key}' is not a valid environment variable name (fix: use letters, digits and _, not starting with "
+                "a digit)"
+            )
     return env
 
 
@@ -58,14 +88,23 @@ class PcSampling(BaseModel):
     interval: int = Field(default=1000, gt=0, strict=True)
 
     @model_validator(mode="after")
-    def _valid_pair(self) -> "PcSampling":
+    def _valid_pair(self) -> PcSampling:
         if self.method == "host_trap" and self.unit != "time":
-            raise ValueError(f"pc_sampling method host_trap needs unit 'time', got '{self.unit}' (fix: set \"unit\": \"time\" (interval in microseconds))")
+            raise ValueError(
+                f"pc_sampling method host_trap needs unit 'time', got '{self.unit}' (fix: set \"unit\": \"time\" "
+                "(interval in microseconds))"
+            )
         if self.method == "stochastic":
             if self.unit != "cycles":
-                raise ValueError(f"pc_sampling method stochastic needs unit 'cycles', got '{self.unit}' (fix: set \"unit\": \"cycles\" and a power-of-two interval such as 1048576)")
+                raise ValueError(
+                    f"pc_sampling method stochastic needs unit 'cycles', got '{self.unit}' (fix: set \"unit\": "
+                    "\"cycles\" and a power-of-two interval such as 1048576)"
+                )
             if self.interval < 256 or self.interval & (self.interval - 1):
-                raise ValueError(f"stochastic pc_sampling interval must be a power of two >= 256, got {self.interval} (fix: use e.g. 65536 or 1048576)")
+                raise ValueError(
+                    f"stochastic pc_sampling interval must be a power of two >= 256, got {self.interval} (fix: use "
+                    "e.g. 65536 or 1048576)"
+                )
         return self
 
     def args(self) -> list[str]:
@@ -82,12 +121,21 @@ class ToolDefinition(BaseModel):
     name: StrictStr = Field(pattern=NAME_PATTERN, description="tool name used in a context's tools[].name")
     description: StrictStr = ""
     profiler: Literal["rocprofv3", "sampler"] = "rocprofv3"
-    core_profile: StrictStr | None = Field(default=None, description="core profile the wrapper maps to NVIDIA metric sets; defaults to the tool name")
-    trace: list[TraceDomain] = Field(default_factory=list, description="rocprofv3 trace domains, e.g. kernel, hip, memory_copy")
-    counters: StrictStr | None = Field(default=None, pattern=NAME_PATTERN, description="counter profile name (a counters/<name>.txt file)")
-    output_formats: list[OutputFormat] = Field(default_factory=lambda: ["csv"], description="csv is always included")
+    core_profile: StrictStr | None = Field(
+        default=None, description="core profile the wrapper maps to NVIDIA metric sets; defaults to the tool name"
+    )
+    trace: list[TraceDomain] = Field(
+        default_factory=list, description="rocprofv3 trace domains, e.g. kernel, hip, memory_copy"
+    )
+    counters: StrictStr | None = Field(
+        default=None, pattern=NAME_PATTERN, description="counter profile name (a counters/<name>.txt file)"
+    )
+    output_formats: list[OutputFormat] = Field(default_factory=_csv_only, description="csv is always included")
     output_directory: StrictStr = "./rocprof_output"
-    output_file: StrictStr | None = Field(default="%hostname%/%pid%", description="rocprofv3 -o template; must contain %pid% or %rank% so processes never overwrite each other")
+    output_file: StrictStr | None = Field(
+        default="%hostname%/%pid%",
+        description="rocprofv3 -o template; must contain %pid% or %rank% so processes never overwrite each other",
+    )
     stats: bool = False
     summary: bool = False
     truncate_kernels: bool = False
@@ -99,7 +147,7 @@ class ToolDefinition(BaseModel):
     pre_scripts: list[ScriptRef] = Field(default_factory=list)
     post_scripts: list[ScriptRef] = Field(default_factory=list)
     overhead: Literal["none", "low", "medium", "high"] = "low"
-    vendors: list[Literal["AMD", "NVIDIA"]] = Field(default_factory=lambda: ["AMD", "NVIDIA"], min_length=1)
+    vendors: list[Vendor] = Field(default_factory=_both_vendors, min_length=1)
 
     _check_env = field_validator("env_vars")(check_env_names)
 
@@ -118,7 +166,9 @@ class ToolDefinition(BaseModel):
     def _no_separator(cls, args: list[str]) -> list[str]:
         for a in args:
             if a == "--":
-                raise ValueError("extra_args must not contain '--' (fix: remove it; the entry adds the trailing '--' itself)")
+                raise ValueError(
+                    "extra_args must not contain '--' (fix: remove it; the entry adds the trailing '--' itself)"
+                )
             if a == "--profile" or a.startswith("--profile="):
                 # The entry renders --profile itself; a second one would disagree with core_profile.
                 raise ValueError("extra_args must not contain --profile (fix: set \"core_profile\" instead)")
@@ -128,21 +178,32 @@ class ToolDefinition(BaseModel):
     @classmethod
     def _per_process(cls, value: str | None) -> str | None:
         if value is not None and "%pid%" not in value and "%rank%" not in value:
-            raise ValueError(f"output_file '{value}' is one fixed name: every process would overwrite it (fix: include %pid% or %rank%, e.g. \"%hostname%/%pid%\")")
+            raise ValueError(
+                f"output_file '{value}' is one fixed name: every process would overwrite it (fix: include %pid% or "
+                "%rank%, e.g. \"%hostname%/%pid%\")"
+            )
         return value
 
     @model_validator(mode="after")
-    def _consistent(self) -> "ToolDefinition":
+    def _consistent(self) -> ToolDefinition:
         if self.profiler == "sampler":
-            used = [k for k in ("trace", "counters", "pc_sampling", "extra_args", "stats", "summary") if getattr(self, k)]
+            used = [
+                k for k in ("trace", "counters", "pc_sampling", "extra_args", "stats", "summary") if getattr(self, k)
+            ]
             if used:
                 raise ValueError(f"a sampler tool adds no profiler command, so {', '.join(used)} cannot be used "
                                  "(fix: set \"profiler\": \"rocprofv3\" or remove them)")
         else:
             if not (self.trace or self.counters or self.pc_sampling):
-                raise ValueError("a rocprofv3 tool needs something to collect (fix: add \"trace\": [\"kernel\"], a \"counters\" profile or \"pc_sampling\")")
+                raise ValueError(
+                    'a rocprofv3 tool needs something to collect (fix: add "trace": ["kernel"], a "counters" profile '
+                    'or "pc_sampling")'
+                )
             if self.stats and not self.trace:
-                raise ValueError("stats needs at least one trace domain: rocprofv3 refuses --stats without tracing (fix: add \"trace\": [\"kernel\"])")
+                raise ValueError(
+                    'stats needs at least one trace domain: rocprofv3 refuses --stats without tracing (fix: add '
+                    '"trace": ["kernel"])'
+                )
         if self.pc_sampling and "rocpd" in self.output_formats:
             raise ValueError("PC-sampling output cannot be written as rocpd (fix: use csv and/or json)")
         return self

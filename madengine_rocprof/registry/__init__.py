@@ -4,8 +4,17 @@ from madengine_rocprof.registry.counter_check import CounterCheck, check_counter
 from madengine_rocprof.registry.counter_defs import CounterCatalog, block_limits, load_catalog
 from madengine_rocprof.registry.resolve import ResolvedTool, resolve_tools
 from madengine_rocprof.registry.store import (
-    BUILTIN_COUNTERS_DIR, counter_profile_path, get_counter_profile, get_tool, list_counter_profiles, list_tools,
-    load_counter_file, load_tool_file, register_counter_profile, register_tool, user_home,
+    BUILTIN_COUNTERS_DIR,
+    counter_profile_path,
+    get_counter_profile,
+    get_tool,
+    list_counter_profiles,
+    list_tools,
+    load_counter_file,
+    load_tool_file,
+    register_counter_profile,
+    register_tool,
+    user_home,
 )
 
 __all__ = [

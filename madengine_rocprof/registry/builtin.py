@@ -3,6 +3,8 @@
 tool through the wrapper), plus the five core profiles."""
 from __future__ import annotations
 
+from typing import Any
+
 CORE_PROFILES = ("compute_bound", "memory_bound", "multi_gpu", "lightweight", "pc_sampling")
 
 _SAMPLER_ENV = {"DEVICE": "all", "SAMPLING_RATE": "0.1", "DUAL_GCD": "false"}
@@ -18,7 +20,7 @@ def _sampler_scripts(kind: str, tool: str) -> dict:
     }
 
 # Core profiles first; upstream names reuse them. Fields are ToolDefinition fields.
-_CORE = {
+_CORE: dict[str, dict[str, Any]] = {
     "compute_bound": dict(
         description="Compute-bound kernels: HIP API + kernel trace and ALU/occupancy counters (1 counter pass)",
         trace=["hip", "kernel"], counters="compute_bound", output_formats=["csv", "pftrace"], overhead="medium"),
@@ -40,46 +42,98 @@ _CORE = {
 }
 
 _UPSTREAM = {
-    "rocprof": dict(description="Runtime trace (upstream name; runs rocprofv3, or legacy rocprof when that is all there is)",
-                    trace=["runtime"], overhead="low"),
-    "rocprof_hip_only": dict(description="HIP API trace only (no kernels: add kernel tracing with rocprofv3_lightweight)",
-                             trace=["hip"], overhead="low"),
-    "rocprof_sys": dict(description="System trace: HIP, HSA, markers, kernels, copies, allocations",
-                        trace=["sys"], overhead="high"),
-    "rocprofv3": dict(description="rocprofv3 runtime trace (upstream called rocprofv3 directly; now through the wrapper)",
-                      trace=["runtime"], overhead="low"),
+    "rocprof": dict(
+        description="Runtime trace (upstream name; runs rocprofv3, or legacy rocprof when that is all there is)",
+        trace=["runtime"],
+        overhead="low",
+    ),
+    "rocprof_hip_only": dict(
+        description="HIP API trace only (no kernels: add kernel tracing with rocprofv3_lightweight)",
+        trace=["hip"],
+        overhead="low",
+    ),
+    "rocprof_sys": dict(
+        description="System trace: HIP, HSA, markers, kernels, copies, allocations", trace=["sys"], overhead="high"
+    ),
+    "rocprofv3": dict(
+        description="rocprofv3 runtime trace (upstream called rocprofv3 directly; now through the wrapper)",
+        trace=["runtime"],
+        overhead="low",
+    ),
     "rocprofv3_compute": dict(_CORE["compute_bound"], core_profile="compute_bound"),
     "rocprofv3_memory": dict(_CORE["memory_bound"], core_profile="memory_bound"),
     "rocprofv3_communication": dict(_CORE["multi_gpu"], core_profile="multi_gpu"),
     "rocprofv3_full": dict(
         description="Everything: all traces, full_profile counters (several passes) and statistics",
-        trace=["hip", "hsa", "kernel", "memory_copy", "memory_allocation", "rccl", "scratch_memory", "marker", "runtime"],
-        counters="full_profile", stats=True, output_formats=["csv", "pftrace"],
-        env_vars={"RCCL_DEBUG": "INFO", "HSA_ENABLE_SDMA": "0"}, overhead="high"),
-    "rocprofv3_lightweight": dict(description="HIP API and kernel trace with per-kernel statistics, CSV and JSON",
-                                  trace=["hip", "kernel"], stats=True, output_formats=["csv", "json"], overhead="low",
-                                  core_profile="lightweight"),
-    "rocprofv3_perfetto": dict(description="Perfetto trace of HIP, kernels and copies (results.pftrace; open in ui.perfetto.dev)",
-                               trace=["hip", "kernel", "memory_copy"], output_formats=["csv", "pftrace"], overhead="low"),
-    "rocprofv3_api_overhead": dict(description="API overhead: HIP, HSA, marker and runtime traces with statistics",
-                                   trace=["hip", "hsa", "marker", "runtime"], stats=True,
-                                   output_formats=["csv", "json"], overhead="medium"),
+        trace=[
+            "hip",
+            "hsa",
+            "kernel",
+            "memory_copy",
+            "memory_allocation",
+            "rccl",
+            "scratch_memory",
+            "marker",
+            "runtime",
+        ],
+        counters="full_profile",
+        stats=True,
+        output_formats=["csv", "pftrace"],
+        env_vars={"RCCL_DEBUG": "INFO", "HSA_ENABLE_SDMA": "0"},
+        overhead="high",
+    ),
+    "rocprofv3_lightweight": dict(
+        description="HIP API and kernel trace with per-kernel statistics, CSV and JSON",
+        trace=["hip", "kernel"],
+        stats=True,
+        output_formats=["csv", "json"],
+        overhead="low",
+        core_profile="lightweight",
+    ),
+    "rocprofv3_perfetto": dict(
+        description="Perfetto trace of HIP, kernels and copies (results.pftrace; open in ui.perfetto.dev)",
+        trace=["hip", "kernel", "memory_copy"],
+        output_formats=["csv", "pftrace"],
+        overhead="low",
+    ),
+    "rocprofv3_api_overhead": dict(
+        description="API overhead: HIP, HSA, marker and runtime traces with statistics",
+        trace=["hip", "hsa", "marker", "runtime"],
+        stats=True,
+        output_formats=["csv", "json"],
+        overhead="medium",
+    ),
     "rocprofv3_pc_sampling": dict(
         description="PC sampling with a valid method/unit pair (upstream paired stochastic with time, which fails)",
-        trace=["hip", "kernel"], pc_sampling={"method": "host_trap", "unit": "time", "interval": 1000},
-        output_formats=["csv", "json"], overhead="high", vendors=["AMD"], core_profile="pc_sampling"),
+        trace=["hip", "kernel"],
+        pc_sampling={"method": "host_trap", "unit": "time", "interval": 1000},
+        output_formats=["csv", "json"],
+        overhead="high",
+        vendors=["AMD"],
+        core_profile="pc_sampling",
+    ),
     "gpu_info_power_profiler": dict(
         description="Background GPU power sampler (CSV: time, Power(Watt) GPU<i>); adds no command",
-        profiler="sampler", overhead="none",
-        env_vars={**{f"POWER_{k}": v for k, v in _SAMPLER_ENV.items()}, "POWER_MODE": "power",
-                  "POWER_OUTPUT_FILE": "gpu_info_power_profiler_output.csv"},
-        **_sampler_scripts("power", "gpu_info_power_profiler")),
+        profiler="sampler",
+        overhead="none",
+        env_vars={
+            **{f"POWER_{k}": v for k, v in _SAMPLER_ENV.items()},
+            "POWER_MODE": "power",
+            "POWER_OUTPUT_FILE": "gpu_info_power_profiler_output.csv",
+        },
+        **_sampler_scripts("power", "gpu_info_power_profiler"),
+    ),
     "gpu_info_vram_profiler": dict(
         description="Background GPU memory sampler (CSV: time, vram(%) GPU<i>); adds no command",
-        profiler="sampler", overhead="none",
-        env_vars={**{f"VRAM_{k}": v for k, v in _SAMPLER_ENV.items()}, "VRAM_MODE": "vram",
-                  "VRAM_OUTPUT_FILE": "gpu_info_vram_profiler_output.csv"},
-        **_sampler_scripts("vram", "gpu_info_vram_profiler")),
+        profiler="sampler",
+        overhead="none",
+        env_vars={
+            **{f"VRAM_{k}": v for k, v in _SAMPLER_ENV.items()},
+            "VRAM_MODE": "vram",
+            "VRAM_OUTPUT_FILE": "gpu_info_vram_profiler_output.csv",
+        },
+        **_sampler_scripts("vram", "gpu_info_vram_profiler"),
+    ),
 }
 
 

@@ -27,8 +27,11 @@ class CounterCheck:
         return len(self.profile.passes)
 
     def summary(self) -> str:
-        runs = f"{self.passes} pass{'es' if self.passes != 1 else ''}: costs {self.passes} re-run{'s' if self.passes != 1 else ''} of the workload"
-        text = f"{self.profile.name} on {self.arch}: OK, {len(self.profile.counters)} counters in {runs} (counters from {self.source})"
+        plural = self.passes != 1
+        runs = (f"{self.passes} pass{'es' if plural else ''}: costs {self.passes} re-run{'s' if plural else ''} "
+                "of the workload")
+        text = (f"{self.profile.name} on {self.arch}: OK, {len(self.profile.counters)} counters in {runs} "
+                f"(counters from {self.source})")
         return text
 
 
@@ -42,7 +45,11 @@ def _events(catalog: CounterCatalog, counters: list[str], arch: str) -> set[tupl
 def _over_limit(events: set[tuple[str, str]], arch: str) -> dict[str, tuple[int, int]]:
     limits = block_limits(arch)
     per_block = Counter(block for block, _ in events)
-    return {b: (n, limits.get(b, UNKNOWN_BLOCK_LIMIT)) for b, n in per_block.items() if n > limits.get(b, UNKNOWN_BLOCK_LIMIT)}
+    return {
+        b: (n, limits.get(b, UNKNOWN_BLOCK_LIMIT))
+        for b, n in per_block.items()
+        if n > limits.get(b, UNKNOWN_BLOCK_LIMIT)
+    }
 
 
 def fits(catalog: CounterCatalog, counters: list[str], archs: list[str]) -> bool:
@@ -111,11 +118,17 @@ def check_counters(profile: CounterProfile, arch: str, catalog: CounterCatalog,
         events = _events(catalog, group, arch)
         for block, (n, limit) in sorted(_over_limit(events, arch).items()):
             names = sorted(e for b, e in events if b == block)
-            errors.append(UserError(
-                f"pass {i} needs {n} {block} hardware counters on {arch} ({', '.join(names)}) but one pass allows {limit}: "
-                f"rocprofv3 fails with 'Request exceeds the capabilities of the hardware'",
-                file=file, line=lines_of.get(group[0]),
-                fix="split the line; `madengine-rocprof counters check FILE --arch ARCH --pack` prints a valid packing"))
+            errors.append(
+                UserError(
+                    f"pass {i} needs {n} {block} hardware counters on {arch} ({', '.join(names)}) but one pass allows "
+                    f"{limit}: "
+                    f"rocprofv3 fails with 'Request exceeds the capabilities of the hardware'",
+                    file=file,
+                    line=lines_of.get(group[0]),
+                    fix="split the line; `madengine-rocprof counters check FILE --arch ARCH --pack` prints a valid "
+                        "packing",
+                )
+            )
         usage.append(dict(Counter(b for b, _ in events)))
     if errors:
         raise UserErrors(errors)

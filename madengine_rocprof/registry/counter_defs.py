@@ -17,7 +17,19 @@ from madengine_rocprof.errors import UserError
 # Per-pass hardware counter limits per block. gfx90a/gfx942: rocprofiler's documented limits.
 # gfx11 (gfx1100..1102): no published table; we assume the same SQ/GRBM/TA limits as gfx9 and 4 for GL2C
 # (the L2 cache block, like TCC on gfx9). Unknown blocks get UNKNOWN_BLOCK_LIMIT, the smallest limit above.
-_GFX9_LIMITS = {"SQ": 8, "TA": 2, "TD": 2, "TCP": 4, "TCC": 4, "CPC": 2, "CPF": 2, "SPI": 6, "GRBM": 2, "GDS": 4, "TCA": 4}
+_GFX9_LIMITS = {
+    "SQ": 8,
+    "TA": 2,
+    "TD": 2,
+    "TCP": 4,
+    "TCC": 4,
+    "CPC": 2,
+    "CPF": 2,
+    "SPI": 6,
+    "GRBM": 2,
+    "GDS": 4,
+    "TCA": 4,
+}
 _GFX11_LIMITS = {"SQ": 8, "TA": 2, "TD": 2, "GRBM": 2, "GL2C": 4, "GL1C": 4, "GCR": 2, "CPC": 2, "CPF": 2, "SPI": 6}
 UNKNOWN_BLOCK_LIMIT = 2
 _NOT_COUNTERS = {"reduce", "accumulate", "sum", "max", "min", "avr", "HIGH_RES", "LOW_RES", "NONE", "select", "concat"}
@@ -144,17 +156,18 @@ _COMMON_HW = {
            "SQ_WAIT_INST_LDS"),
 }
 # Derived counters and the hardware events they expand to, per architecture.
-_SHARED_DERIVED = {
+Events = tuple[tuple[str, str], ...]  # (block, hardware event) pairs a counter expands to
+_SHARED_DERIVED: dict[str, Events] = {
     "GPU_UTIL": (("GRBM", "GRBM_COUNT"), ("GRBM", "GRBM_GUI_ACTIVE")),
     "OccupancyPercent": (("GRBM", "GRBM_GUI_ACTIVE"), ("SQ", "SQ_WAVE_CYCLES")),
     "LdsLatency": (("SQ", "SQ_INSTS_LDS"), ("SQ", "SQ_INST_LEVEL_LDS")),
     "TA_BUSY_avr": (("TA", "TA_TA_BUSY"),),
 }
-_GFX9_DERIVED = {
+_GFX9_DERIVED: dict[str, Events] = {
     "LDSBankConflict": (("GRBM", "GRBM_GUI_ACTIVE"), ("SQ", "SQ_LDS_BANK_CONFLICT")),
     "MeanOccupancyPerActiveCU": (("SQ", "SQ_BUSY_CU_CYCLES"), ("SQ", "SQ_LEVEL_WAVES")),
 }
-_DERIVED = {
+_DERIVED: dict[str, dict[str, Events]] = {
     "gfx90a": {**_GFX9_DERIVED,
                "FETCH_SIZE": (("TCC", "TCC_EA_RDREQ"), ("TCC", "TCC_EA_RDREQ_32B")),
                "WRITE_SIZE": (("TCC", "TCC_EA_WRREQ"), ("TCC", "TCC_EA_WRREQ_64B"))},
@@ -166,7 +179,7 @@ _DERIVED = {
                 "FETCH_SIZE": tuple(("GL2C", f"GL2C_EA_RDREQ_{n}B") for n in (32, 64, 96, 128)),
                 "WRITE_SIZE": (("GL2C", "GL2C_EA_WRREQ_64B"), ("GL2C", "GL2C_MC_WRREQ"))},
 }
-_FALLBACK: dict[str, dict[str, tuple[tuple[str, str], ...]]] = {
+_FALLBACK: dict[str, dict[str, Events]] = {
     arch: {**{name: ((block, name),) for block, names in _COMMON_HW.items() for name in names},
            **_SHARED_DERIVED, **derived}
     for arch, derived in _DERIVED.items()

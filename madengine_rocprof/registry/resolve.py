@@ -29,7 +29,9 @@ def resolve_tools(context: AdditionalContext, *, wrapper: str = DEFAULT_WRAPPER,
     resolved = []
     for i, ref in enumerate(context.tools):
         if ref.name not in tools:
-            raise unknown_name("tool", ref.name, tools, "madengine-rocprof tools list", file=source, where=f"tools[{i}].name")
+            raise unknown_name(
+                "tool", ref.name, tools, "madengine-rocprof tools list", file=source, where=f"tools[{i}].name"
+            )
         definition = tools[ref.name]
         entry = definition.madengine_entry(wrapper=wrapper, counters_dir=counters_dir)
         resolved.append(ResolvedTool(

@@ -135,7 +135,7 @@ def list_counter_profiles() -> list[CounterProfile]:
 
 
 def register_counter_profile(path: str | os.PathLike[str], archs: list[str] | None = None, catalog=None) -> Path:
-    """Validate a counter file (syntax, and every claimed or given arch against the counter definitions) and store it."""
+    """Validate a counter file (syntax, and every claimed or given arch against the counter definitions); store it."""
     from madengine_rocprof.registry.counter_check import check_counters
     from madengine_rocprof.registry.counter_defs import load_catalog
 

@@ -32,4 +32,4 @@ def load_runs(paths: list[Path]) -> list[RunData]:
         for run_path in expand_runs(Path(path)):
             if run_path.resolve() not in {p.resolve() for p in expanded}:
                 expanded.append(run_path)
-    return [load_run(path, label) for path, label in zip(expanded, _labels(expanded))]
+    return [load_run(path, label) for path, label in zip(expanded, _labels(expanded), strict=True)]

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import datetime
 from pathlib import Path
+from typing import Any
 
 from madengine_rocprof.errors import UserError
+from madengine_rocprof.reports import multinode
 from madengine_rocprof.reports.categories import CATEGORIES, classify
 from madengine_rocprof.reports.model import CounterStats, KernelStats, RunData
 from madengine_rocprof.reports.roles import roles_of
@@ -55,7 +57,7 @@ def derived_metrics(counters: dict[str, CounterStats], time_ns: dict[str, float]
         weights = weights or [1] * len(names)
         if not all(time_ns.get(n) for n in names):
             return None
-        return sum(w * total[n] / time_ns[n] for n, w in zip(names, weights))
+        return sum(w * total[n] / time_ns[n] for n, w in zip(names, weights, strict=True))
 
     for hit, miss in (("TCC_HIT_sum", "TCC_MISS_sum"), ("GL2C_HIT_sum", "GL2C_MISS_sum")):
         if hit in total and miss in total and total[hit] + total[miss] > 0:
@@ -87,12 +89,21 @@ def derived_metrics(counters: dict[str, CounterStats], time_ns: dict[str, float]
     duration = "gpu__time_duration.sum"  # NVIDIA (ncu, converted by the wrapper): bytes and ns in base units
     if duration in total and total[duration] > 0:
         if "dram__bytes_read.sum" in total and "dram__bytes_write.sum" in total:
-            add("achieved DRAM bandwidth", (total["dram__bytes_read.sum"] + total["dram__bytes_write.sum"]) / total[duration],
-                "GB/s", "(dram__bytes_read.sum + dram__bytes_write.sum) / gpu__time_duration.sum")
+            add(
+                "achieved DRAM bandwidth",
+                (total["dram__bytes_read.sum"] + total["dram__bytes_write.sum"]) / total[duration],
+                "GB/s",
+                "(dram__bytes_read.sum + dram__bytes_write.sum) / gpu__time_duration.sum",
+            )
         nv_fp32 = [f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum" for op in ("fadd", "fmul", "ffma")]
         if all(c in total for c in nv_fp32):
             flops = total[nv_fp32[0]] + total[nv_fp32[1]] + 2 * total[nv_fp32[2]]
-            add("FP32 throughput", flops / total[duration], "GFLOP/s", "(fadd + fmul + 2 x ffma thread instructions) / gpu__time_duration.sum")
+            add(
+                "FP32 throughput",
+                flops / total[duration],
+                "GFLOP/s",
+                "(fadd + fmul + 2 x ffma thread instructions) / gpu__time_duration.sum",
+            )
     return out
 
 
@@ -122,10 +133,19 @@ def _performance_from_run_json(run: RunData) -> dict | None:
     if not isinstance(performance, dict) or _number(performance.get("value")) is None:
         return None
     per_token = "token" in str(performance.get("metric", "")).lower()
-    return {"file": "run.json", "model": (run.run_info or {}).get("model"), "version": None, "status": None, "device": None,
-            "tokens_per_second": performance["value"] if per_token else None, "samples_per_second": None,
-            "step_time_ms_median": None, "peak_memory_allocated_bytes": None, "mfu": None,
-            "performance": performance}
+    return {
+        "file": "run.json",
+        "model": (run.run_info or {}).get("model"),
+        "version": None,
+        "status": None,
+        "device": None,
+        "tokens_per_second": performance["value"] if per_token else None,
+        "samples_per_second": None,
+        "step_time_ms_median": None,
+        "peak_memory_allocated_bytes": None,
+        "mfu": None,
+        "performance": performance,
+    }
 
 
 def _number(value):
@@ -140,7 +160,7 @@ def analyze_run(run: RunData) -> dict:
     dispatches = sum(k.calls for k in kernels.values())
     order = (lambda item: (-item[1].total_ns, item[0])) if timed else (lambda item: (-item[1].calls, item[0]))
     rows = sorted(kernels.items(), key=order)
-    kernel_rows = [
+    kernel_rows: list[dict[str, Any]] = [
         {
             "name": name,
             "category": classify(name).category,
@@ -155,7 +175,9 @@ def analyze_run(run: RunData) -> dict:
         }
         for name, k in rows
     ]
-    by_category = {c: {"category": c, "calls": 0, "total_ns": 0, "kernels": 0} for c in CATEGORIES}
+    by_category: dict[str, dict[str, Any]] = {
+        c: {"category": c, "calls": 0, "total_ns": 0, "kernels": 0} for c in CATEGORIES
+    }
     for row in kernel_rows:
         entry = by_category[row["category"]]
         entry["calls"] += row["calls"]
@@ -178,12 +200,18 @@ def analyze_run(run: RunData) -> dict:
         if values:
             kernel_counters[name] = values
 
-    spans = [s.last_end_ns - s.first_start_ns for s in run.timing if s.first_start_ns is not None and s.last_end_ns is not None]
+    spans = [
+        s.last_end_ns - s.first_start_ns
+        for s in run.timing
+        if s.first_start_ns is not None and s.last_end_ns is not None
+    ]
     fmts = sorted({s.fmt for s in run.timing})
     notes = list(run.notes)
     manifest = run.manifest or {}
     if isinstance(manifest.get("dispatch_count"), int) and run.timing and manifest["dispatch_count"] != dispatches:
-        notes.append(f"the wrapper's manifest says {manifest['dispatch_count']} dispatches, the files hold {dispatches}")
+        notes.append(
+            f"the wrapper's manifest says {manifest['dispatch_count']} dispatches, the files hold {dispatches}"
+        )
     if any(s.cpu_operators for s in run.timing):
         notes.append("no GPU: the embedded tracer recorded CPU operators; nested operators are all listed, "
                      "so their times overlap and the total exceeds the wall time")
@@ -200,13 +228,20 @@ def analyze_run(run: RunData) -> dict:
         "outcome": manifest.get("outcome"),
         "run_status": (run.run_info or {}).get("status"),
         "sources": [
-            {"file": s.rel, "format": s.fmt, "origin": s.process, "pass": s.pass_id,
-             "dispatches": s.dispatches,
-             "gpu_time_ns": None if s.counter_time == "untimed" else sum(k.total_ns for k in s.kernels.values()),
-             "kernel_time_from": KERNEL_TIME_FROM[s.counter_time]}
+            {
+                "file": s.rel,
+                "format": s.fmt,
+                "origin": s.process,
+                "pass": s.pass_id,
+                "dispatches": s.dispatches,
+                "gpu_time_ns": None if s.counter_time == "untimed" else sum(k.total_ns for k in s.kernels.values()),
+                "kernel_time_from": KERNEL_TIME_FROM[s.counter_time],
+            }
             for s in run.timing
         ],
-        "counter_sources": [{"file": s.rel, "format": s.fmt, "origin": s.process, "pass": s.pass_id} for s in run.counters],
+        "counter_sources": [
+            {"file": s.rel, "format": s.fmt, "origin": s.process, "pass": s.pass_id} for s in run.counters
+        ],
         "skipped_sources": [{"file": s.rel, "format": s.fmt, "pass": s.pass_id} for s in run.skipped_timing],
         "notes": notes,
         "summary": {
@@ -230,6 +265,7 @@ def analyze_run(run: RunData) -> dict:
             {"direction": d, "calls": c.calls, "total_ns": c.total_ns} for d, c in sorted(run.copies.items())
         ],
         "workload": _workload_summary(run),
+        "multi_node": multinode.analyze(run),
     }
 
 
@@ -276,21 +312,25 @@ def compare(runs: list[dict], baseline: dict) -> list[dict]:
     for run in runs:
         summary, work = run["summary"], run["workload"] or {}
         gpu = summary["gpu_time_ns"] if summary["has_kernel_data"] else None
-        rows.append({
-            "label": run["label"],
-            "baseline": run is baseline,
-            "dispatches": summary["dispatches"] if summary["has_kernel_data"] else None,
-            "unique_kernels": summary["unique_kernels"] if summary["has_kernel_data"] else None,
-            "gpu_time_ns": gpu,
-            "gpu_time_speedup": _ratio(base_gpu, gpu),
-            "cpu_operators": summary.get("cpu_operators", False),
-            "top_kernel": run["kernels"][0]["name"] if run["kernels"] else None,
-            "tokens_per_second": work.get("tokens_per_second"),
-            "throughput_speedup": _ratio(work.get("tokens_per_second"), base_work.get("tokens_per_second")),
-            "peak_memory_allocated_bytes": work.get("peak_memory_allocated_bytes"),
-            "memory_vs_baseline": _ratio(work.get("peak_memory_allocated_bytes"), base_work.get("peak_memory_allocated_bytes")),
-            "status": run.get("run_status") or work.get("status") or run.get("outcome"),
-        })
+        rows.append(
+            {
+                "label": run["label"],
+                "baseline": run is baseline,
+                "dispatches": summary["dispatches"] if summary["has_kernel_data"] else None,
+                "unique_kernels": summary["unique_kernels"] if summary["has_kernel_data"] else None,
+                "gpu_time_ns": gpu,
+                "gpu_time_speedup": _ratio(base_gpu, gpu),
+                "cpu_operators": summary.get("cpu_operators", False),
+                "top_kernel": run["kernels"][0]["name"] if run["kernels"] else None,
+                "tokens_per_second": work.get("tokens_per_second"),
+                "throughput_speedup": _ratio(work.get("tokens_per_second"), base_work.get("tokens_per_second")),
+                "peak_memory_allocated_bytes": work.get("peak_memory_allocated_bytes"),
+                "memory_vs_baseline": _ratio(
+                    work.get("peak_memory_allocated_bytes"), base_work.get("peak_memory_allocated_bytes")
+                ),
+                "status": run.get("run_status") or work.get("status") or run.get("outcome"),
+            }
+        )
     return rows
 
 

@@ -4,8 +4,8 @@ All of them stream: a 1,000,000-row kernel trace is aggregated per kernel name w
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from madengine_rocprof.reports.csv_tables import open_table, parse_int, parse_number
 from madengine_rocprof.reports.model import CopyStats, CounterSource, CounterStats, KernelStats, TimingSource
@@ -13,7 +13,7 @@ from madengine_rocprof.reports.model import CopyStats, CounterSource, CounterSta
 NAME = ("Kernel_Name", "KernelName")
 START = ("Start_Timestamp", "BeginNs", "start")
 END = ("End_Timestamp", "EndNs", "end")
-TRACK = {
+TRACK: dict[str, tuple[str, ...]] = {
     "agent": ("Agent_Id", "gpu-id", "agent_abs_index"),
     "queue": ("Stream_Id", "Queue_Id", "queue-id"),
 }

@@ -8,9 +8,9 @@ columns and rows whose field count differs from the header are errors, never sil
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from madengine_rocprof.errors import UserError
 
@@ -85,7 +85,8 @@ def open_table(path: Path, required: dict[str, tuple[str, ...]], optional: dict[
     `required` and `optional` map our name -> accepted header names (compared normalized).
     """
     try:
-        fh = open(path, newline="", encoding="utf-8", errors="replace")
+        # opened before the `with` so that only open() errors become "cannot read"
+        fh = open(path, newline="", encoding="utf-8", errors="replace")  # noqa: SIM115
     except OSError as err:
         raise UserError(f"cannot read: {err.strerror}", file=str(path)) from None
     with fh:
@@ -99,7 +100,8 @@ def open_table(path: Path, required: dict[str, tuple[str, ...]], optional: dict[
                 "empty file: no CSV header",
                 file=str(path),
                 line=1,
-                fix="the profiler was interrupted while writing; re-run it (rocprofv3 writes no file at all when nothing was captured)",
+                fix="the profiler was interrupted while writing; re-run it (rocprofv3 writes no file at all when "
+                    "nothing was captured)",
             )
         positions = {normalize(name): i for i, name in reversed(list(enumerate(header)))}
         index: dict[str, int | None] = {}
@@ -126,7 +128,9 @@ def parse_number(table: Table, text: str, column: str) -> float:
     try:
         return float(text)
     except ValueError:
-        raise table.error(f"column {column}: {text!r} is not a number", fix="the file is corrupt; re-run the profiler") from None
+        raise table.error(
+            f"column {column}: {text!r} is not a number", fix="the file is corrupt; re-run the profiler"
+        ) from None
 
 
 def parse_int(table: Table, text: str, column: str) -> int:

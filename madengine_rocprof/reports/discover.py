@@ -31,10 +31,18 @@ FORMATS = {
     file_kinds.ROCPD: "rocpd",
 }
 # lower number = richer source; the richest per process is counted
-PRIORITY = {"rocprofv3-csv": 0, "rocpd": 1, "rocprofv3-json": 2, "legacy-csv": 3, "rocprofv3-stats": 4, "legacy-stats": 5}
+PRIORITY = {
+    "rocprofv3-csv": 0,
+    "rocpd": 1,
+    "rocprofv3-json": 2,
+    "legacy-csv": 3,
+    "rocprofv3-stats": 4,
+    "legacy-stats": 5,
+}
 PASS_DIR = re.compile(r"^(pmc|pass)_(\d+)$")
 RUN_FILES = ("workload_result.json", "run.json", "manifest.json")
-LOOKED_FOR = "*kernel_trace.csv, *kernel_stats.csv, *counter_collection.csv, *results.json, *results.db, legacy results.csv / results.stats.csv"
+LOOKED_FOR = ("*kernel_trace.csv, *kernel_stats.csv, *counter_collection.csv, *results.json, *results.db, "
+              "legacy results.csv / results.stats.csv")
 
 
 def classify(path: Path) -> str | None:
@@ -49,9 +57,9 @@ def classify(path: Path) -> str | None:
         header = {normalize(h) for h in read_header(path)}
         if {"kernelname", "beginns", "endns"} <= header:
             return "legacy-csv"
-        if name.endswith(".stats.csv") and {"name", "calls", "totaldurationns"} <= header:
-            if not any(name.endswith(s) for s in (".hip_stats.csv", ".copy_stats.csv", ".hsa_stats.csv")):
-                return "legacy-stats"
+        if (name.endswith(".stats.csv") and {"name", "calls", "totaldurationns"} <= header
+                and not any(name.endswith(s) for s in (".hip_stats.csv", ".copy_stats.csv", ".hsa_stats.csv"))):
+            return "legacy-stats"
     return None
 
 
@@ -72,7 +80,10 @@ def _pass_id(rel: Path) -> str | None:
 def _pass_order(pass_id: str | None) -> tuple:
     if pass_id is None:
         return (0, "", 0)
-    kind, number = PASS_DIR.match(pass_id).groups()
+    match = PASS_DIR.match(pass_id)
+    if match is None:  # not a pass folder name: sorts after the numbered passes
+        return (2, pass_id, 0)
+    kind, number = match.groups()
     return (1, kind, int(number))
 
 
@@ -151,7 +162,11 @@ def load_run(path: Path, label: str) -> RunData:
             f"no profiler output found below {path}",
             file=str(path),
             fix=f"pass a directory that holds profiler output; looked for {LOOKED_FOR}"
-            + (" (the wrapper's manifest.json says outcome=" + str(run.manifest.get("outcome")) + ")" if run.manifest else ""),
+            + (
+                " (the wrapper's manifest.json says outcome=" + str(run.manifest.get("outcome")) + ")"
+                if run.manifest
+                else ""
+            ),
         )
     return run
 
@@ -180,12 +195,15 @@ def _choose_timing(run: RunData, timing: list[TimingSource]) -> None:
     skipped_passes = sorted({s.pass_id for s in run.skipped_timing if s.pass_id != first_pass}, key=_pass_order)
     if skipped_passes:
         run.notes.append(
-            f"kernel times are from {first_pass or 'the top level'}; {', '.join(skipped_passes)} re-ran the workload "
+            f"kernel times are from {first_pass or 'the top level'}; "
+            f"{', '.join(p or 'the top level' for p in skipped_passes)} re-ran the workload "
             "to collect other counters, so their kernel times are not added"
         )
     duplicates = [s.rel for s in run.skipped_timing if s.pass_id == first_pass]
     if duplicates:
-        run.notes.append(f"also read, not counted again (the same process's kernels, in a poorer format): {', '.join(duplicates)}")
+        run.notes.append(
+            f"also read, not counted again (the same process's kernels, in a poorer format): {', '.join(duplicates)}"
+        )
 
 
 def derive_timing_from_counters(run: RunData) -> None:
@@ -197,10 +215,7 @@ def derive_timing_from_counters(run: RunData) -> None:
     candidates = [s for s in run.counters if s.fmt == "counters-csv" and s.dispatch_kernels]
     if not candidates:
         return
-    if run.timing:
-        chosen_pass = run.timing[0].pass_id
-    else:
-        chosen_pass = min((s.pass_id for s in candidates), key=_pass_order)
+    chosen_pass = run.timing[0].pass_id if run.timing else min((s.pass_id for s in candidates), key=_pass_order)
     have_trace = {s.process for s in run.timing}
     derived = [s for s in candidates if s.pass_id == chosen_pass and s.process not in have_trace]
     for counter in derived:
@@ -217,7 +232,7 @@ def derive_timing_from_counters(run: RunData) -> None:
     if other_passes:
         run.notes.append(
             f"dispatches are counted from the counter collection of {chosen_pass or 'the top level'} only; "
-            f"{', '.join(other_passes)} re-ran the same dispatches to read other counters"
+            f"{', '.join(p or 'the top level' for p in other_passes)} re-ran the same dispatches to read other counters"
         )
 
 

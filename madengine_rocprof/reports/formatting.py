@@ -45,8 +45,17 @@ def text(value) -> str:
 
 
 # a table column's format (sections.Format) -> how its values are written; `kernel` is the renderers' own
-FORMATS = {"text": text, "label": text, "count": count, "ms": ms, "us": us, "pct": pct, "number": number, "times": times,
-           "gib": gib}
+FORMATS = {
+    "text": text,
+    "label": text,
+    "count": count,
+    "ms": ms,
+    "us": us,
+    "pct": pct,
+    "number": number,
+    "times": times,
+    "gib": gib,
+}
 
 
 def shorten(name: str, width: int) -> str:
@@ -59,7 +68,9 @@ def shorten(name: str, width: int) -> str:
 
 
 _QUALIFIER = re.compile(r"\(anonymous namespace\)::|\b[A-Za-z_]\w*::")
-_PLAIN = r"(?:(?:const |unsigned )?(?:float|double|half|Half|BFloat16|bfloat16|int|long|short|char|bool|\d+u?l?l?)\s*\**)"
+_PLAIN = (
+    r"(?:(?:const |unsigned )?(?:float|double|half|Half|BFloat16|bfloat16|int|long|short|char|bool|\d+u?l?l?)\s*\**)"
+)
 _PLAIN_TEMPLATE = re.compile(rf"<{_PLAIN}(?:,\s*{_PLAIN})*>")
 
 

@@ -1,4 +1,5 @@
-"""Render the report's sections (sections.py) as one self-contained HTML page: inline CSS and SVG, no scripts, no network."""
+"""Render the report's sections (sections.py) as one self-contained HTML page: inline CSS and SVG, no scripts,
+no network."""
 from __future__ import annotations
 
 import re
@@ -9,14 +10,18 @@ from madengine_rocprof.reports.formatting import FORMATS, shorten
 from madengine_rocprof.reports.svg import CATEGORY_COLORS, hbars, stacked_hbars
 
 CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1100px;padding:0 16px;color:#1f2328}
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1100px;
+padding:0 16px;color:#1f2328}
 h1{font-size:1.6em;margin-bottom:4px}h2{border-bottom:1px solid #d0d7de;padding-bottom:4px;margin-top:36px}
 h3{margin-top:24px;font-size:1.05em}
 table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}
 th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:right;vertical-align:top}
-th{background:#f6f8fa}td.l,th.l{text-align:left}td.name{text-align:left;font-family:ui-monospace,Menlo,Consolas,monospace;max-width:520px;word-break:break-all}
-tr.base td{background:#fff8c5}.meta{color:#57606a;font-size:13px;margin:2px 0}.note{color:#9a6700;font-size:13px}.fact{margin:4px 0}
-.chart{max-width:100%;height:auto;display:block;margin:8px 0}.swatch{display:inline-block;width:10px;height:10px;margin-right:6px;border-radius:2px}
+th{background:#f6f8fa}td.l,th.l{text-align:left}
+td.name{text-align:left;font-family:ui-monospace,Menlo,Consolas,monospace;max-width:520px;word-break:break-all}
+tr.base td{background:#fff8c5}.meta{color:#57606a;font-size:13px;margin:2px 0}.note{color:#9a6700;font-size:13px}
+.fact{margin:4px 0}
+.chart{max-width:100%;height:auto;display:block;margin:8px 0}
+.swatch{display:inline-block;width:10px;height:10px;margin-right:6px;border-radius:2px}
 """
 
 
@@ -33,12 +38,14 @@ def _table(block: sections.Table, name_width: int) -> str:
     body = []
     for n, row in enumerate(block.rows):
         cells = []
-        for i, (column, value) in enumerate(zip(block.columns, row)):
+        for i, (column, value) in enumerate(zip(block.columns, row, strict=True)):
             if column.format == "kernel":
                 cells.append(f'<td class="name" title="{escape(value)}">{escape(shorten(value, name_width))}</td>')
             else:
                 text = escape(FORMATS[column.format](value))
-                cells.append(f'<td class="l">{text}</td>' if i == 0 or column.format in ("text", "label") else f"<td>{text}</td>")
+                cells.append(
+                    f'<td class="l">{text}</td>' if i == 0 or column.format in ("text", "label") else f"<td>{text}</td>"
+                )
         row_class = ' class="base"' if block.marked and block.marked[n] else ""
         body.append(f"<tr{row_class}>{''.join(cells)}</tr>")
     note = f"<p class='meta'>{_inline(block.note)}</p>" if block.note else ""
@@ -78,7 +85,8 @@ def render(report: dict, top: int = 15, name_width: int = 240) -> str:
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-        f"<title>Profiling report: {escape(', '.join(r['label'] for r in runs))}</title><style>{CSS}</style></head><body>",
+        f"<title>Profiling report: {escape(', '.join(r['label'] for r in runs))}</title>"
+        f"<style>{CSS}</style></head><body>",
         "<h1>Profiling report</h1>",
         f"<p class='meta'>{len(runs)} run(s), baseline <b>{escape(report['baseline'])}</b>, generated "
         f"{escape(report['generated_at'])} by madengine-rocprof report. Kernel time is the sum of kernel durations on "

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports.model import KernelStats, TimingSource

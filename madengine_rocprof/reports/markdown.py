@@ -24,8 +24,8 @@ def _table(block: sections.Table, name_width: int) -> list[str]:
             return shorten(display_name(value), name_width)
         return FORMATS[column.format](value)
 
-    rows = [[fmt(c, v) for c, v in zip(block.columns, row)] for row in block.rows]
-    for row, marked in zip(rows, block.marked or []):
+    rows = [[fmt(c, v) for c, v in zip(block.columns, row, strict=True)] for row in block.rows]
+    for row, marked in zip(rows, block.marked or [], strict=False):
         if marked:
             row[0] += " (baseline)"
     out = table([c.title for c in block.columns], rows)

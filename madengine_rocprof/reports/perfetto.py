@@ -22,7 +22,7 @@ def has_timeline(run: RunData) -> bool:
 def write_trace(run: RunData, path: Path) -> int:
     """Write the trace; returns the number of dispatch events written."""
     sources = [s for s in run.timing if s.has_timeline]
-    origin = min(s.first_start_ns for s in sources)
+    origin = min(s.first_start_ns or 0 for s in sources)  # a source with a timeline has a first start
     events = 0
     with atomic_writer(path) as fh:
         fh.write('{"displayTimeUnit":"ns","otherData":' + json.dumps({"run": run.label, "path": str(run.path),
@@ -35,7 +35,15 @@ def write_trace(run: RunData, path: Path) -> int:
             first = False
 
         for pid, source in enumerate(sources, start=1):
-            emit({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": f"{run.label}: {source.process}"}})
+            emit(
+                {
+                    "name": "process_name",
+                    "ph": "M",
+                    "pid": pid,
+                    "tid": 0,
+                    "args": {"name": f"{run.label}: {source.process}"},
+                }
+            )
             tracks: dict[str, int] = {}
             for name, start, end, track in iter_dispatches(source):
                 tid = tracks.get(track)

@@ -6,9 +6,9 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports.model import CounterSource, CounterStats, KernelStats, TimingSource
@@ -48,7 +48,9 @@ def read_rocpd_kernels(src: TimingSource) -> TimingSource:
             ).fetchall()
             for name, calls, total, low, high, first, last in rows:
                 if low is not None and low < 0:
-                    raise UserError(f"kernel {name!r} has end before start", file=str(src.path), where="kernels", fix=FIX)
+                    raise UserError(
+                        f"kernel {name!r} has end before start", file=str(src.path), where="kernels", fix=FIX
+                    )
                 src.kernels[str(name)] = KernelStats(calls, total, low, high)
                 src.dispatches += calls
                 src.first_start_ns = first if src.first_start_ns is None else min(first, src.first_start_ns)
@@ -71,7 +73,9 @@ def iter_rocpd(path: Path) -> Iterator[tuple[str, int, int, str]]:
         columns = _columns(con, "kernels")
         agent = "agent_abs_index" if "agent_abs_index" in columns else "NULL"
         queue = "queue_id" if "queue_id" in columns else ("stream_id" if "stream_id" in columns else "NULL")
-        for name, start, end, a, q in con.execute(f"SELECT name, start, `end`, {agent}, {queue} FROM kernels ORDER BY start"):
+        for name, start, end, a, q in con.execute(
+            f"SELECT name, start, `end`, {agent}, {queue} FROM kernels ORDER BY start"
+        ):
             yield str(name), int(start), int(end), f"agent {a} queue {q}"
 
 

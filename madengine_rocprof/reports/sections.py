@@ -9,8 +9,9 @@ To add a section, write a function `(run, top) -> Section | None` (per run) or `
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Union
+from typing import Literal
 
 from madengine_rocprof.reports.categories import CATEGORIES
 from madengine_rocprof.reports.formatting import DASH, count, display_name, gib, ms, number, pct, times
@@ -61,7 +62,7 @@ class Stacked:
     normalize: bool = False
 
 
-Block = Union[Lines, Table, Bars, Stacked]
+Block = Lines | Table | Bars | Stacked
 
 
 @dataclass
@@ -81,7 +82,7 @@ def category_table(runs: list[dict]) -> Table:
     totals = [{c["category"]: c["total_ns"] for c in r["categories"]} for r in runs]
     present = [name for name in CATEGORIES if any(t.get(name) for t in totals)]
     return Table([Column("run", "label")] + [Column(name, "ms") for name in present],
-                 [[r["label"]] + [t.get(name, 0) for name in present] for r, t in zip(runs, totals)])
+                 [[r["label"]] + [t.get(name, 0) for name in present] for r, t in zip(runs, totals, strict=True)])
 
 
 def _category_segments(run: dict) -> list[tuple[str, float]]:
@@ -99,18 +100,40 @@ def comparison(report: dict, top: int) -> Section | None:
         return None
     rows = report["comparison"]
     section = Section(f"Comparison (baseline: {report['baseline']})", level=2, anchor="comparison")
-    section.blocks.append(Table(
-        [Column("run", "label"), Column("dispatches", "count"), Column("unique kernels", "count"),
-         Column("GPU time (ms)"), Column("GPU-time speedup", "times"), Column("tokens/s", "number"),
-         Column("throughput speedup", "times"), Column("peak memory (GiB)", "gib"),
-         Column("memory vs baseline", "times"), Column("status")],
-        [[r["label"], r["dispatches"], r["unique_kernels"], ms(r["gpu_time_ns"]) + (" (CPU ops)" if r["cpu_operators"] else ""),
-          r["gpu_time_speedup"], r["tokens_per_second"], r["throughput_speedup"], r["peak_memory_allocated_bytes"],
-          r["memory_vs_baseline"], r["status"] or DASH] for r in rows],
-        marked=[r["baseline"] for r in rows],
-        note="Speedups are baseline / run for GPU time and run / baseline for tokens/s (above 1x is faster). "
-             "GPU time is the sum of kernel durations (kernels that overlap count in full).",
-    ))
+    section.blocks.append(
+        Table(
+            [
+                Column("run", "label"),
+                Column("dispatches", "count"),
+                Column("unique kernels", "count"),
+                Column("GPU time (ms)"),
+                Column("GPU-time speedup", "times"),
+                Column("tokens/s", "number"),
+                Column("throughput speedup", "times"),
+                Column("peak memory (GiB)", "gib"),
+                Column("memory vs baseline", "times"),
+                Column("status"),
+            ],
+            [
+                [
+                    r["label"],
+                    r["dispatches"],
+                    r["unique_kernels"],
+                    ms(r["gpu_time_ns"]) + (" (CPU ops)" if r["cpu_operators"] else ""),
+                    r["gpu_time_speedup"],
+                    r["tokens_per_second"],
+                    r["throughput_speedup"],
+                    r["peak_memory_allocated_bytes"],
+                    r["memory_vs_baseline"],
+                    r["status"] or DASH,
+                ]
+                for r in rows
+            ],
+            marked=[r["baseline"] for r in rows],
+            note="Speedups are baseline / run for GPU time and run / baseline for tokens/s (above 1x is faster). "
+            "GPU time is the sum of kernel durations (kernels that overlap count in full).",
+        )
+    )
     return section
 
 
@@ -118,8 +141,15 @@ def category_comparison(report: dict, top: int) -> Section | None:
     timed = _timed(report["runs"])
     if not timed or not _compares(report):
         return None
-    section = Section("Kernel time by category (ms)", blocks=[
-        Stacked([(r["label"], _category_segments(r)) for r in timed], [f"{ms(r['summary']['gpu_time_ns'])} ms" for r in timed])])
+    section = Section(
+        "Kernel time by category (ms)",
+        blocks=[
+            Stacked(
+                [(r["label"], _category_segments(r)) for r in timed],
+                [f"{ms(r['summary']['gpu_time_ns'])} ms" for r in timed],
+            )
+        ],
+    )
     if len(timed) > 1:
         section.blocks.append(category_table(timed))
     return section
@@ -164,14 +194,18 @@ def run_header(run: dict, top: int) -> Section:
         facts.append(
             f"workload: {w['model'] or DASH} {w['version'] or ''} on {w['device'] or DASH}: "
             f"**{number(w['tokens_per_second'])} tokens/s**, step {number(w['step_time_ms_median'])} ms (median), "
-            f"peak memory {gib(w['peak_memory_allocated_bytes'])} GiB, MFU {pct(w['mfu'])}, status {w['status'] or DASH}")
+            f"peak memory {gib(w['peak_memory_allocated_bytes'])} GiB, MFU {pct(w['mfu'])}, "
+            f"status {w['status'] or DASH}"
+        )
     if summary["has_kernel_data"]:
         origins = sorted({s["origin"] for s in run["sources"]})
         facts.append(
-            f"**{count(summary['dispatches'])}** kernel dispatches, **{count(summary['unique_kernels'])}** unique kernels, "
+            f"**{count(summary['dispatches'])}** kernel dispatches, "
+            f"**{count(summary['unique_kernels'])}** unique kernels, "
             f"**{ms(summary['gpu_time_ns'])} ms** kernel time (sum of durations), from {len(run['sources'])} file(s) "
             f"({', '.join(f'`{s}`' for s in sorted({s['file'] for s in run['sources']}))}; "
-            f"{', '.join(summary['timing_formats'])}) of {len(origins)} process(es): {', '.join(origins)}")
+            f"{', '.join(summary['timing_formats'])}) of {len(origins)} process(es): {', '.join(origins)}"
+        )
         if summary.get("busy_ns") is not None:
             facts.append(f"GPU busy {ms(summary['busy_ns'])} ms (union of kernel intervals per device), idle "
                          f"{ms(summary['idle_ns'])} ms ({pct(summary['idle_share'])} of the devices' spans)")
@@ -193,16 +227,52 @@ def top_kernels(run: dict, top: int) -> Section | None:
         return Section(f"Top {len(kernels)} kernels by calls", blocks=[Table(
             [Column("#"), Column("kernel", "kernel"), Column("category"), Column("calls", "count")],
             [[i + 1, k["name"], k["category"], k["calls"]] for i, k in enumerate(kernels)])])
-    return Section(f"Top {len(kernels)} kernels by total time", blocks=[
-        Bars([(display_name(k["name"]), k["total_ns"] / 1e6, f"{ms(k['total_ns'])} ms ({pct(k['share'])})", k["category"],
-               f"{k['name']}\n{k['category']}, {count(k['calls'])} calls, {ms(k['total_ns'])} ms") for k in kernels],
-             width=1000, max_label_chars=64),
-        Table([Column("#"), Column("kernel", "kernel"), Column("category"), Column("calls", "count"),
-               Column("total (ms)", "ms"), Column("avg (us)", "us"), Column("min (us)", "us"), Column("max (us)", "us"),
-               Column("share", "pct")],
-              [[i + 1, k["name"], k["category"], k["calls"], k["total_ns"], k["average_ns"], k["min_ns"], k["max_ns"],
-                k["share"]] for i, k in enumerate(kernels)]),
-    ])
+    return Section(
+        f"Top {len(kernels)} kernels by total time",
+        blocks=[
+            Bars(
+                [
+                    (
+                        display_name(k["name"]),
+                        k["total_ns"] / 1e6,
+                        f"{ms(k['total_ns'])} ms ({pct(k['share'])})",
+                        k["category"],
+                        f"{k['name']}\n{k['category']}, {count(k['calls'])} calls, {ms(k['total_ns'])} ms",
+                    )
+                    for k in kernels
+                ],
+                width=1000,
+                max_label_chars=64,
+            ),
+            Table(
+                [
+                    Column("#"),
+                    Column("kernel", "kernel"),
+                    Column("category"),
+                    Column("calls", "count"),
+                    Column("total (ms)", "ms"),
+                    Column("avg (us)", "us"),
+                    Column("min (us)", "us"),
+                    Column("max (us)", "us"),
+                    Column("share", "pct"),
+                ],
+                [
+                    [
+                        i + 1,
+                        k["name"],
+                        k["category"],
+                        k["calls"],
+                        k["total_ns"],
+                        k["average_ns"],
+                        k["min_ns"],
+                        k["max_ns"],
+                        k["share"],
+                    ]
+                    for i, k in enumerate(kernels)
+                ],
+            ),
+        ],
+    )
 
 
 def categories(run: dict, top: int) -> Section | None:
@@ -222,18 +292,54 @@ def timeline(run: dict, top: int) -> Section | None:
     rows = run.get("timeline") or []
     if not rows:
         return None
-    return Section("GPU busy time per process and device", blocks=[
-        Lines(["busy = union of kernel intervals on the device; idle = span (first start to last end) - busy; "
-               "overlap = time when compute kernels and communication/memory-copy kernels ran at once "
-               "(compute busy + communication/copy busy - busy); sum = sum of kernel durations"], kind="meta"),
-        Table([Column("process"), Column("rank"), Column("device"), Column("dispatches", "count"),
-               Column("span (ms)", "ms"), Column("busy (ms)", "ms"), Column("idle (ms)", "ms"), Column("idle", "pct"),
-               Column("sum of durations (ms)", "ms"), Column("compute busy (ms)", "ms"),
-               Column("comm/copy busy (ms)", "ms"), Column("overlap (ms)", "ms"), Column("comm/copy overlapped", "pct")],
-              [[t["origin"], DASH if t["rank"] is None else t["rank"], t["device"], t["dispatches"], t["span_ns"],
-                t["busy_ns"], t["idle_ns"], t["idle_share"], t["kernel_time_sum_ns"], t["compute_busy_ns"],
-                t["comm_busy_ns"], t["overlap_ns"], t["overlap_share"]] for t in rows]),
-    ])
+    return Section(
+        "GPU busy time per process and device",
+        blocks=[
+            Lines(
+                [
+                    "busy = union of kernel intervals on the device; idle = span (first start to last end) - busy; "
+                    "overlap = time when compute kernels and communication/memory-copy kernels ran at once "
+                    "(compute busy + communication/copy busy - busy); sum = sum of kernel durations"
+                ],
+                kind="meta",
+            ),
+            Table(
+                [
+                    Column("process"),
+                    Column("rank"),
+                    Column("device"),
+                    Column("dispatches", "count"),
+                    Column("span (ms)", "ms"),
+                    Column("busy (ms)", "ms"),
+                    Column("idle (ms)", "ms"),
+                    Column("idle", "pct"),
+                    Column("sum of durations (ms)", "ms"),
+                    Column("compute busy (ms)", "ms"),
+                    Column("comm/copy busy (ms)", "ms"),
+                    Column("overlap (ms)", "ms"),
+                    Column("comm/copy overlapped", "pct"),
+                ],
+                [
+                    [
+                        t["origin"],
+                        DASH if t["rank"] is None else t["rank"],
+                        t["device"],
+                        t["dispatches"],
+                        t["span_ns"],
+                        t["busy_ns"],
+                        t["idle_ns"],
+                        t["idle_share"],
+                        t["kernel_time_sum_ns"],
+                        t["compute_busy_ns"],
+                        t["comm_busy_ns"],
+                        t["overlap_ns"],
+                        t["overlap_share"],
+                    ]
+                    for t in rows
+                ],
+            ),
+        ],
+    )
 
 
 COUNTER_ROWS = 25  # counters listed per run in Markdown/HTML; the JSON report has all of them
@@ -275,8 +381,15 @@ def memory_copies(run: dict, top: int) -> Section | None:
 # sections across runs (shown once, before the runs), then per run, in page order
 REPORT_SECTIONS: list[Callable[[dict, int], Section | None]] = [comparison, category_comparison, role_comparison,
                                                                  throughput]
+def multi_node(run: dict, top: int) -> Section | None:
+    """Per node, per rank and stragglers: reports/multinode.py (imported here: it builds on the classes above)."""
+    from madengine_rocprof.reports import multinode
+
+    return multinode.section(run, top)
+
+
 RUN_SECTIONS: list[Callable[[dict, int], Section | None]] = [run_header, top_kernels, categories, timeline, counters,
-                                                              memory_copies]
+                                                              memory_copies, multi_node]
 
 
 def build(report: dict, top: int) -> list[Section]:

@@ -12,7 +12,7 @@ from madengine_rocprof.reports.formatting import shorten
 
 # Okabe-Ito palette: distinguishable with the common colour-vision deficiencies
 CATEGORY_COLORS = dict(zip(CATEGORIES, ("#0072B2", "#E69F00", "#009E73", "#56B4E9", "#F0E442", "#882255", "#CC79A7",
-                                         "#D55E00", "#999999")))
+                                         "#D55E00", "#999999"), strict=True))
 CHAR_PX = 7.5  # glyph width of the 12px monospace chart font (7.2 px) plus a margin, for laying out labels
 FONT = 'font-family="ui-monospace,Menlo,Consolas,monospace" font-size="12"'
 
@@ -25,7 +25,9 @@ def _clip(text: str, max_chars: int) -> str:
     return shorten(text, max_chars)
 
 
-def hbars(items: list[tuple[str, float, str, str, str]], width: int = 900, max_label_chars: int = 48, bar_height: int = 20) -> str:
+def hbars(
+    items: list[tuple[str, float, str, str, str]], width: int = 900, max_label_chars: int = 48, bar_height: int = 20
+) -> str:
     """Horizontal bars: items are (label, value, value text, colour, hover title)."""
     if not items:
         return ""
@@ -41,8 +43,9 @@ def hbars(items: list[tuple[str, float, str, str, str]], width: int = 900, max_l
         w = max(plot_w * value / top, 1 if value > 0 else 0)
         mid = y + bar_height / 2 + 4
         parts.append(
-            f'<g><title>{escape(title)}</title>'
-            f'<text x="{label_w - 8:.1f}" y="{mid:.1f}" text-anchor="end">{escape(_clip(label, max_label_chars))}</text>'
+            f"<g><title>{escape(title)}</title>"
+            f'<text x="{label_w - 8:.1f}" y="{mid:.1f}" '
+            f'text-anchor="end">{escape(_clip(label, max_label_chars))}</text>'
             f'<rect x="{label_w:.1f}" y="{y}" width="{w:.1f}" height="{bar_height}" fill="{color}" rx="2"/>'
             f'<text x="{label_w + w + 6:.1f}" y="{mid:.1f}">{escape(text)}</text></g>'
         )
@@ -78,7 +81,7 @@ def stacked_hbars(rows: list[tuple[str, list[tuple[str, float, str]]]], value_te
     legend_h = 20 * (line + 1) + 8
     height = len(rows) * (bar_height + gap) + gap + legend_h
     parts = [f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" {FONT}>']
-    for n, ((label, segs), total, text) in enumerate(zip(rows, totals, value_text)):
+    for n, ((label, segs), total, text) in enumerate(zip(rows, totals, value_text, strict=True)):
         y = gap + n * (bar_height + gap)
         scale = plot_w / (total if normalize and total else top)
         x = label_w

@@ -124,11 +124,14 @@ def distributed_env(ctx: AdditionalContext) -> dict[str, str]:
     if dist is None or not dist.launcher:
         return {}
     if dist.launcher != "torchrun":
-        raise UserError(f"launcher '{dist.launcher}' is not supported by madengine-rocprof run", where="distributed.launcher",
-                        fix='use "torchrun" (one node)')
+        raise UserError(
+            f"launcher '{dist.launcher}' is not supported by madengine-rocprof run",
+            where="distributed.launcher",
+            fix='use "torchrun" (one node)',
+        )
     if (dist.nnodes or 1) != 1:
         raise UserError(f"nnodes {dist.nnodes}: madengine-rocprof run drives one node", where="distributed.nnodes",
-                        fix="use madengine with a slurm/k8s block for several nodes, or set nnodes to 1")
+                        fix="use --runner slurm (with a slurm block) for several nodes, or set nnodes to 1")
     if dist.nproc_per_node and ctx.gpus_per_node and dist.nproc_per_node != ctx.gpus_per_node:
         raise UserError(f"gpus_per_node {ctx.gpus_per_node} and distributed.nproc_per_node {dist.nproc_per_node} differ: "
                         "madengine would start gpus_per_node ranks, madengine-rocprof nproc_per_node", where="gpus_per_node",

@@ -3,6 +3,8 @@ this machine. Both give every step a time limit, a log that streams as it goes, 
 SIGTERM to the step's whole process group, a grace period for profilers to write their files, then SIGKILL."""
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -10,9 +12,13 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
+
+if TYPE_CHECKING:
+    from docker.models.containers import Container
 
 GRACE_S = 15.0            # after SIGTERM, time for a profiler to flush before SIGKILL
 TIMEOUT_EXIT_CODES = (124, 137)
@@ -50,6 +56,11 @@ class Tee:
     def __init__(self, log: BinaryIO, echo: bool) -> None:
         self.log, self.echo, self._at_line_start = log, echo, True
 
+    def drain(self, chunks: Iterable[bytes]) -> None:
+        """Write every chunk until the stream ends (a reader thread's target)."""
+        for chunk in chunks:
+            self.write(chunk)
+
     def write(self, chunk: bytes) -> None:
         self.log.write(chunk)
         self.log.flush()
@@ -72,10 +83,8 @@ def _wait_thread(thread: threading.Thread, seconds: float) -> bool:
 
 
 def _signal_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
 
 
 class LocalExecutor:
@@ -104,8 +113,8 @@ class LocalExecutor:
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)  # its own group: we signal the whole tree
             tee = Tee(log, echo)
-            reader = threading.Thread(target=lambda: [tee.write(c) for c in iter(lambda: proc.stdout.read1(65536), b"")],
-                                      daemon=True)
+            out = cast(io.BufferedReader, proc.stdout)  # stdout=PIPE in binary mode: a buffered reader
+            reader = threading.Thread(target=tee.drain, args=(iter(lambda: out.read1(65536), b""),), daemon=True)
             reader.start()
             timed_out = interrupted = False
             try:
@@ -183,7 +192,7 @@ class DockerExecutor:
         self.run_options = run_options
         self.labels = labels
         self.say = say
-        self.container = None
+        self.container: Container | None = None
         self.state = workspace / ".runner"
         self.image_id = ""
         self._background: dict[str, str] = {}
@@ -206,13 +215,21 @@ class DockerExecutor:
         # create, then start (not containers.run): a container the engine cannot start (bad mount or device) is
         # then already ours, and close() removes it
         try:
-            self.container = create()
+            container = create()
         except docker.errors.ImageNotFound:  # as `docker run` does: pull a prebuilt image once, then create
             self.say(f"[run] pulling {self.image}")
             self.client.images.pull(self.image)
-            self.container = create()
-        self.image_id = self.container.image.id
-        self.container.start()
+            container = create()
+        self.container = container
+        self.image_id = container.image.id
+        container.start()
+
+    @property
+    def running(self) -> Container:
+        """The container start() created (steps only run after it)."""
+        if self.container is None:
+            raise RuntimeError("the container was not started (call start() first)")
+        return self.container
 
     def run_step(self, name: str, command: str, cwd: str, timeout: float, log_path: Path, echo: bool = True,
                  env: dict[str, str] | None = None) -> StepResult:
@@ -222,11 +239,11 @@ class DockerExecutor:
         argv = ["bash", "-c", STEP_SCRIPT, "step", self._inside(pid_file), f"{GRACE_S:g}", f"{timeout:g}", command]
         started = time.monotonic()
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        exec_id = api.exec_create(self.container.id, argv, workdir=cwd, environment=env or None)["Id"]
+        exec_id = api.exec_create(self.running.id, argv, workdir=cwd, environment=env or None)["Id"]
         with open(log_path, "wb") as log:
             tee = Tee(log, echo)
             stream = api.exec_start(exec_id, stream=True)
-            reader = threading.Thread(target=lambda: [tee.write(c) for c in stream], daemon=True)
+            reader = threading.Thread(target=tee.drain, args=(stream,), daemon=True)
             reader.start()
             timed_out = interrupted = False
             try:
@@ -234,14 +251,14 @@ class DockerExecutor:
                 if not _wait_thread(reader, timeout + GRACE_S + 30):
                     timed_out = True
                     self.say(f"[run] {name}: no end {timeout:g}s + grace after start: killing the container")
-                    self.container.kill()
+                    self.running.kill()
                     reader.join(10)
             except KeyboardInterrupt:
                 interrupted = True
                 self.say(f"[run] {name}: interrupted: SIGTERM to the step, {GRACE_S:g}s for profilers to write")
                 self._signal_step(pid_file)
                 if not _wait_thread(reader, GRACE_S + 5):
-                    self.container.kill()
+                    self.running.kill()
                     reader.join(10)
         info = api.exec_inspect(exec_id)
         code = info.get("ExitCode")
@@ -254,7 +271,7 @@ class DockerExecutor:
         try:
             pid = pid_file.read_text().strip()
             if pid.isdigit():
-                self.container.exec_run(["kill", "-TERM", pid], detach=True)
+                self.running.exec_run(["kill", "-TERM", pid], detach=True)
         except Exception:
             pass  # the container may be gone already: close() removes it
 
@@ -262,7 +279,7 @@ class DockerExecutor:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         pid_file = self.state / f"{name}.pid"
         wrapped = ["bash", "-c", BACKGROUND_SCRIPT, "bg", self._inside(pid_file), self._inside(log_path), *argv]
-        exec_id = self.client.api.exec_create(self.container.id, wrapped, workdir=self.workspace_in,
+        exec_id = self.client.api.exec_create(self.running.id, wrapped, workdir=self.workspace_in,
                                               environment=env or None)["Id"]
         self.client.api.exec_start(exec_id, detach=True)
         self._background[name] = exec_id

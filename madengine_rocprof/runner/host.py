@@ -40,7 +40,7 @@ def effective_vendor(requested: str | None, detected: str) -> tuple[str, list[st
                       f"{'no GPU' if detected == 'CPU' else detected + ' GPUs'}: running for {detected}"]
 
 
-def docker_client(timeout: float = 10.0) -> Any | None:
+def docker_client(timeout: int = 10) -> Any | None:
     """A docker SDK client whose daemon answers a ping, else None."""
     try:
         import docker  # runtime dependency, imported lazily so `--runner local` works without it

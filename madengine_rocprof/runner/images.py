@@ -12,9 +12,10 @@ import hashlib
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from madengine_rocprof.errors import UserError
 
@@ -38,13 +39,15 @@ class ImagePlan:
 def dockerfile_context(path: Path) -> dict[str, str]:
     """The `# CONTEXT {...}` header among the first lines ({} when absent)."""
     with path.open(encoding="utf-8") as f:
-        for _, line in zip(range(10), f):
+        for _, line in zip(range(10), f, strict=False):
             m = CONTEXT_LINE.match(line.strip())
             if m:
                 try:
                     value = ast.literal_eval(m.group(1))
                 except (ValueError, SyntaxError):
-                    raise UserError("unreadable # CONTEXT header", file=str(path), fix="write a Python dict literal") from None
+                    raise UserError(
+                        "unreadable # CONTEXT header", file=str(path), fix="write a Python dict literal"
+                    ) from None
                 return {str(k): str(v).upper() for k, v in value.items()}
     return {}
 
@@ -67,8 +70,11 @@ def select_dockerfile(repo: Path, prefix: str, gpu_vendor: str, guest_os: str | 
         matches.append(path)
     if not matches:
         seen = ", ".join(f"{p.name} {dockerfile_context(p)}" for p in candidates)
-        raise UserError(f"no Dockerfile for gpu_vendor {gpu_vendor}" + (f" and guest_os {guest_os}" if guest_os else ""),
-                        file=str(folder), fix=f"add one with a matching '# CONTEXT' header; found: {seen}")
+        raise UserError(
+            f"no Dockerfile for gpu_vendor {gpu_vendor}" + (f" and guest_os {guest_os}" if guest_os else ""),
+            file=str(folder),
+            fix=f"add one with a matching '# CONTEXT' header; found: {seen}",
+        )
     return matches[0]
 
 
@@ -112,7 +118,8 @@ def ensure_image(client: Any, dockerfile: Path, build_args: dict[str, str], log_
         return plan.tag, existing, 0.0
     say(f"[build] {dockerfile.name} -> {plan.tag} (base {base or '?'})")
     started = time.monotonic()
-    log = open(log_path, "w", encoding="utf-8") if log_path else None
+    # optional log: closed by the `finally` below, which also ends the build
+    log = open(log_path, "w", encoding="utf-8") if log_path else None  # noqa: SIM115
     try:
         error = None
         stream = client.api.build(path=str(dockerfile.parent), dockerfile=dockerfile.name, tag=plan.tag,
@@ -133,7 +140,9 @@ def ensure_image(client: Any, dockerfile: Path, build_args: dict[str, str], log_
     except BuildFailed:
         raise
     except Exception as err:  # docker API errors: daemon gone, bad context
-        raise BuildFailed(f"image build failed: {type(err).__name__}: {err}" + (f" (log: {log_path})" if log_path else "")) from err
+        raise BuildFailed(
+            f"image build failed: {type(err).__name__}: {err}" + (f" (log: {log_path})" if log_path else "")
+        ) from err
     finally:
         if log:
             log.close()
@@ -146,7 +155,6 @@ def ensure_image(client: Any, dockerfile: Path, build_args: dict[str, str], log_
 def main(argv: list[str] | None = None) -> int:
     """Prebuild a model's image (used by scripts/setup_docker.sh); prints its tag last."""
     import docker  # the SDK is a runtime dependency of the runner, not of the stdlib parts
-
     from madengine_rocprof.runner.selection import load_models, select_models
 
     p = argparse.ArgumentParser(prog="python -m madengine_rocprof.runner.images")

@@ -21,7 +21,14 @@ from madengine_rocprof.errors import UserError
 from madengine_rocprof.models import AdditionalContext, ScriptRef, load_context
 from madengine_rocprof.registry.store import BUILTIN_COUNTERS_DIR, PACKAGE_ROOT
 from madengine_rocprof.runner import host
-from madengine_rocprof.runner.chain import Chain, Sampler, build_chain, distributed_env, model_command, profiler_output_dir
+from madengine_rocprof.runner.chain import (
+    Chain,
+    Sampler,
+    build_chain,
+    distributed_env,
+    model_command,
+    profiler_output_dir,
+)
 from madengine_rocprof.runner.executors import DockerExecutor, LocalExecutor, StepResult
 from madengine_rocprof.runner.images import BuildFailed, default_base, ensure_image, select_dockerfile
 from madengine_rocprof.runner.results import append_perf_row, parse_performance
@@ -101,9 +108,12 @@ def _script_file(repo: Path, ref: ScriptRef, where: str) -> Path:
 def plan_runs(opts: RunOptions) -> tuple[AdditionalContext, list[str], list[Planned]]:
     """Everything that can be wrong with the input is found here, before anything is built, run or written."""
     ctx, warnings = load_context(opts.context_file, opts.context_json)
-    source = " + ".join(s for s in (opts.context_file, "--additional-context" if opts.context_json else None) if s) or None
+    source = (
+        " + ".join(s for s in (opts.context_file, "--additional-context" if opts.context_json else None) if s) or None
+    )
     cards = select_models(load_models(opts.models_file), opts.tags, str(opts.models_file))
-    distributed_env(ctx)  # validates the distributed block
+    if opts.runner != "slurm":  # the SLURM runner validates several nodes itself (runner/slurm_jobs.py)
+        distributed_env(ctx)  # validates the distributed block
     host.parse_gpu_list(ctx.docker_gpus or "")
     _words(ctx.model_args or "", "model_args")
     planned = []
@@ -116,8 +126,13 @@ def plan_runs(opts: RunOptions) -> tuple[AdditionalContext, list[str], list[Plan
         command = model_command(SCRIPTS_DIR, script.name, args, ctx.encapsulate_script)
         chain = build_chain(ctx, command, workspace="{workspace}", plugin_home="{plugin}",
                             first_outermost=opts.first_outermost, source=source)
-        hooks = [("pre", r, _script_file(opts.model_root, r, f"pre_scripts[{i}]")) for i, r in enumerate(chain.pre_scripts)]
-        hooks += [("post", r, _script_file(opts.model_root, r, f"post_scripts[{i}]")) for i, r in enumerate(chain.post_scripts)]
+        hooks = [
+            ("pre", r, _script_file(opts.model_root, r, f"pre_scripts[{i}]")) for i, r in enumerate(chain.pre_scripts)
+        ]
+        hooks += [
+            ("post", r, _script_file(opts.model_root, r, f"post_scripts[{i}]"))
+            for i, r in enumerate(chain.post_scripts)
+        ]
         timeout = opts.timeout or ctx.timeout or card.timeout or DEFAULT_TIMEOUT_S
         planned.append(Planned(card, chain, float(timeout), hooks))
     if chain_needs_wrapper(planned) and not (opts.repo / "scripts" / "rocprof_wrapper.sh").is_file():
@@ -132,7 +147,7 @@ def chain_needs_wrapper(planned: list[Planned]) -> bool:
 
 def choose_runner(kind: str) -> tuple[str, Any]:
     if kind not in ("auto", "docker", "local"):
-        raise UserError(f"unknown runner '{kind}'", where="--runner", fix="use auto, docker or local")
+        raise UserError(f"unknown runner '{kind}'", where="--runner", fix="use auto, docker, local or slurm")
     if kind == "local":
         return "local", None
     client = host.docker_client()
@@ -144,6 +159,9 @@ def choose_runner(kind: str) -> tuple[str, Any]:
 
 def run_models(opts: RunOptions) -> int:
     """Run every selected model; 0 when all succeeded, 1 when any failed; Ctrl-C re-raised after results are written."""
+    if opts.runner == "slurm":
+        from madengine_rocprof.runner.slurm import run_slurm
+        return run_slurm(opts)
     ctx, warnings, planned = plan_runs(opts)
     for w in warnings:
         say(f"warning: {w}")
@@ -177,7 +195,10 @@ def _executor(runner: str, client: Any, image: str, ws: Path, opts: RunOptions, 
         mounts = {
             str(ws): {"bind": DockerExecutor.workspace_in, "mode": "rw"},
             str(PACKAGE_DIR): {"bind": f"{plugin}/madengine_rocprof", "mode": "ro"},
-            str(opts.repo / "scripts" / "rocprof_wrapper.sh"): {"bind": f"{plugin}/scripts/rocprof_wrapper.sh", "mode": "ro"},
+            str(opts.repo / "scripts" / "rocprof_wrapper.sh"): {
+                "bind": f"{plugin}/scripts/rocprof_wrapper.sh",
+                "mode": "ro",
+            },
             str(BUILTIN_COUNTERS_DIR): {"bind": f"{plugin}/counters", "mode": "ro"},
         }
         for name, folder in chain.counter_dirs.items():
@@ -246,7 +267,7 @@ def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
         started = True
         image["id"] = image.get("id") or executor.image_id
         hooks_ok = True
-        for i, (phase, ref, path) in enumerate(h for h in item.hooks if h[0] == "pre"):
+        for i, (_phase, ref, path) in enumerate(h for h in item.hooks if h[0] == "pre"):
             step = _hook(executor, f"pre_{i}_{path.stem}", ref, path, workspace, opts.hook_timeout, opts.echo)
             steps.append(step)
             interrupted |= step.interrupted
@@ -275,11 +296,11 @@ def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
         say(f"[run] error: {type(err).__name__}: {err}")
     finally:
         try:
-            if started:
+            if started and executor is not None:  # started implies an executor
                 for s in chain.samplers:
                     sampler_results.append(_stop_sampler(executor, s, ws, logs))
                 if not interrupted:  # post-scripts run after a failure or a timeout too; Ctrl-C means stop now
-                    for i, (phase, ref, path) in enumerate(h for h in item.hooks if h[0] == "post"):
+                    for i, (_phase, ref, path) in enumerate(h for h in item.hooks if h[0] == "post"):
                         step = _hook(executor, f"post_{i}_{path.stem}", ref, path, executor.workspace,
                                      opts.hook_timeout, opts.echo)
                         steps.append(step)
@@ -311,16 +332,25 @@ def _image(card: ModelCard, ctx: AdditionalContext, opts: RunOptions, vendor: st
         return ctx.MAD_CONTAINER_IMAGE
     dockerfile = select_dockerfile(opts.model_root, card.dockerfile, vendor, ctx.guest_os if vendor != "CPU" else None)
     tag, image_id, seconds = ensure_image(client, dockerfile, dict(ctx.docker_build_arg), logs / "build.log", say)
-    image.update(tag=tag, id=image_id, dockerfile=str(dockerfile.relative_to(opts.model_root)), build_duration_s=seconds,
-                 base_docker=ctx.docker_build_arg.get("BASE_DOCKER") or default_base(dockerfile))
+    image.update(
+        tag=tag,
+        id=image_id,
+        dockerfile=str(dockerfile.relative_to(opts.model_root)),
+        build_duration_s=seconds,
+        base_docker=ctx.docker_build_arg.get("BASE_DOCKER") or default_base(dockerfile),
+    )
     return tag
 
 
-def _hook(executor: Any, name: str, ref: ScriptRef, path: Path, workspace: str, timeout: float, echo: bool) -> StepResult:
+def _hook(
+    executor: Any, name: str, ref: ScriptRef, path: Path, workspace: str, timeout: float, echo: bool
+) -> StepResult:
     command = shlex.join(["bash", path.name, *shlex.split(ref.args)])  # args are words, never shell code
     say(f"[run] {name}: {command}")
     ws_host = Path(executor.state).parent
-    return executor.run_step(name, command, f"{workspace}/{SCRIPTS_DIR}", timeout, ws_host / "logs" / f"{name}.log", echo)
+    return executor.run_step(
+        name, command, f"{workspace}/{SCRIPTS_DIR}", timeout, ws_host / "logs" / f"{name}.log", echo
+    )
 
 
 def _start_sampler(executor: Any, s: Sampler, logs: Path) -> None:
@@ -334,7 +364,9 @@ def _start_sampler(executor: Any, s: Sampler, logs: Path) -> None:
 def _stop_sampler(executor: Any, s: Sampler, ws: Path, logs: Path) -> dict[str, Any]:
     code = executor.stop_background(s.tool, ws / ".runner" / f"stop_{s.tool}")
     csv_path = ws / "samplers" / s.output_name
-    rows = max(0, len(csv_path.read_text(encoding="utf-8", errors="replace").splitlines()) - 1) if csv_path.exists() else 0
+    rows = (
+        max(0, len(csv_path.read_text(encoding="utf-8", errors="replace").splitlines()) - 1) if csv_path.exists() else 0
+    )
     result = {"tool": s.tool, "mode": s.mode, "exit_code": code, "csv": f"samplers/{s.output_name}", "rows": rows,
               "log": f"logs/sampler_{s.tool}.log"}
     if code == 3:
@@ -410,7 +442,9 @@ def _finish(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
         except (OSError, json.JSONDecodeError, AttributeError):
             failures.append("workload_result.json is unreadable")
     status = "SUCCESS" if not failures else "FAILURE"
-    n_gpus = (ctx.distributed.nproc_per_node if ctx.distributed and ctx.distributed.nproc_per_node else None) or card.n_gpus
+    n_gpus = (
+        ctx.distributed.nproc_per_node if ctx.distributed and ctx.distributed.nproc_per_node else None
+    ) or card.n_gpus
     manifest = {
         "schema_version": SCHEMA_VERSION, "tool": "madengine-rocprof run", "model": card.name, "card": card.raw,
         "args": card.args, "status": status, "failures": failures, "warnings": warnings,
@@ -431,20 +465,40 @@ def _finish(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
         "performance": {"value": performance[0], "metric": performance[1]} if performance else None,
     }
     write_json(ws / "run.json", manifest)
-    append_perf_row(out_dir / "perf.csv", {
-        "model": card.name, "n_gpus": n_gpus, "nnodes": 1, "gpus_per_node": n_gpus,
-        "training_precision": card.training_precision, "pipeline": "", "args": card.args, "tags": ",".join(card.tags),
-        "docker_file": image.get("dockerfile", ""), "base_docker": image.get("base_docker", ""),
-        "docker_sha": image.get("id", ""), "docker_image": image.get("tag", ""), "git_commit": _git_commit(opts.model_root),
-        "machine_name": socket.gethostname(), "deployment_type": "local",
-        "launcher": ctx.distributed.launcher if ctx.distributed and ctx.distributed.launcher else "",
-        "gpu_architecture": device_name or vendor, "performance": performance[0] if performance else "",
-        "metric": performance[1] if performance else "", "relative_change": "", "status": status,
-        "build_duration": round(image.get("build_duration_s", 0.0), 3),
-        "test_duration": round(run_step.duration_s, 3) if run_step else "",
-        "dataname": "", "data_provider_type": "", "data_size": "", "data_download_duration": "", "build_number": "0",
-        "additional_docker_run_options": "",
-    })
+    append_perf_row(
+        out_dir / "perf.csv",
+        {
+            "model": card.name,
+            "n_gpus": n_gpus,
+            "nnodes": 1,
+            "gpus_per_node": n_gpus,
+            "training_precision": card.training_precision,
+            "pipeline": "",
+            "args": card.args,
+            "tags": ",".join(card.tags),
+            "docker_file": image.get("dockerfile", ""),
+            "base_docker": image.get("base_docker", ""),
+            "docker_sha": image.get("id", ""),
+            "docker_image": image.get("tag", ""),
+            "git_commit": _git_commit(opts.model_root),
+            "machine_name": socket.gethostname(),
+            "deployment_type": "local",
+            "launcher": ctx.distributed.launcher if ctx.distributed and ctx.distributed.launcher else "",
+            "gpu_architecture": device_name or vendor,
+            "performance": performance[0] if performance else "",
+            "metric": performance[1] if performance else "",
+            "relative_change": "",
+            "status": status,
+            "build_duration": round(image.get("build_duration_s", 0.0), 3),
+            "test_duration": round(run_step.duration_s, 3) if run_step else "",
+            "dataname": "",
+            "data_provider_type": "",
+            "data_size": "",
+            "data_download_duration": "",
+            "build_number": "0",
+            "additional_docker_run_options": "",
+        },
+    )
     mark = "SUCCESS" if status == "SUCCESS" else "FAILURE: " + "; ".join(failures)
     say(f"[run] {card.name} [{chain.label}]: {mark}")
     return status

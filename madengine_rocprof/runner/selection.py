@@ -29,7 +29,7 @@ class ModelCard:
     timeout: float | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
-    def with_extra_args(self, extra: list[tuple[str, str]]) -> "ModelCard":
+    def with_extra_args(self, extra: list[tuple[str, str]]) -> ModelCard:
         added = " ".join(f"{shlex.quote('--' + k)} {shlex.quote(v)}" for k, v in extra)
         args = f"{self.args} {added}".strip() if added else self.args
         return ModelCard(self.name, self.dockerfile, self.scripts, args, self.n_gpus, self.training_precision,
@@ -96,10 +96,7 @@ def select_models(cards: list[ModelCard], tags: list[str], models_file: str = "m
     chosen: dict[str, ModelCard] = {}
     for tag in tags:
         name, extra = parse_tag(tag)
-        if name == "all":
-            matches = cards
-        else:
-            matches = [c for c in cards if c.name == name or name in c.tags]
+        matches = cards if name == "all" else [c for c in cards if c.name == name or name in c.tags]
         if not matches:
             known = sorted({c.name for c in cards} | {t for c in cards for t in c.tags})
 

@@ -78,7 +78,10 @@ class AmdSmiBackend:
 
 def open_backend(prefer: str = "auto") -> Backend:
     """The first backend that imports and sees at least one GPU. `prefer`: auto, nvml or amdsmi."""
-    order = {"auto": [AmdSmiBackend, NvmlBackend], "amdsmi": [AmdSmiBackend], "nvml": [NvmlBackend]}.get(prefer)
+    orders: dict[str, list[type[Backend]]] = {
+        "auto": [AmdSmiBackend, NvmlBackend], "amdsmi": [AmdSmiBackend], "nvml": [NvmlBackend]
+    }
+    order = orders.get(prefer)
     if order is None:
         raise NoBackend(f"unknown backend '{prefer}' (known: auto, nvml, amdsmi)")
     reasons = []

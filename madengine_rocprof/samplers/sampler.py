@@ -12,7 +12,8 @@ import datetime
 import os
 import signal
 import time
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 from madengine_rocprof.samplers.backends import MIB, Backend
 

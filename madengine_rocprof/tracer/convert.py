@@ -1,4 +1,4 @@
-"""Kineto's Chrome trace (torch.profiler export) -> rocprofv3 kernel_trace / kernel_stats rows (stdlib only).
+"""Kineto-style Chrome trace (torch.profiler export, or the CUPTI backend's) -> rocprofv3 rows (stdlib only).
 
 GPU kernels (category `kernel`, from CUPTI on CUDA or roctracer on ROCm) become KERNEL_DISPATCH rows; without a
 GPU, CPU operators (category `cpu_op`) are reported as the "kernels", nested operators included. Grid sizes are in
@@ -71,14 +71,75 @@ def stats_rows(rows: list[tuple]) -> list[tuple]:
     return rocprof_csv.kernel_stats(durations)
 
 
-def write_files(trace_path: str, host_dir: str, prefix: str, *, cpu: bool, truncate: bool = False,
-                max_rows: int | None = None) -> list[str]:
-    """Write <prefix>kernel_trace.csv and <prefix>kernel_stats.csv; nothing when no kernel was captured."""
-    rows = kernel_rows(load(trace_path), cpu=cpu, truncate=truncate, max_rows=max_rows)
+API_CATEGORIES = {"cuda_runtime": "CUDA_RUNTIME_API", "cuda_driver": "CUDA_DRIVER_API",
+                  "hip_runtime": "HIP_RUNTIME_API"}
+_DIRECTIONS = {"HtoD": ("HOST_TO_DEVICE", True, False), "DtoH": ("DEVICE_TO_HOST", False, True),
+               "DtoD": ("DEVICE_TO_DEVICE", False, False), "HtoH": ("HOST_TO_HOST", True, True),
+               "PtoP": ("DEVICE_TO_DEVICE", False, False), "HtoA": ("HOST_TO_DEVICE", True, False),
+               "AtoH": ("DEVICE_TO_HOST", False, True), "AtoA": ("DEVICE_TO_DEVICE", False, False),
+               "AtoD": ("DEVICE_TO_DEVICE", False, False), "DtoA": ("DEVICE_TO_DEVICE", False, False)}
+
+
+def _ns(base: int, e: dict) -> tuple[int, int]:
+    start = base + round(float(e.get("ts", 0)) * 1000)
+    return start, start + round(float(e.get("dur", 0)) * 1000)
+
+
+def api_rows(trace: dict) -> list[tuple]:
+    """rocprofv3 *_api_trace rows (Domain, Function, Process_Id, Thread_Id, Correlation_Id, Start, End), in order."""
+    base = int(trace.get("baseTimeNanoseconds") or 0)
+    events = sorted((e for e in trace.get("traceEvents", []) if isinstance(e, dict) and e.get("ph") == "X"
+                     and e.get("cat") in API_CATEGORIES), key=lambda e: float(e.get("ts", 0)))
+    rows = []
+    for e in events:
+        start, end = _ns(base, e)
+        rows.append((API_CATEGORIES[e["cat"]], str(e.get("name", "")), int(e.get("pid", 0) or 0),
+                     int(e.get("tid", 0) or 0), int((e.get("args") or {}).get("correlation", 0) or 0), start, end))
+    return rows
+
+
+def memcpy_rows(trace: dict) -> list[tuple]:
+    """rocprofv3 memory_copy_trace rows (Kind, Direction, Stream_Id, Source/Destination_Agent_Id, Correlation_Id,
+    Start, End); the direction is read from Kineto's event name (`Memcpy HtoD (Pinned -> Device)`)."""
+    base = int(trace.get("baseTimeNanoseconds") or 0)
+    events = sorted((e for e in trace.get("traceEvents", []) if isinstance(e, dict) and e.get("ph") == "X"
+                     and e.get("cat") == "gpu_memcpy"), key=lambda e: float(e.get("ts", 0)))
+    rows = []
+    for e in events:
+        args = e.get("args") or {}
+        words = str(e.get("name", "")).split()
+        direction, src_host, dst_host = _DIRECTIONS.get(words[1] if len(words) > 1 else "", ("UNKNOWN", False, False))
+        gpu = f"Agent {int(args.get('device', 0) or 0)}"
+        start, end = _ns(base, e)
+        rows.append(("MEMORY_COPY", "MEMORY_COPY_" + direction, int(args.get("stream", 0) or 0),
+                     "CPU" if src_host else gpu, "CPU" if dst_host else gpu, int(args.get("correlation", 0) or 0),
+                     start, end))
+    return rows
+
+
+def write_files(trace: dict, host_dir: str, prefix: str, *, cpu: bool, truncate: bool = False,
+                max_rows: int | None = None, api: bool = False, memcpy: bool = False, stats: bool = False) -> list[str]:
+    """Write <prefix>kernel_trace.csv and <prefix>kernel_stats.csv, with `api` <prefix>hip_api_trace.csv (and
+    hip_api_stats.csv with `stats`), with `memcpy` <prefix>memory_copy_trace.csv; nothing when no kernel was
+    captured (rocprofv3 writes no files then)."""
+    rows = kernel_rows(trace, cpu=cpu, truncate=truncate, max_rows=max_rows)
     if not rows:
         return []
-    trace_csv = os.path.join(host_dir, prefix + "kernel_trace.csv")
-    stats_csv = os.path.join(host_dir, prefix + "kernel_stats.csv")
-    rocprof_csv.write_rows(trace_csv, rocprof_csv.KERNEL_TRACE, rows)
-    rocprof_csv.write_rows(stats_csv, rocprof_csv.STATS, stats_rows(rows))
-    return [trace_csv, stats_csv]
+    written = [os.path.join(host_dir, prefix + "kernel_trace.csv"), os.path.join(host_dir, prefix + "kernel_stats.csv")]
+    rocprof_csv.write_rows(written[0], rocprof_csv.KERNEL_TRACE, rows)
+    rocprof_csv.write_rows(written[1], rocprof_csv.STATS, stats_rows(rows))
+    calls = api_rows(trace) if api else []
+    if calls:
+        written.append(os.path.join(host_dir, prefix + "hip_api_trace.csv"))
+        rocprof_csv.write_rows(written[-1], rocprof_csv.API_TRACE, calls)
+        if stats:
+            durations: dict[str, list[int]] = {}
+            for r in calls:
+                durations.setdefault(r[1], []).append(r[6] - r[5])
+            written.append(os.path.join(host_dir, prefix + "hip_api_stats.csv"))
+            rocprof_csv.write_rows(written[-1], rocprof_csv.STATS, rocprof_csv.kernel_stats(durations))
+    copies = memcpy_rows(trace) if memcpy else []
+    if copies:
+        written.append(os.path.join(host_dir, prefix + "memory_copy_trace.csv"))
+        rocprof_csv.write_rows(written[-1], rocprof_csv.MEMORY_COPY_TRACE, copies)
+    return written

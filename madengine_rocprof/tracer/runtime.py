@@ -1,7 +1,8 @@
-"""torch.profiler control inside the workload process (armed by inject/sitecustomize.py).
+"""Embedded tracer control inside the workload process (armed by inject/sitecustomize.py).
 
-Nothing happens until the app imports torch: an import hook then starts the profiler (GPU kernels only on a GPU,
-CPU operators without one). The recording window is bounded by optimizer steps and seconds, both counted at
+Nothing happens until the app imports torch: an import hook then starts the backend (`select`): CUPTI through
+cupti-python on a CUDA GPU when it imports (`cupti_backend`), else torch.profiler (GPU kernels only on a GPU, CPU
+operators without one). The recording window is bounded by optimizer steps and seconds, both counted at
 optimizer steps (a global torch.optim hook), and the files are written at the window's end, at exit (also after an
 uncaught exception) or on SIGTERM. Environment (all optional):
   MADENGINE_ROCPROF_TRACER_OUT          output directory (set by the wrapper; unset = tracer off)
@@ -14,7 +15,14 @@ uncaught exception) or on SIGTERM. Environment (all optional):
   MADENGINE_ROCPROF_TRACER_TRUNCATE     1: function names only (rocprofv3 -T)
   MADENGINE_ROCPROF_TRACER_CORRELATION  1: keep Kineto's CPU-op (external) correlation on a GPU. Default 0: no CPU
                                         operators are recorded there, so it only costs time per launch
-  MADENGINE_ROCPROF_TRACER_GPU_ACTIVITIES  comma list of Kineto activity types to record on a GPU, e.g.
+  MADENGINE_ROCPROF_TRACER_BACKEND      auto|cupti|torch (default auto: cupti on CUDA when cupti-python imports)
+  MADENGINE_ROCPROF_TRACER_API          1: also write <pid>_hip_api_trace.csv (CUDA runtime calls; --hip-trace)
+  MADENGINE_ROCPROF_TRACER_MEMCPY       1: also write <pid>_memory_copy_trace.csv (--memory-copy-trace)
+  MADENGINE_ROCPROF_TRACER_STATS        1: with API rows, also <pid>_hip_api_stats.csv (--stats)
+  MADENGINE_ROCPROF_TRACER_MANGLED      1: keep CUPTI's mangled kernel names (--mangled-kernels)
+  MADENGINE_ROCPROF_TRACER_BUFFER_MB    CUPTI backend: size of one activity buffer in MiB (default 32)
+  MADENGINE_ROCPROF_TRACER_GPU_ACTIVITIES  torch.profiler backend only: comma list of Kineto activity types
+                                        to record on a GPU, e.g.
                                         CONCURRENT_KERNEL,GPU_MEMCPY,GPU_MEMSET,CUDA_RUNTIME (default: torch's whole
                                         CUDA set). Needs torch's per-group activity filters (newer torch); without
                                         them the whole set is recorded, with a warning. Kernels are always kept
@@ -24,6 +32,7 @@ from __future__ import annotations
 import atexit
 import importlib.abc
 import importlib.util
+import json
 import os
 import signal
 import socket
@@ -31,8 +40,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
-from madengine_rocprof.tracer import convert
+from madengine_rocprof.tracer import convert, select
 from madengine_rocprof.wrapper import rocprof_csv
 
 TAG = "[madengine-rocprof tracer]"
@@ -45,6 +56,10 @@ def _env_float(name: str, default: float = 0.0) -> float:
     except ValueError:
         print(f"{TAG} warning: {name}={os.environ.get(name)!r} is not a number; using {default}", file=sys.stderr)
         return default
+
+
+def _env_on(name: str, default: str = "") -> bool:
+    return os.environ.get(name, default).strip().lower() in ("1", "yes", "true", "on")
 
 
 def gpu_activity_names(text: str) -> list[str]:
@@ -63,21 +78,28 @@ class _Tracer:
         self.delay_s = _env_float("MADENGINE_ROCPROF_TRACER_DELAY_S")
         self.max_seconds = _env_float("MADENGINE_ROCPROF_TRACER_MAX_SECONDS")
         self.max_kernels = int(_env_float("MADENGINE_ROCPROF_TRACER_MAX_KERNELS", 2_000_000))
-        self.want_cpu = os.environ.get("MADENGINE_ROCPROF_TRACER_CPU", "") in ("1", "yes", "true", "on")
-        self.truncate = os.environ.get("MADENGINE_ROCPROF_TRACER_TRUNCATE", "") in ("1", "yes", "true", "on")
-        self.correlation = os.environ.get("MADENGINE_ROCPROF_TRACER_CORRELATION", "0") in ("1", "yes", "true", "on")
+        self.want_cpu = _env_on("MADENGINE_ROCPROF_TRACER_CPU")
+        self.truncate = _env_on("MADENGINE_ROCPROF_TRACER_TRUNCATE")
+        self.correlation = _env_on("MADENGINE_ROCPROF_TRACER_CORRELATION", "0")
         self.gpu_activities = gpu_activity_names(os.environ.get("MADENGINE_ROCPROF_TRACER_GPU_ACTIVITIES", ""))
+        self.api = _env_on("MADENGINE_ROCPROF_TRACER_API")
+        self.memcpy = _env_on("MADENGINE_ROCPROF_TRACER_MEMCPY")
+        self.stats = _env_on("MADENGINE_ROCPROF_TRACER_STATS")
+        self.mangled = _env_on("MADENGINE_ROCPROF_TRACER_MANGLED")
         self.pid = os.getpid()
-        self.prof = None
+        self.prof: Any = None  # the running backend (TorchBackend or cupti_backend.CuptiBackend)
+        self.sync: Callable[[], None] | None = None  # waits for the GPU before the window closes
+        self.why = ""
         self.cpu_mode = False
         self.t_import = time.monotonic()
-        self.t_start = None
+        self.t_start = 0.0  # set by start(); read only while recording
         self.step = 0
         self.recorded_steps = 0
         self.finished = False
         self.lock = threading.RLock()  # SIGTERM's handler may run in this thread while it is inside finish()
-        self.writer = None    # the thread writing the files
-        self.deferred = None  # a SIGTERM that came during the write: acted on once the files are complete
+        self.writer: int | None = None  # the thread writing the files
+        # a SIGTERM that came during the write: acted on once the files are complete
+        self.deferred: Callable[[], None] | None = None
 
     # -------------------------------------------------- window control
     def on_torch(self) -> None:
@@ -91,33 +113,39 @@ class _Tracer:
             self.start(torch)
 
     def start(self, torch) -> None:
-        from torch.profiler import ProfilerActivity, profile
-
         gpu = torch.cuda.is_available()
         self.cpu_mode = not gpu
-        activities = [ProfilerActivity.CUDA] if gpu else []
-        if self.cpu_mode or self.want_cpu:
-            activities.append(ProfilerActivity.CPU)
-        extra = {}
-        if gpu and not self.want_cpu and not self.correlation:
-            try:  # private API (torch >= 2.1): without it, tracing simply keeps the correlation
-                from torch._C._profiler import _ExperimentalConfig
+        cuda = gpu and bool(getattr(torch.version, "cuda", None)) and not self.want_cpu
+        module, error = None, None
+        if cuda:
+            try:
+                from madengine_rocprof.tracer import cupti_backend
 
-                extra["experimental_config"] = _ExperimentalConfig(disable_external_correlation=True)
-            except (ImportError, TypeError):
-                pass
+                module = cupti_backend.load()
+            except Exception as exc:  # ImportError, or a libcupti that does not load
+                error = f"{type(exc).__name__}: {exc}"
+        name, self.why, warning = select.choose(os.environ.get(select.ENV_BACKEND), cuda=cuda,
+                                                cupti_error=error if cuda else "not CUDA")
+        if warning:
+            print(f"{TAG} warning: {warning}", file=sys.stderr)
         self.prof = None
-        if gpu and self.gpu_activities:
-            try:  # per-group filter {CUDA: [names]}: older torch rejects the dict, newer ones unknown names
-                filtered = [{ProfilerActivity.CUDA: self.gpu_activities}] + activities[1:]
-                prof = profile(activities=filtered, **extra)
-                prof.start()
-                self.prof = prof
+        if name == "cupti":
+            from madengine_rocprof.tracer import cupti_backend
+
+            try:
+                mib = _env_float("MADENGINE_ROCPROF_TRACER_BUFFER_MB", 0)
+                size = int(mib * (1 << 20)) or cupti_backend.BUFFER_BYTES
+                backend = cupti_backend.CuptiBackend(module, api=self.api, buffers=cupti_backend.Buffers(size))
+                self.sync = torch.cuda.synchronize
+                backend.start()
+                self.prof = backend
             except Exception as exc:
-                print(f"{TAG} warning: cannot filter GPU activities to {self.gpu_activities} ({exc!r});"
-                      " recording all of them", file=sys.stderr)
+                self.sync = None
+                print(f"{TAG} warning: CUPTI backend failed to start ({exc!r}); using torch.profiler",
+                      file=sys.stderr)
+                self.why = f"CUPTI backend failed to start ({exc!r}): torch.profiler"
         if self.prof is None:
-            self.prof = profile(activities=activities, **extra)
+            self.prof = TorchBackend(self, torch, gpu)
             self.prof.start()
         self.t_start = time.monotonic()
 
@@ -170,6 +198,11 @@ class _Tracer:
                 return
             self.writer = threading.get_ident()
             try:
+                if self.sync is not None:
+                    try:
+                        self.sync()  # kernels launched in the window finish before it closes
+                    except Exception as exc:  # e.g. a GPU error the app already hit: keep what was recorded
+                        print(f"{TAG} warning: cannot wait for the GPU before stopping: {exc!r}", file=sys.stderr)
                 self.prof.stop()
                 self._write()
             except Exception as exc:
@@ -186,12 +219,27 @@ class _Tracer:
         fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".json", dir=host_dir)
         os.close(fd)
         try:
-            self.prof.export_chrome_trace(tmp)
-            written = convert.write_files(tmp, host_dir, prefix, cpu=self.cpu_mode, truncate=self.truncate,
-                                          max_rows=self.max_kernels)
+            trace, counts = self.prof.trace(tmp, demangle_names=not self.mangled)
+            counts["why"] = self.why
+            written = convert.write_files(trace, host_dir, prefix, cpu=self.cpu_mode, truncate=self.truncate,
+                                          max_rows=self.max_kernels, api=self.api, memcpy=self.memcpy,
+                                          stats=self.stats)
+            dropped = counts.get("dropped_records") or 0
+            if written or dropped:
+                counts["kernel_rows"] = sum(1 for e in trace.get("traceEvents", [])
+                                            if isinstance(e, dict) and e.get("cat") == ("cpu_op" if self.cpu_mode
+                                                                                        else "kernel"))
+                with open(os.path.join(host_dir, prefix + SUMMARY_SUFFIX), "w", encoding="utf-8") as fh:
+                    json.dump(counts, fh, indent=1)
+            if dropped:
+                print(f"{TAG} error: CUPTI dropped {dropped} activity record(s) in pid {self.pid}: the trace is"
+                      " incomplete", file=sys.stderr)
             if written:
+                if self.prof.name != "torch":  # torch.profiler exported its own JSON into tmp already
+                    with open(tmp, "w", encoding="utf-8") as fh:
+                        json.dump(trace, fh)
                 os.replace(tmp, os.path.join(host_dir, prefix + "perfetto_trace.json"))
-            else:
+            elif not dropped:
                 print(f"{TAG} no {'CPU operators' if self.cpu_mode else 'GPU kernels'} captured in pid {self.pid}:"
                       " no files written", file=sys.stderr)
         finally:
@@ -199,6 +247,53 @@ class _Tracer:
                 os.unlink(tmp)
 
 
+class TorchBackend:
+    """torch.profiler (Kineto): the fallback, and the only backend without CUDA (CPU operators, ROCm kernels)."""
+
+    name = "torch"
+
+    def __init__(self, tracer: _Tracer, torch, gpu: bool) -> None:
+        self.tracer, self.torch, self.gpu = tracer, torch, gpu
+        self.prof: Any = None  # a torch.profiler.profile once started
+
+    def start(self) -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        t, gpu = self.tracer, self.gpu
+        activities = [ProfilerActivity.CUDA] if gpu else []
+        if t.cpu_mode or t.want_cpu:
+            activities.append(ProfilerActivity.CPU)
+        extra: dict[str, Any] = {}
+        if gpu and not t.want_cpu and not t.correlation:
+            try:  # private API (torch >= 2.1): without it, tracing simply keeps the correlation
+                from torch._C._profiler import _ExperimentalConfig
+
+                extra["experimental_config"] = _ExperimentalConfig(disable_external_correlation=True)
+            except (ImportError, TypeError):
+                pass
+        if gpu and t.gpu_activities:
+            try:  # per-group filter {CUDA: [names]}: older torch rejects the dict, newer ones unknown names
+                filtered = [{ProfilerActivity.CUDA: t.gpu_activities}] + activities[1:]
+                prof = profile(activities=filtered, **extra)
+                prof.start()
+                self.prof = prof
+                return
+            except Exception as exc:
+                print(f"{TAG} warning: cannot filter GPU activities to {t.gpu_activities} ({exc!r});"
+                      " recording all of them", file=sys.stderr)
+        self.prof = profile(activities=activities, **extra)
+        self.prof.start()
+
+    def stop(self) -> None:
+        self.prof.stop()
+
+    def trace(self, tmp: str, *, demangle_names: bool) -> tuple[dict, dict]:
+        """Kineto exports into `tmp` (it demangles names itself); dropped records are not reported by Kineto."""
+        self.prof.export_chrome_trace(tmp)
+        return convert.load(tmp), {"backend": self.name, "dropped_records": None}
+
+
+SUMMARY_SUFFIX = "tracer_summary.json"
 _TRACER: _Tracer | None = None
 
 
@@ -225,7 +320,8 @@ class _TorchImportHook(importlib.abc.MetaPathFinder):
             except Exception as exc:
                 print(f"{TAG} error: cannot start torch.profiler: {exc!r}", file=sys.stderr)
 
-        spec.loader.exec_module = exec_module
+        # wrapping the loader's method is the hook itself: torch's module body runs, then the callback
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
 
 

@@ -22,8 +22,17 @@ def plan(profiler_args: list[str], app_argv: list[str], output_dir: str | None =
                  drop_unsupported=drop_unsupported)
 
 
-def run(profiler_args: list[str], app_argv: list[str], output_dir: str | None = None, profiler: str | None = None,
-        env=None, *, profile: str | None = None, cwd: str | None = None, drop_unsupported: bool | None = None) -> Result:
+def run(
+    profiler_args: list[str],
+    app_argv: list[str],
+    output_dir: str | None = None,
+    profiler: str | None = None,
+    env=None,
+    *,
+    profile: str | None = None,
+    cwd: str | None = None,
+    drop_unsupported: bool | None = None,
+) -> Result:
     """Run the app under the profiler. Bad input raises UserError (nothing written); a missing profiler gives
     outcome `no_profiler` (exit 127) with a manifest; otherwise the exit code is the app's."""
     try:

@@ -23,7 +23,8 @@ wrapper options:
   --dry-run             print the plan as JSON and run nothing
   --fail-on-no-output   exit 3 when the app succeeded but nothing was captured
   --no-filter           do not filter profiler noise lines
-rocprofv3 options: -d/--output-directory OUT (default ./rocprof_output), --kernel-trace, --stats, --pmc ..., -i FILE, ...
+rocprofv3 options: -d/--output-directory OUT (default ./rocprof_output), --kernel-trace, --stats, --pmc ...,
+  -i FILE, ...
 """
 
 
@@ -45,7 +46,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                 return err.exit_code
             out = planning.output_dir_of(before, app)
             no_profiler_manifest(out, app, str(err))
-            print(f"{prog}: the application was NOT run; manifest: {os.path.join(out, 'manifest.json')}", file=sys.stderr)
+            print(
+                f"{prog}: the application was NOT run; manifest: {os.path.join(out, 'manifest.json')}", file=sys.stderr
+            )
             return err.exit_code
         print(f"{prog}: error: {err}", file=sys.stderr)
         return err.exit_code

@@ -38,7 +38,9 @@ def _which(name: str, env) -> str | None:
     found = shutil.which(name, path=env.get("PATH", os.defpath))
     if found:
         return os.path.abspath(found)
-    roots = [env.get("ROCM_PATH"), "/opt/rocm"] if name.startswith("rocprof") else [env.get("CUDA_HOME"), "/usr/local/cuda"]
+    roots = (
+        [env.get("ROCM_PATH"), "/opt/rocm"] if name.startswith("rocprof") else [env.get("CUDA_HOME"), "/usr/local/cuda"]
+    )
     for root in filter(None, roots):
         candidate = os.path.join(root, "bin", name)
         if os.access(candidate, os.X_OK):
@@ -95,7 +97,9 @@ def probe_rocprofv3(path: str, env) -> Profiler:
     info = rocm_info_version(path, env)
     prof.probes.append(f".info/version: {info or 'not found'}")
     prof.version = info or ".".join(map(str, prof.release))
-    prof.why = f"no `--version` (older than 7.0); `--help` shows {feature} -> {prof.release[0]}.{prof.release[1]} features"
+    prof.why = (
+        f"no `--version` (older than 7.0); `--help` shows {feature} -> {prof.release[0]}.{prof.release[1]} features"
+    )
     return prof
 
 
@@ -112,13 +116,23 @@ def probe_nvidia(name: str, path: str, env) -> Profiler:
 
 
 def nvidia_present(env) -> bool:
-    return bool(_which("nvidia-smi", env) or os.path.exists("/dev/nvidiactl") or _which("ncu", env) or _which("nsys", env))
+    return bool(
+        _which("nvidia-smi", env) or os.path.exists("/dev/nvidiactl") or _which("ncu", env) or _which("nsys", env)
+    )
+
+
+def embedded(env) -> Profiler:
+    """The embedded tracer: always available (it ships with the wrapper); the probe says which backend it uses."""
+    from madengine_rocprof.tracer import select
+
+    return Profiler("embedded", None, None, (), "embedded tracer: CUPTI via cupti-python on CUDA, else torch.profiler"
+                    " (needs only python3 + torch)", [select.describe(env, nvidia_present(env))])
 
 
 def find(name: str, env) -> Profiler | None:
     """The named profiler with its version, or None when it is not installed."""
     if name == "embedded":
-        return Profiler("embedded", None, None, (), "embedded torch.profiler tracer (needs only python3 + torch)")
+        return embedded(env)
     path = _which(name, env)
     if not path:
         return None
@@ -157,13 +171,13 @@ def choose(override: str | None, profile_kind: str | None, env=None) -> Profiler
                             exit_code=EXIT_NO_PROFILER)
         prof.why = f"NVIDIA GPU, {profile_kind} profile -> Nsight Compute at {prof.path}"
         return prof
-    prof = find("embedded", env)
+    prof = embedded(env)
     if profile_kind in ("counters", "pc_sampling"):
         raise UserError(f"{profile_kind} needs a vendor profiler (rocprofv3 or ncu); none was found",
                         where="profile", fix="install rocprofv3 (ROCm) or ncu (CUDA), or use a trace profile",
                         exit_code=EXIT_NO_PROFILER)
     vendor = "NVIDIA GPU" if nvidia_present(env) else "no rocprofv3, rocprof, ncu or nsys"
-    prof.why = f"{vendor}: kernel trace via the embedded torch.profiler tracer"
+    prof.why = f"{vendor}: kernel trace via the embedded tracer ({prof.probes[0]})"
     return prof
 
 

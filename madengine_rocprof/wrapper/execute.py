@@ -1,6 +1,7 @@
 """Run a plan: stream the app's output with profiler noise filtered, convert outputs, write manifest.json."""
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import re
@@ -30,7 +31,10 @@ NOISE = (
 PROFILER_FAILURE = re.compile(
     r"invalid truth value|^rocprofv3: error:|usage: rocprofv3|Request exceeds the capabilities of the hardware"
     r"|No tracing options were enabled|conflicting value|^==ERROR==|\[madengine-rocprof tracer\] error"
-    r"|File \"[^\"]*rocprofv3(?:\.py)?\", line \d+|^ROCPROFILER_ERROR|^\S*rocprof: error|^F\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+\] ", re.M)
+    r"|File \"[^\"]*rocprofv3(?:\.py)?\", line \d+|^ROCPROFILER_ERROR|^\S*rocprof: error|^F\d{4} \d\d:\d\d:\d\d\.\d+ "
+    r"+\d+ \S+\] ",
+    re.M,
+)
 
 
 @dataclass
@@ -129,10 +133,8 @@ def _forward_signals(child) -> dict:
     previous = {}
 
     def forward(signum, _frame):
-        try:
+        with contextlib.suppress(OSError):
             child.send_signal(signum)
-        except OSError:
-            pass
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         previous[sig] = signal.signal(sig, forward)
@@ -149,7 +151,7 @@ def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, n
                if rel.endswith(suffix) and before.get(rel) != st]
         if plan.post == "ncu":
             ncu_options = plan.argv[:len(plan.argv) - len(plan.app_argv)]  # the app may have its own --metrics
-            nvidia.convert_ncu(out, new, plan.profiler.path, messages, nvidia.requested_metrics(ncu_options))
+            nvidia.convert_ncu(out, new, plan.exe, messages, nvidia.requested_metrics(ncu_options))
         else:
             nvidia.convert_nsys(out, new, messages)
     if noise:
@@ -157,18 +159,22 @@ def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, n
             fh.writelines(noise)
         messages.append(f"{len(noise)} profiler noise line(s) filtered into {outputs.FILTERED_LOG}")
     files, dispatches = outputs.collect(out, before)
+    tracer = outputs.tracer_summary(out, files)
     if start_error:
         outcome = "profiler_failed"
         messages.append(start_error)
-    elif code != 0 and PROFILER_FAILURE.search(tail):
+    elif code != 0 and (failure := PROFILER_FAILURE.search(tail)):
         outcome = "profiler_failed"
-        messages.append("the profiler reported an error: " + PROFILER_FAILURE.search(tail).group(0))
+        messages.append("the profiler reported an error: " + failure.group(0))
     elif code != 0:
         outcome = "app_failed"
     elif not any(f["kind"] not in ("other",) for f in files):
         outcome = "no_output"
         messages.append("no profiler files were written: nothing was captured (no GPU work, or the work ran in"
                         " processes the profiler did not see)")
+    elif tracer and tracer["dropped_records"]:
+        outcome = "records_dropped"  # an incomplete trace is not a result
+        messages.append(f"the tracer dropped {tracer['dropped_records']} activity record(s): the trace is incomplete")
     else:
         outcome = "ok"
     exit_code = code
@@ -192,6 +198,8 @@ def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, n
         "dispatch_count": dispatches,
         "messages": messages,
     }
+    if tracer:
+        manifest["tracer"] = tracer
     write_json(os.path.join(out, outputs.MANIFEST), manifest)
     return Result(exit_code, manifest, plan)
 

@@ -33,7 +33,9 @@ SUFFIXES = (
     ("results.db", ROCPD),
 )
 # other per-process files: the kind is the name between the pid and the extension (`hip_api_trace`, ...)
-_PER_PROCESS = re.compile(r"^(?:rank\d+_)?\d+_(?P<kind>.+?)\.(?P<ext>csv|json|pftrace|db|otf2|ncu-rep|sqlite|nsys-rep)$")
+_PER_PROCESS = re.compile(
+    r"^(?:rank\d+_)?\d+_(?P<kind>.+?)\.(?P<ext>csv|json|pftrace|db|otf2|ncu-rep|sqlite|nsys-rep)$"
+)
 _RESULTS_BY_EXT = {"pftrace": PERFETTO, "otf2": OTF2, "csv": LEGACY_RESULTS}
 _BY_EXT = {".ncu-rep": NCU_REPORT, ".nsys-rep": NSYS_REPORT, ".sqlite": NSYS_SQLITE}
 
@@ -47,10 +49,7 @@ def split_name(name: str) -> tuple[str, str]:
     m = _PER_PROCESS.match(name)
     if m:
         kind, ext = m.group("kind"), m.group("ext")
-        if kind == "results":
-            kind = _RESULTS_BY_EXT.get(ext, kind)
-        else:
-            kind = _BY_EXT.get("." + ext, kind)
+        kind = _RESULTS_BY_EXT.get(ext, kind) if kind == "results" else _BY_EXT.get("." + ext, kind)
         return kind, name.split("_" + m.group("kind"))[0]
     for ext, kind in _BY_EXT.items():
         if name.endswith(ext):

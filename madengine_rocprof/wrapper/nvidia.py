@@ -173,17 +173,17 @@ def ncu_raw_to_rows(csv_text: str, requested: list[str] | None = None,
     for row in body:
         if len(row) < len(header):
             continue
-        get = lambda name, default="": row[col[name]] if name in col else default  # noqa: E731
-        pid = int(_number(get("Process ID")) or 0)
-        dispatch = int(_number(get("ID")) or 0) + 1  # ncu counts from 0, rocprofv3 from 1
+        cell = {h: row[i] for h, i in col.items()}
+        pid = int(_number(cell.get("Process ID", "")) or 0)
+        dispatch = int(_number(cell.get("ID", "")) or 0) + 1  # ncu counts from 0, rocprofv3 from 1
         name = row[col[name_col]] if name_col else ""
         kid = kernel_ids.setdefault(name, len(kernel_ids) + 1)
-        block, grid = _dims(get("Block Size")), _dims(get("Grid Size"))
+        block, grid = _dims(cell.get("Block Size", "")), _dims(cell.get("Grid Size", ""))
         wg = block[0] * block[1] * block[2]
         grid_items = wg * grid[0] * grid[1] * grid[2]  # rocprofv3's grid size counts work-items
-        lds = sum(int(_number(get(m)) or 0) for m in LAUNCH_METRICS[1:])
-        vgpr = int(_number(get(LAUNCH_METRICS[0])) or 0)
-        duration = int(_number(get(duration_col) if duration_col else "") or 0)
+        lds = sum(int(_number(cell.get(m, "")) or 0) for m in LAUNCH_METRICS[1:])
+        vgpr = int(_number(cell.get(LAUNCH_METRICS[0], "")) or 0)
+        duration = int(_number(cell.get(duration_col, "") if duration_col else "") or 0)
         start, end = clock, clock + duration  # replay-relative: ncu serialises kernels
         clock = end
         for metric, column in columns.items():
@@ -191,8 +191,9 @@ def ncu_raw_to_rows(csv_text: str, requested: list[str] | None = None,
             if value is None:
                 continue
             per_pid.setdefault(pid, []).append(
-                (dispatch, dispatch, f"Agent {get('Device', '0') or '0'}", int(_number(get("Stream")) or 0), pid, 0,
-                 grid_items, kid, name, wg, lds, 0, vgpr, 0, 0, metric, float(value), start, end))
+                (dispatch, dispatch, f"Agent {cell.get('Device', '0') or '0'}",
+                 int(_number(cell.get("Stream", "")) or 0), pid, 0, grid_items, kid, name, wg, lds, 0, vgpr, 0, 0,
+                 metric, float(value), start, end))
     return per_pid
 
 
@@ -203,7 +204,7 @@ def convert_ncu(out: str, reports: list[str], ncu_path: str, messages: list[str]
     written = []
     for report in reports:
         done = subprocess.run([ncu_path, "--import", report, "--csv", "--page", "raw", "--print-units", "base"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+                              capture_output=True, text=True, errors="replace")
         if done.returncode != 0:
             messages.append(f"ncu --import {os.path.basename(report)} failed: {done.stderr.strip()[-300:]}")
             continue

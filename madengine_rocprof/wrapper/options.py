@@ -9,10 +9,16 @@ from __future__ import annotations
 import os
 import shlex
 from dataclasses import dataclass, field
+from typing import Final, Literal
 
 from madengine_rocprof.errors import UserError
 
-BOOL, VALUE, MULTI, FLAG = "bool", "value", "multi", "flag"
+# How an option takes values: BOOL an optional truth word, VALUE one value, MULTI one or more, FLAG none.
+Kind = Literal["bool", "value", "multi", "flag"]
+BOOL: Final = "bool"
+VALUE: Final = "value"
+MULTI: Final = "multi"
+FLAG: Final = "flag"
 TRUE_WORDS = {"1", "yes", "y", "true", "t", "on"}
 FALSE_WORDS = {"0", "no", "n", "false", "f", "off"}
 
@@ -20,13 +26,13 @@ FALSE_WORDS = {"0", "no", "n", "false", "f", "off"}
 @dataclass(frozen=True)
 class Spec:
     long: str                 # canonical name, e.g. "--kernel-trace"
-    kind: str                 # BOOL | VALUE | MULTI | FLAG
+    kind: Kind
     short: str | None = None  # e.g. "-d"
-    since: tuple = (6, 2)     # first ROCm release that has it
+    since: tuple[int, ...] = (6, 2)  # first ROCm release that has it
     group: str = "other"      # trace | counters | pc | io | post | filter | perfetto | display | advanced
 
 
-def _s(long, kind, short=None, since=(6, 2), group="other"):
+def _s(long: str, kind: Kind, short: str | None = None, since: tuple[int, ...] = (6, 2), group: str = "other") -> Spec:
     return Spec(long, kind, short, since, group)
 
 
@@ -110,7 +116,7 @@ class Opt:
     """One parsed rocprofv3 option: canonical long name and its value (None for a bare bool/flag)."""
 
     name: str
-    value: object = None  # None | str | list[str]
+    value: str | list[str] | None = None  # BOOL: truth word or None; VALUE: str; MULTI: list; FLAG: None
     token: str = ""       # what the user typed, for messages
 
     @property
@@ -121,6 +127,18 @@ class Opt:
     def enabled(self) -> bool:
         """For bool options: True unless the value is a false word."""
         return not (isinstance(self.value, str) and self.value.lower() in FALSE_WORDS)
+
+    @property
+    def text(self) -> str:
+        """The value of a VALUE option as one string (the parser gives such options exactly one)."""
+        return self.value if isinstance(self.value, str) else ",".join(self.items)
+
+    @property
+    def items(self) -> list[str]:
+        """The values of a MULTI option (a single value as a one-item list, none as an empty one)."""
+        if self.value is None:
+            return []
+        return list(self.value) if isinstance(self.value, list) else [self.value]
 
 
 @dataclass
@@ -141,9 +159,14 @@ class Parsed:
         """All values given to a MULTI/VALUE option, repeated options concatenated."""
         out: list[str] = []
         for o in self.options:
-            if o.name == name and o.value is not None:
-                out.extend(o.value if isinstance(o.value, list) else [o.value])
+            if o.name == name:
+                out.extend(o.items)
         return out
+
+    def last(self, name: str) -> str | None:
+        """The last value given to a VALUE/MULTI option, None when it was not given."""
+        given = self.values(name)
+        return given[-1] if given else None
 
 
 def _looks_like_app(token: str) -> bool:
@@ -245,14 +268,14 @@ def parse(argv: list[str], *, where: str = "command line", prog: str = "madengin
             parsed.options.append(Opt(spec.long, None, tok))
             i += 1
         elif spec.kind == BOOL:
-            value = inline if eq else None
+            truth: str | None = inline if eq else None
             if not eq and i + 1 < len(before) and not before[i + 1].startswith("-"):
-                value = before[i + 1]
+                truth = before[i + 1]
                 i += 1
-            if value is not None and value.lower() not in TRUE_WORDS | FALSE_WORDS:
-                raise UserError(f"invalid truth value `{value}` for `{name}`", where=where,
+            if truth is not None and truth.lower() not in TRUE_WORDS | FALSE_WORDS:
+                raise UserError(f"invalid truth value `{truth}` for `{name}`", where=where,
                                 fix=f"use {name}, {name}=yes or {name}=no")
-            parsed.options.append(Opt(spec.long, value, tok))
+            parsed.options.append(Opt(spec.long, truth, tok))
             i += 1
         elif spec.kind == VALUE:
             value, i = (inline, i + 1) if eq else (_need_value(before, i, name, where), i + 2)
@@ -295,9 +318,9 @@ def render(options: list[Opt]) -> list[str]:
         elif kind == BOOL:
             out.append(o.name if o.value is None else f"{o.name}={o.value}")
         elif kind == VALUE:
-            value = str(o.value)
+            value = o.text
             out.extend([f"{o.name}={value}"] if value.startswith("-") else [o.name, value])
         else:
             out.append(o.name)
-            out.extend(o.value if isinstance(o.value, list) else [str(o.value)])
+            out.extend(o.items)
     return out

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
 
-from madengine_rocprof.atomic import write_json
 from madengine_rocprof.wrapper.file_kinds import kind_of
 
 MANIFEST = "manifest.json"
@@ -61,9 +61,36 @@ def collect(out: str, before: dict[str, tuple]) -> tuple[list[dict], int | None]
         outputs.append(entry)
     counts = {}
     for kinds in (("kernel_trace",), ("legacy_results",), ("counter_collection",)):
-        total = [dispatches_in(os.path.join(out, o["path"]), o["kind"]) for o in outputs if o["kind"] in kinds]
-        total = [t for t in total if t is not None]
+        found = [dispatches_in(os.path.join(out, o["path"]), o["kind"]) for o in outputs if o["kind"] in kinds]
+        total = [t for t in found if t is not None]
         if total:
             counts[kinds[0]] = sum(total)
     dispatch = next((counts[k] for k in ("kernel_trace", "legacy_results", "counter_collection") if k in counts), None)
     return outputs, dispatch
+
+
+TRACER_SUMMARY = "tracer_summary"  # kind of <pid>_tracer_summary.json, written by the embedded tracer
+
+
+def tracer_summary(out: str, files: list[dict]) -> dict | None:
+    """The embedded tracer's per-process summaries in this run: backends used and dropped records (None: unknown,
+    as with torch.profiler, which does not report them). None when the run has no summary."""
+    per_process = []
+    for f in files:
+        if f["kind"] != TRACER_SUMMARY:
+            continue
+        try:
+            with open(os.path.join(out, f["path"]), encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            per_process.append(dict(data, path=f["path"]))
+    if not per_process:
+        return None
+    counts = [p.get("dropped_records") for p in per_process]
+    known = [int(c) for c in counts if c is not None]
+    return {"backends": sorted({str(p.get("backend")) for p in per_process}),
+            "dropped_records": sum(known) if len(known) == len(counts) else None,
+            "processes": per_process}
+

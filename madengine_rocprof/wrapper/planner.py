@@ -9,7 +9,8 @@ import sys
 from dataclasses import dataclass, field
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.wrapper import detect, nvidia, options as opts
+from madengine_rocprof.wrapper import detect, nvidia
+from madengine_rocprof.wrapper import options as opts
 
 ENV_PROFILE = "MADENGINE_ROCPROF_PROFILE"
 ENV_DROP = "MADENGINE_ROCPROF_DROP_UNSUPPORTED"
@@ -61,6 +62,20 @@ class Plan:
     messages: list[str] = field(default_factory=list)
     post: str | None = None         # conversion after the run: "ncu" | "nsys" | None
     settings: dict = field(default_factory=dict)  # wrapper flags: dry_run, fail_on_no_output, no_filter
+
+    @property
+    def exe(self) -> str:
+        """The profiler's executable (every backend but the embedded tracer has one: detect found it on PATH)."""
+        if self.profiler.path is None:
+            raise AssertionError(f"profiler {self.profiler.name} has no executable")
+        return self.profiler.path
+
+    @property
+    def core_profile(self) -> str:
+        """The core profile an NVIDIA backend collects (build() sets it before calling the backend)."""
+        if self.profile is None:
+            raise AssertionError("no core profile chosen")
+        return self.profile
 
     def to_json(self) -> dict:
         return {"profiler": self.profiler.to_json(), "argv": self.argv, "app_argv": self.app_argv,
@@ -139,7 +154,11 @@ def build(profiler_args: list[str], app_argv: list[str], *, output_dir: str | No
             early.append(f"{ENV_PROFILE}={env_profile} is not a profile (known: {', '.join(PROFILE_KINDS)}): ignored")
         env_profile = None
     profile = profile or flags.get("profile") or env_profile
-    drop = drop_unsupported if drop_unsupported is not None else bool(flags.get("drop_unsupported")) or _truthy(env.get(ENV_DROP))
+    drop = (
+        drop_unsupported
+        if drop_unsupported is not None
+        else bool(flags.get("drop_unsupported")) or _truthy(env.get(ENV_DROP))
+    )
     inferred = infer_profile(parsed, cwd)
     core = PROFILE_ALIASES.get(profile, profile) if profile else None
     prof = detect.choose(profiler or flags.get("profiler"), PROFILE_KINDS.get(core or "", PROFILE_KINDS[inferred]), env)
@@ -152,14 +171,19 @@ def build(profiler_args: list[str], app_argv: list[str], *, output_dir: str | No
             raise UserError(f"profile `{profile}` has no meaning on {_vendor(prof)}: {AMD_ONLY_PROFILES[profile]}",
                             where=where, fix=f"use one of {', '.join(PROFILE_KINDS)}, or run it on an AMD GPU")
         if profile and core not in PROFILE_KINDS:
-            raise UserError(f"unknown profile `{profile}`: no mapping for {_vendor(prof)} ({prof.name})", where=where,
-                            fix=f"use --profile with one of {', '.join(PROFILE_KINDS)} (a tool sets it with \"core_profile\")")
+            raise UserError(
+                f"unknown profile `{profile}`: no mapping for {_vendor(prof)} ({prof.name})",
+                where=where,
+                fix=f'use --profile with one of {", ".join(PROFILE_KINDS)} (a tool sets it with "core_profile")',
+            )
         plan.profile = core or inferred
         if not profile:
             plan.messages.append(f"profile inferred from the options: {inferred}")
         elif core != profile:
             plan.messages.append(f"profile {profile} -> {core}")
-    builder = {"rocprofv3": _rocprofv3, "rocprof": _legacy, "ncu": _ncu, "nsys": _nsys, "embedded": _embedded}[prof.name]
+    builder = {"rocprofv3": _rocprofv3, "rocprof": _legacy, "ncu": _ncu, "nsys": _nsys, "embedded": _embedded}[
+        prof.name
+    ]
     builder(plan, parsed, cwd, drop, env)
     return plan
 
@@ -173,8 +197,11 @@ def _unsupported(plan: Plan, bad: list[opts.Opt], drop: bool, target: str) -> No
         return
     names = ", ".join(dict.fromkeys(o.token.split("=")[0] or o.name for o in bad))
     if not drop:
-        raise UserError(f"{target} has no equivalent for: {names}", where="profiler options",
-                        fix="remove them, or pass --drop-unsupported (or MADENGINE_ROCPROF_DROP_UNSUPPORTED=1) to drop them")
+        raise UserError(
+            f"{target} has no equivalent for: {names}",
+            where="profiler options",
+            fix="remove them, or pass --drop-unsupported (or MADENGINE_ROCPROF_DROP_UNSUPPORTED=1) to drop them",
+        )
     plan.messages.append(f"dropped (no equivalent in {target}): {names}")
 
 
@@ -185,15 +212,15 @@ def _rocprofv3(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> No
     keep: list[opts.Opt] = []
     too_new: list[opts.Opt] = []
     formats: list[str] = []
-    output_file = None
+    output_file: str | None = None
     for o in parsed.options:
         if o.name == "--output-directory":
             continue
         if o.name == "--output-format":
-            formats += [f for v in o.value for f in v.split(",") if f]
+            formats += [f for v in o.items for f in v.split(",") if f]
             continue
         if o.name == "--output-file":
-            output_file = o.value
+            output_file = o.text
             continue
         if o.name == "--list-avail" and release < (6, 4):
             keep.append(opts.Opt("--list-metrics", None, o.token))
@@ -202,7 +229,7 @@ def _rocprofv3(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> No
             keep.append(opts.Opt("--list-avail", None, o.token))
             continue
         if o.name == "--input":
-            o = opts.Opt(o.name, os.path.join(cwd, o.value), o.token)  # absolute: run.sh may change directory
+            o = opts.Opt(o.name, os.path.join(cwd, o.text), o.token)  # absolute: run.sh may change directory
         if o.spec.since > release:
             too_new.append(o)
             continue
@@ -218,7 +245,7 @@ def _rocprofv3(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> No
         else:
             template = f"%hostname%/%pid%_{output_file.replace('/', '_')}"
             plan.messages.append(f"-o {output_file} would be shared by every process: using -o {template}")
-    argv = [plan.profiler.path, "--output-directory", plan.output_dir, "--output-file", template,
+    argv = [plan.exe, "--output-directory", plan.output_dir, "--output-file", template,
             "--output-format", *final_formats] + opts.render(keep)
     plan.argv = argv + ["--"] + plan.app_argv
 
@@ -247,13 +274,15 @@ def _check_rocprofv3(parsed: opts.Parsed) -> None:
     if (parsed.on("--stats") or parsed.on("--summary")) and not tracing:
         raise UserError("--stats/--summary need a tracing option (rocprofv3: \"No tracing options were enabled\")",
                         where="--stats", fix="add --kernel-trace")
-    method = (parsed.values("--pc-sampling-method") or [None])[-1]
+    method = parsed.last("--pc-sampling-method")
     if method:
-        unit = (parsed.values("--pc-sampling-unit") or [None])[-1]
-        interval = (parsed.values("--pc-sampling-interval") or [None])[-1]
+        unit = parsed.last("--pc-sampling-unit")
+        interval = parsed.last("--pc-sampling-interval")
         if not (unit and interval):
-            raise UserError("PC sampling needs --pc-sampling-method, --pc-sampling-unit and --pc-sampling-interval together",
-                            where="--pc-sampling-method")
+            raise UserError(
+                "PC sampling needs --pc-sampling-method, --pc-sampling-unit and --pc-sampling-interval together",
+                where="--pc-sampling-method",
+            )
         if method == "stochastic" and unit != "cycles":
             raise UserError(f"--pc-sampling-method stochastic needs --pc-sampling-unit cycles, not {unit}",
                             where="--pc-sampling-unit", fix="use host_trap with time, or stochastic with cycles")
@@ -294,10 +323,12 @@ def _check_input_output_keys(parsed: opts.Parsed, cwd: str) -> None:
 
 # ---------------------------------------------------------------- legacy rocprof
 
-LEGACY_SAME = {"--hip-trace": [("--hip-trace",)], "--hsa-trace": [("--hsa-trace",)], "--sys-trace": [("--sys-trace",)],
-               "--kernel-trace": [("--timestamp", "on")], "--marker-trace": [("--roctx-trace",)],
-               "--runtime-trace": [("--hip-trace",), ("--roctx-trace",)], "--stats": [("--stats",)],
-               "--truncate-kernels": [("--basenames", "on")]}
+LEGACY_SAME: dict[str, list[tuple[str, ...]]] = {
+    "--hip-trace": [("--hip-trace",)], "--hsa-trace": [("--hsa-trace",)], "--sys-trace": [("--sys-trace",)],
+    "--kernel-trace": [("--timestamp", "on")], "--marker-trace": [("--roctx-trace",)],
+    "--runtime-trace": [("--hip-trace",), ("--roctx-trace",)], "--stats": [("--stats",)],
+    "--truncate-kernels": [("--basenames", "on")],
+}
 
 
 # rpl_run.sh exits 0 whatever the app returns (`exit $RET`), so a small launcher runs the app and appends its status
@@ -314,7 +345,7 @@ def _legacy(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
     if plan.app_argv[0].startswith("-"):
         raise UserError(f"legacy rocprof has no `--`: the application cannot start with `{plan.app_argv[0]}`",
                         where="application")
-    units: list[tuple] = []  # ("--timestamp", "on"): one legacy option with its value
+    units: list[tuple[str, ...]] = []  # ("--timestamp", "on"): one legacy option with its value
     bad: list[opts.Opt] = []
     traced = parsed.on("--hip-trace") or parsed.on("--sys-trace") or parsed.on("--runtime-trace")
     for o in parsed.options:
@@ -327,10 +358,10 @@ def _legacy(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
         elif o.name == "--memory-copy-trace" and traced:
             plan.messages.append("--memory-copy-trace: legacy --hip-trace/--sys-trace already include copies")
         elif o.name == "--output-format":
-            formats = [f for v in o.value for f in v.split(",")]
+            formats = [f for v in o.items for f in v.split(",")]
             bad += [opts.Opt(o.name, f, f"--output-format {f}") for f in formats if f not in ("csv", "json")]
-        elif o.name == "--input" and o.value.endswith(".txt"):
-            units.append(("-i", os.path.join(cwd, o.value)))
+        elif o.name == "--input" and o.text.endswith(".txt"):
+            units.append(("-i", os.path.join(cwd, o.text)))
         elif o.name in ("--list-avail", "--list-metrics"):
             units.append(("--list-basic",))
         else:
@@ -339,9 +370,18 @@ def _legacy(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
     host_dir = os.path.join(plan.output_dir, socket.gethostname())
     pid = os.getpid()  # legacy rocprof writes one results.csv per run: name it after the wrapper process
     plan.env_added = {EXIT_FILE_ENV: os.path.join(plan.output_dir, f".tmp_app_exit_{pid}")}
-    plan.argv = [plan.profiler.path, *(t for u in units for t in u), "-d", os.path.join(host_dir, f"{pid}_rocprof_data"),
-                 "-o", os.path.join(host_dir, f"{pid}_results.csv"),
-                 sys.executable or "python3", "-c", LEGACY_EXIT_SHIM, *plan.app_argv]
+    plan.argv = [
+        plan.exe,
+        *(t for u in units for t in u),
+        "-d",
+        os.path.join(host_dir, f"{pid}_rocprof_data"),
+        "-o",
+        os.path.join(host_dir, f"{pid}_results.csv"),
+        sys.executable or "python3",
+        "-c",
+        LEGACY_EXIT_SHIM,
+        *plan.app_argv,
+    ]
 
 
 # ---------------------------------------------------------------- NVIDIA: embedded tracer, ncu, nsys
@@ -366,8 +406,9 @@ def _split_nvidia(plan: Plan, parsed: opts.Parsed, meaningful: set, drop: bool, 
 def _embedded(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
     from madengine_rocprof.wrapper import bundle
 
-    if PROFILE_KINDS[plan.profile] != "trace":
-        raise UserError(f"profile `{plan.profile}` needs {PROFILE_KINDS[plan.profile].replace('_', ' ')}: the embedded"
+    needs = PROFILE_KINDS[plan.core_profile]
+    if needs != "trace":
+        raise UserError(f"profile `{plan.profile}` needs {needs.replace('_', ' ')}: the embedded"
                         " tracer records kernel traces only", where=ENV_PROFILE,
                         fix="install ncu (NVIDIA) or rocprofv3 (AMD), or use the lightweight profile")
     _split_nvidia(plan, parsed, MEANINGFUL_ON_NVIDIA_TRACE, drop, "the embedded tracer")
@@ -379,6 +420,15 @@ def _embedded(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> Non
     }
     if parsed.on("--truncate-kernels"):
         added["MADENGINE_ROCPROF_TRACER_TRUNCATE"] = "1"
+    if parsed.on("--mangled-kernels"):
+        added["MADENGINE_ROCPROF_TRACER_MANGLED"] = "1"
+    # rocprofv3's API trace options -> CUDA runtime calls; --runtime-trace/--sys-trace also trace memory copies
+    if any(parsed.on(o) for o in ("--hip-trace", "--hip-runtime-trace", "--runtime-trace", "--sys-trace")):
+        added["MADENGINE_ROCPROF_TRACER_API"] = "1"
+    if any(parsed.on(o) for o in ("--memory-copy-trace", "--runtime-trace", "--sys-trace")):
+        added["MADENGINE_ROCPROF_TRACER_MEMCPY"] = "1"
+    if parsed.on("--stats"):
+        added["MADENGINE_ROCPROF_TRACER_STATS"] = "1"
     period = parsed.values("--collection-period")
     if period:
         added.update(_period_env(period[0], (parsed.values("--collection-period-unit") or ["sec"])[-1]))
@@ -400,7 +450,9 @@ def _period_env(spec: str, unit: str) -> dict:
     try:
         delay, duration = float(parts[0]), float(parts[1]) if len(parts) > 1 else 0.0
     except ValueError:
-        raise UserError(f"--collection-period `{spec}` is not delay:duration[:repeat]", where="--collection-period") from None
+        raise UserError(
+            f"--collection-period `{spec}` is not delay:duration[:repeat]", where="--collection-period"
+        ) from None
     if scale is None:
         raise UserError(f"unknown --collection-period-unit `{unit}`", where="--collection-period-unit",
                         fix="use hour, min, sec, msec, usec or nsec")
@@ -409,7 +461,7 @@ def _period_env(spec: str, unit: str) -> dict:
 
 
 def _ncu(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
-    kind = PROFILE_KINDS[plan.profile]
+    kind = PROFILE_KINDS[plan.core_profile]
     if kind == "trace":
         raise UserError(f"profile `{plan.profile}` is a trace: ncu replays kernels and distorts timing",
                         where=ENV_PROFILE, fix="use --profiler embedded (or nsys) for traces")
@@ -421,16 +473,16 @@ def _ncu(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
     if amd:
         plan.messages.append(f"AMD counters ({', '.join(dict.fromkeys(amd))}) have no meaning on NVIDIA: "
                              f"collecting the ncu {plan.profile} metric set instead")
-    plan.argv = nvidia.ncu_argv(plan.profiler.path, plan.profile, plan.output_dir, parsed, env) + plan.app_argv
+    plan.argv = nvidia.ncu_argv(plan.exe, plan.core_profile, plan.output_dir, parsed, env) + plan.app_argv
     plan.post = "ncu"
 
 
 def _nsys(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
-    if PROFILE_KINDS[plan.profile] != "trace":
+    if PROFILE_KINDS[plan.core_profile] != "trace":
         raise UserError(f"profile `{plan.profile}` needs counters: nsys only traces", where=ENV_PROFILE,
                         fix="use --profiler ncu")
     _split_nvidia(plan, parsed, MEANINGFUL_ON_NVIDIA_TRACE, drop, "Nsight Systems")
-    plan.argv = nvidia.nsys_argv(plan.profiler.path, plan.output_dir) + plan.app_argv
+    plan.argv = nvidia.nsys_argv(plan.exe, plan.output_dir) + plan.app_argv
     plan.post = "nsys"
 
 

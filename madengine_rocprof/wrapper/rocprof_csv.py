@@ -19,6 +19,9 @@ COUNTER_COLLECTION = ("Correlation_Id", "Dispatch_Id", "Agent_Id", "Queue_Id", "
                       "Kernel_Id", "Kernel_Name", "Workgroup_Size", "LDS_Block_Size", "Scratch_Size", "VGPR_Count",
                       "Accum_VGPR_Count", "SGPR_Count", "Counter_Name", "Counter_Value", "Start_Timestamp",
                       "End_Timestamp")
+API_TRACE = ("Domain", "Function", "Process_Id", "Thread_Id", "Correlation_Id", "Start_Timestamp", "End_Timestamp")
+MEMORY_COPY_TRACE = ("Kind", "Direction", "Stream_Id", "Source_Agent_Id", "Destination_Agent_Id", "Correlation_Id",
+                     "Start_Timestamp", "End_Timestamp")
 STATS = ("Name", "Calls", "TotalDurationNs", "AverageNs", "Percentage", "MinNs", "MaxNs", "StdDev")
 
 
@@ -34,7 +37,7 @@ def _cell(value) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return "%.6f" % value
+        return f"{value:.6f}"
     return '"' + str(value).replace('"', '""') + '"'
 
 

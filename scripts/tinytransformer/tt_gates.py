@@ -115,7 +115,7 @@ def gate_trajectory(version, cfg, device, dtype, attention, seed, batch, seq, st
     tokens = tt_train.make_tokens("random", steps, batch, seq, cfg.vocab_size, seed + 3, device)
     ref = _train_losses("v1", cfg, device, "fp32", "", seed, tokens, 3e-4, False)
     got = _train_losses(version, cfg, device, dtype, attention, seed, tokens, 3e-4, graphs)
-    diff = max(abs(a - b) for a, b in zip(ref, got))
+    diff = max(abs(a - b) for a, b in zip(ref, got, strict=True))
     finite = all(math.isfinite(v) for v in got)
     return {"passed": finite and diff <= tol, "limit": tol, "max_abs_diff": diff, "losses": got, "ref_losses": ref}
 

@@ -146,7 +146,7 @@ def device_info(device) -> dict:
 
 
 def versions_info() -> dict:
-    info = {"python": platform.python_version(), "torch": torch.__version__}
+    info: dict[str, str | None] = {"python": platform.python_version(), "torch": torch.__version__}
     try:
         import triton
         info["triton"] = triton.__version__
@@ -283,7 +283,7 @@ def main(argv=None) -> int:
         say(f"step time ms: median {median:.3f} p10 {result['metrics']['step_time_ms']['p10']:.3f} "
             f"p90 {result['metrics']['step_time_ms']['p90']:.3f} over {len(times)} steps (warm-up {warmup} excluded)")
         say(f"loss: first {losses[0]:.4f} last {losses[-1]:.4f}")
-        if mem_alloc is not None:
+        if mem_alloc is not None and mem_reserved is not None:
             say(f"peak memory: allocated {mem_alloc / 2**20:.1f} MiB, reserved {mem_reserved / 2**20:.1f} MiB")
         say(f"FLOPs/step {flops:.4g} ({result['metrics']['flops_formula']}); peak {peak_source}; "
             f"MFU {'n/a' if mfu is None else f'{100 * mfu:.2f}%'}")

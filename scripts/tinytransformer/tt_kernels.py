@@ -174,7 +174,7 @@ class TritonRMSNorm(torch.autograd.Function):
         return dx, dw, None, None
 
 
-_SM_COUNT = {}
+_SM_COUNT: dict[int, int] = {}
 
 
 def _sm_count(device) -> int:

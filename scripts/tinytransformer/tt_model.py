@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import cast
 
 import torch
 import torch.nn as nn
@@ -202,6 +203,9 @@ class Block(nn.Module):
 
 
 class TinyLlama(nn.Module):
+    rope_cos: torch.Tensor  # registered buffers (nn.Module resolves them at run time)
+    rope_sin: torch.Tensor
+
     def __init__(self, cfg: ModelConfig, ops: Ops):
         super().__init__()
         self.cfg, self.ops = cfg, ops
@@ -223,10 +227,11 @@ class TinyLlama(nn.Module):
         cos, sin = self.rope_cos[:S], self.rope_sin[:S]
         h = ops.embedding(ids, self.tok_emb.weight)
         # Each norm is fused with the residual add that precedes it: y = norm(h + branch), h = h + branch.
-        y = ops.norm(h, self.layers[0].attn_norm, eps)
-        for i, layer in enumerate(self.layers):
+        layers = cast("list[Block]", self.layers)  # an nn.ModuleList of Blocks
+        y = ops.norm(h, layers[0].attn_norm, eps)
+        for i, layer in enumerate(layers):
             y, h = ops.add_norm(h, layer.attn(y, cos, sin, ops), layer.ffn_norm, eps)
-            next_norm = self.layers[i + 1].attn_norm if i + 1 < len(self.layers) else self.norm
+            next_norm = layers[i + 1].attn_norm if i + 1 < len(layers) else self.norm
             y, h = ops.add_norm(h, layer.ffn(y, ops), next_norm, eps)
         return F.linear(y, self.tok_emb.weight)  # tied lm_head
 
@@ -250,7 +255,7 @@ def _to_reference(named, cfg):
             if name.endswith(fused_suffix):
                 prefix = name[: -len(fused_suffix)]
                 pieces = torch.split(t, [s for _, s in parts], dim=0) if t is not None else [None] * len(parts)
-                for (part, _), piece in zip(parts, pieces):
+                for (part, _), piece in zip(parts, pieces, strict=True):
                     out[prefix + part] = piece
                 break
         else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from typing import Any
 
 import torch
 
@@ -55,7 +56,7 @@ def build_model(version: str, cfg: tt_model.ModelConfig, device, seed: int, atte
 
 
 def make_optimizer(model, version: str, lr: float, device, capturable: bool):
-    kwargs = dict(lr=lr, weight_decay=0.01)
+    kwargs: dict[str, Any] = dict(lr=lr, weight_decay=0.01)
     if device.type == "cuda" and VERSIONS[version].fused_adam:
         kwargs["fused"] = True
     if capturable:
@@ -100,6 +101,11 @@ class TrainStep:
     one CUDA graph and replays it, and later calls copy the batch into the static inputs and replay. Every call,
     eager or replayed, is one real training step on the batch it is given."""
 
+    # the captured step's inputs and output (set when the CUDA graph is captured)
+    static_x: torch.Tensor
+    static_y: torch.Tensor
+    static_loss: torch.Tensor
+
     def __init__(self, model, optimizer, device, dtype: str, graphs: bool = False, warmup_eager: int = 3,
                  tf32: bool = False):
         self.model, self.opt, self.device, self.dtype = model, optimizer, device, dtype
@@ -107,7 +113,7 @@ class TrainStep:
         self.graphs = graphs and device.type == "cuda"
         self.warmup_eager = warmup_eager
         self.calls = 0
-        self.graph = None
+        self.graph: torch.cuda.CUDAGraph | None = None
 
     def eager(self, x, y):
         with tf32_mode(self.tf32):
@@ -135,14 +141,14 @@ class TrainStep:
             return loss
         self.static_x, self.static_y = x.clone(), y.clone()
         self.opt.zero_grad(set_to_none=True)  # grads are then allocated inside the graph's memory pool
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph), tf32_mode(self.tf32):
+        graph = self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph), tf32_mode(self.tf32):
             loss = compute_loss(self.model, self.static_x, self.static_y, self.device, self.dtype,
                                 cache_enabled=False)
             loss.backward()
             self.opt.step()
         self.static_loss = loss.detach()
-        self.graph.replay()  # capture records without running: run this step now
+        graph.replay()  # capture records without running: run this step now
         return self.static_loss
 
 
@@ -171,7 +177,7 @@ def timed_run(step: TrainStep, xs, ys, warmup: int, steps: int, device):
             ends[i].record()
             losses[warmup + i] = loss
         sync(device)
-        times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+        times = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
     else:
         for i in range(steps):
             j = (warmup + i) % n

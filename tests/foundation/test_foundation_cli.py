@@ -112,7 +112,9 @@ def test_counters_check_suggests_packing(tmp_path, capsys, counter_defs):
 def test_counters_register_and_list(tmp_path, capsys, isolated_home, counter_defs):
     path = tmp_path / "my_l2.txt"
     path.write_text("# description: L2 hits\npmc: TCC_HIT_sum TCC_MISS_sum\n")
-    assert run(capsys, "counters", "register", str(path), "--arch", "gfx90a", "--counter-defs", str(counter_defs))[0] == 0
+    assert (
+        run(capsys, "counters", "register", str(path), "--arch", "gfx90a", "--counter-defs", str(counter_defs))[0] == 0
+    )
     code, out, _ = run(capsys, "counters", "list")
     assert code == 0 and "my_l2" in out and "L2 hits" in out and "compute_bound" in out
 

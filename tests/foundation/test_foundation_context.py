@@ -58,7 +58,12 @@ def test_top_level_must_be_object(tmp_path, text):
 
 
 def test_wrong_type_reports_json_path(tmp_path):
-    ctx = {"tools": [{"name": "lightweight"}, {"name": "gpu_info_power_profiler", "env_vars": {"POWER_SAMPLING_RATE": 0.1}}]}
+    ctx = {
+        "tools": [
+            {"name": "lightweight"},
+            {"name": "gpu_info_power_profiler", "env_vars": {"POWER_SAMPLING_RATE": 0.1}},
+        ]
+    }
     with pytest.raises(UserErrors) as e:
         load_context(write(tmp_path, json.dumps(ctx)), None)
     [err] = e.value.errors
@@ -83,20 +88,25 @@ def test_tool_entry_unknown_key_suggests_closest(tmp_path):
     with pytest.raises(UserErrors) as e:
         load_context(write(tmp_path, '{"tools": [{"name": "lightweight", "env_var": {}}]}'), None)
     err = e.value.errors[0]
-    assert err.where == "tools[0].env_var" and "env_vars" in err.fix
+    assert err.where == "tools[0].env_var" and "env_vars" in (err.fix or "")
 
 
 def test_several_errors_reported_together(tmp_path):
     with pytest.raises(UserErrors) as e:
         load_context(write(tmp_path, '{"debug": "yes", "timeout": "10", "docker_gpus": 0}'), None)
-    assert sorted(err.where for err in e.value.errors) == ["debug", "docker_gpus", "timeout"]
+    assert sorted(err.where or "" for err in e.value.errors) == ["debug", "docker_gpus", "timeout"]
 
 
 # ---- property tests: the merge rule and the loader ------------------------------------------------------
 
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text(max_size=3))
-json_values = st.recursive(json_scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=3), st.dictionaries(st.text("abc", min_size=1, max_size=2), inner, max_size=3)), max_leaves=8)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text("abc", min_size=1, max_size=2), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
 objects = st.dictionaries(st.text("abcd_", min_size=1, max_size=3), json_values, max_size=4)
 
 
@@ -126,8 +136,16 @@ env = st.dictionaries(st.from_regex(r"[A-Z_][A-Z0-9_]{0,6}", fullmatch=True), st
 
 
 @settings(max_examples=100, deadline=None)
-@given(file_env=env, cli_env=env, vendor=st.sampled_from(["amd", "AMD", "Nvidia", "NVIDIA"]),
-       extra=st.dictionaries(st.from_regex(r"_?[a-z]{1,5}", fullmatch=True).filter(lambda k: k not in AdditionalContext.model_fields), json_scalars, max_size=2))
+@given(
+    file_env=env,
+    cli_env=env,
+    vendor=st.sampled_from(["amd", "AMD", "Nvidia", "NVIDIA"]),
+    extra=st.dictionaries(
+        st.from_regex(r"_?[a-z]{1,5}", fullmatch=True).filter(lambda k: k not in AdditionalContext.model_fields),
+        json_scalars,
+        max_size=2,
+    ),
+)
 def test_loader_roundtrip_property(tmp_path_factory, file_env, cli_env, vendor, extra):
     p = tmp_path_factory.mktemp("ctx") / "c.json"
     p.write_text(json.dumps({"gpu_vendor": vendor, "docker_env_vars": file_env, **extra}))
@@ -162,7 +180,7 @@ def test_value_positions_point_at_each_value(value, indent):
     text = json.dumps(value, indent=indent)
     lines = text.split("\n")
     for path, (line, column) in value_positions(text).items():
-        offset = sum(len(l) + 1 for l in lines[:line - 1]) + column - 1
+        offset = sum(len(text_line) + 1 for text_line in lines[:line - 1]) + column - 1
         decoded, _ = json.JSONDecoder().raw_decode(text, offset)
         expected = value
         for key in path:
@@ -191,9 +209,10 @@ def valid_contexts(draw):
 @settings(max_examples=100, deadline=None)
 @given(valid_contexts())
 def test_valid_contexts_roundtrip_through_madengine_form(data):
+    import jsonschema
+
     from madengine_rocprof.models import validate_context
     from madengine_rocprof.models.schema import context_schema
-    import jsonschema
     jsonschema.validate(data, context_schema())
     ctx, warnings = validate_context(data)
     assert warnings == []

@@ -11,7 +11,12 @@ import yaml
 from madengine_rocprof.errors import UserError, UserErrors
 from madengine_rocprof.models import parse_counter_text
 from madengine_rocprof.registry import (
-    BUILTIN_COUNTERS_DIR, block_limits, check_counters, list_counter_profiles, load_catalog, pack_counters,
+    BUILTIN_COUNTERS_DIR,
+    block_limits,
+    check_counters,
+    list_counter_profiles,
+    load_catalog,
+    pack_counters,
     register_counter_profile,
 )
 from madengine_rocprof.registry.counter_defs import fallback_table
@@ -79,7 +84,7 @@ def test_shipped_files_valid_on_real_counter_defs(name, arch, real_catalog, defs
     assert arch in profile.architectures
     result = check_counters(profile, arch, real_catalog)
     limits = block_limits(arch)
-    for group, usage in zip(profile.passes, result.usage):
+    for group, usage in zip(profile.passes, result.usage, strict=True):
         events = set().union(*(independent_events(defs_yaml, c, arch) for c in group))
         per_block = Counter(b for b, _ in events)
         assert usage == dict(per_block)
@@ -130,7 +135,7 @@ def test_unknown_counter_refused_with_closest(real_catalog):
     with pytest.raises(UserErrors) as e:
         check_counters(profile, "gfx90a", real_catalog, lines, "t.txt")
     [err] = e.value.errors
-    assert "SQ_WAIT_INST_VALU" in err.what and err.line == 2 and "SQ_WAIT_INST_" in err.fix
+    assert "SQ_WAIT_INST_VALU" in err.what and err.line == 2 and "SQ_WAIT_INST_" in (err.fix or "")
 
 
 def test_counter_missing_on_one_arch(real_catalog):
@@ -170,7 +175,7 @@ def test_packing_is_minimal_on_small_sets(real_catalog):
     best = None
     for k in range(1, len(counters) + 1):
         for labels in itertools.product(range(k), repeat=len(counters)):
-            groups = [[c for c, l in zip(counters, labels) if l == i] for i in range(k)]
+            groups = [[c for c, label in zip(counters, labels, strict=True) if label == i] for i in range(k)]
             if all(g and fits(real_catalog, g, arch) for g in groups):
                 best = k
                 break

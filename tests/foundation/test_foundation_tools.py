@@ -9,7 +9,12 @@ import pytest
 from madengine_rocprof.errors import UserError, UserErrors
 from madengine_rocprof.models import PROFILE_ENV, ToolDefinition, load_context
 from madengine_rocprof.registry import (
-    CORE_PROFILES, get_counter_profile, get_tool, list_tools, register_tool, resolve_tools,
+    CORE_PROFILES,
+    get_counter_profile,
+    get_tool,
+    list_tools,
+    register_tool,
+    resolve_tools,
 )
 from madengine_rocprof.registry.store import tool_from_data
 
@@ -61,6 +66,7 @@ def test_builtin_renders_valid_rocprofv3_command(name, rocprof_fixtures):
 def test_pc_sampling_tools_use_a_valid_pair():
     for name in ("rocprofv3_pc_sampling", "pc_sampling"):
         pcs = get_tool(name).pc_sampling
+        assert pcs is not None
         assert (pcs.method, pcs.unit) == ("host_trap", "time")
 
 
@@ -76,24 +82,31 @@ def test_pc_sampling_tools_use_a_valid_pair():
 def test_pc_sampling_pairs(pcs, ok):
     data = {"name": "t", "trace": ["kernel"], "pc_sampling": pcs}
     if ok:
-        assert tool_from_data(data).pc_sampling.interval == pcs["interval"]
+        got = tool_from_data(data).pc_sampling
+        assert got is not None and got.interval == pcs["interval"]
     else:
         with pytest.raises(UserErrors) as e:
             tool_from_data(data, "t.json")
-        assert e.value.errors[0].where.startswith("pc_sampling") and e.value.errors[0].fix
+        assert (e.value.errors[0].where or "").startswith("pc_sampling") and e.value.errors[0].fix
 
 
-@pytest.mark.parametrize("data, where", [
-    ({"name": "t", "trace": ["kernel"], "output_file": "trace"}, "output_file"),
-    ({"name": "t", "stats": True, "counters": "compute_bound"}, "(top level)"),
-    ({"name": "t"}, "(top level)"),
-    ({"name": "t", "trace": ["kernels"]}, "trace[0]"),
-    ({"name": "t", "trace": ["kernel"], "extra_args": ["--"]}, "extra_args"),
-    ({"name": "t", "trace": ["kernel"], "extra_args": ["--profile=memory_bound"]}, "extra_args"),
-    ({"name": "t", "profiler": "sampler", "trace": ["kernel"]}, "(top level)"),
-    ({"name": "t", "trace": ["kernel"], "env_vars": {"1BAD": "x"}}, "env_vars"),
-    ({"name": "t", "trace": ["kernel"], "pc_sampling": {"method": "host_trap"}, "output_formats": ["rocpd"]}, "(top level)"),
-])
+@pytest.mark.parametrize(
+    "data, where",
+    [
+        ({"name": "t", "trace": ["kernel"], "output_file": "trace"}, "output_file"),
+        ({"name": "t", "stats": True, "counters": "compute_bound"}, "(top level)"),
+        ({"name": "t"}, "(top level)"),
+        ({"name": "t", "trace": ["kernels"]}, "trace[0]"),
+        ({"name": "t", "trace": ["kernel"], "extra_args": ["--"]}, "extra_args"),
+        ({"name": "t", "trace": ["kernel"], "extra_args": ["--profile=memory_bound"]}, "extra_args"),
+        ({"name": "t", "profiler": "sampler", "trace": ["kernel"]}, "(top level)"),
+        ({"name": "t", "trace": ["kernel"], "env_vars": {"1BAD": "x"}}, "env_vars"),
+        (
+            {"name": "t", "trace": ["kernel"], "pc_sampling": {"method": "host_trap"}, "output_formats": ["rocpd"]},
+            "(top level)",
+        ),
+    ],
+)
 def test_bad_tool_definitions(data, where):
     with pytest.raises(UserErrors) as e:
         tool_from_data(data, "t.json")
@@ -103,7 +116,7 @@ def test_bad_tool_definitions(data, where):
 def test_unknown_tool_suggests_closest():
     with pytest.raises(UserError) as e:
         get_tool("rocprofv3_comput")
-    assert "rocprofv3_compute" in e.value.fix
+    assert "rocprofv3_compute" in (e.value.fix or "")
 
 
 def test_resolver_merges_like_madengine():
@@ -121,7 +134,7 @@ def test_resolver_unknown_tool_names_the_entry():
     ctx, _ = load_context(None, '{"tools": [{"name": "lightweight"}, {"name": "rocprof_sis"}]}')
     with pytest.raises(UserError) as e:
         resolve_tools(ctx, source="cfg.json")
-    assert e.value.where == "tools[1].name" and "rocprof_sys" in e.value.fix
+    assert e.value.where == "tools[1].name" and "rocprof_sys" in (e.value.fix or "")
 
 
 def test_user_registration_roundtrip(tmp_path, isolated_home):
@@ -159,7 +172,7 @@ def test_registration_checks_counter_profile_exists(tmp_path, isolated_home):
     src.write_text(json.dumps({"name": "mine", "trace": ["kernel"], "counters": "compute_bond"}))
     with pytest.raises(UserError) as e:
         register_tool(src)
-    assert e.value.where == "counters" and "compute_bound" in e.value.fix and e.value.file == str(src)
+    assert e.value.where == "counters" and "compute_bound" in (e.value.fix or "") and e.value.file == str(src)
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o027, 0o077])

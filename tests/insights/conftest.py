@@ -1,4 +1,4 @@
-"""Fixtures for the insights tests; the builders live in insights_builders.py (importable by name)."""
+"""Fixtures for the insights tests; the builders live in insights_builders.py (this package)."""
 
 from __future__ import annotations
 

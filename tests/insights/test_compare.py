@@ -8,11 +8,12 @@ import random
 import statistics
 
 import pytest
-from insights_builders import noisy, write_run
 
 from madengine_rocprof.cli import main
 from madengine_rocprof.insights.compare import Settings, compare_metric
 from madengine_rocprof.insights.stats import bootstrap_ratio, percentile
+
+from .insights_builders import noisy, write_run
 
 GEMM = "Cijk_Alik_Bljk_SB_MT128x128x16_MI32x32x2x1_SN_1LDSB0_GRVW4_K1"
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)"

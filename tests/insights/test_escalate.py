@@ -10,13 +10,14 @@ import socket
 from pathlib import Path
 
 import pytest
-from insights_builders import write_run
 
 from madengine_rocprof.cli import main
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.insights import escalate as esc
 from madengine_rocprof.reports.discover import load_run
 from madengine_rocprof.wrapper import nvidia
+
+from .insights_builders import write_run
 
 REPO = Path(__file__).resolve().parents[2]
 FAKES = REPO / "tests" / "wrapper" / "fakes"
@@ -182,9 +183,12 @@ def test_amd_fp32_rate_from_valu_counters_and_peaks_by_name():
     flops_per_ns = 64 * (10 + 20 + 2 * 30) / 1000.0  # GFLOP/s
     assert d["fp32_tflops"] == pytest.approx(flops_per_ns / 1e3)
     assert d["fp32_pct_of_peak"] == pytest.approx(100 * flops_per_ns / 1e3 / 163.4)
-    assert device_peak("NVIDIA H100 PCIe").bandwidth_gbs == 2000 and device_peak("NVIDIA H200").bandwidth_gbs == 4800
-    assert device_peak("gfx90a").device == "AMD Instinct MI250X" and device_peak("Fake GPU 9000") is None
+    h100, h200, mi250x = device_peak("NVIDIA H100 PCIe"), device_peak("NVIDIA H200"), device_peak("gfx90a")
+    assert h100 is not None and h200 is not None and mi250x is not None
+    assert h100.bandwidth_gbs == 2000 and h200.bandwidth_gbs == 4800
+    assert mi250x.device == "AMD Instinct MI250X" and device_peak("Fake GPU 9000") is None
     given = device_peak("Fake GPU 9000", bandwidth_gbs=1000)
+    assert given is not None
     assert (given.bandwidth_gbs, given.fp32_tflops, given.source) == (1000, None, "given")
 
 

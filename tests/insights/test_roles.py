@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from insights_builders import write_run
-
 from madengine_rocprof.cli import main
+
+from .insights_builders import write_run
 
 # (name, role chosen by hand for this test, durations in ns)
 AMD = [

@@ -1,10 +1,11 @@
-"""Fixtures for the reports tests; the builders live in reports_builders.py (importable by name)."""
+"""Fixtures for the reports tests; the builders live in reports_builders.py (this package)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from reports_builders import make_tt_run
+
+from .reports_builders import make_tt_run
 
 
 @pytest.fixture

@@ -23,16 +23,22 @@ STATS_HEADER = ["Name", "Calls", "TotalDurationNs", "AverageNs", "Percentage", "
 TT_KERNELS = {
     "gemm": "Cijk_Alik_Bljk_SB_MT128x128x16_MI32x32x2x1_SN_1LDSB0_GRVW4_K1",
     "gemm_bwd": "Cijk_Ailk_Bjlk_SB_MT64x128x16_MI32x32x2x1_SN_1LDSB0_GRVW4_K1",
-    "softmax": "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float>(float*, float const*, int)",
-    "rmsnorm": "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float>>>(...)",
+    "softmax": "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float>(float*, float "
+               "const*, int)",
+    "rmsnorm": "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, "
+               "float>>>(...)",
     "norm_triton": "_rmsnorm_fwd_kernel",
     "attn_triton": "_attn_fwd_kernel",
     "sdpa": "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 64, 4>>(Flash_fwd_params)",
-    "add": "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>>(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)",
-    "mul": "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float>>, std::array<char*, 3ul>>(int, ...)",
-    "silu": "void at::native::vectorized_elementwise_kernel<4, at::native::silu_kernel(at::TensorIteratorBase&)::{lambda()#1}, std::array<char*, 2ul>>(int, ...)",
+    "add": "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, "
+           "3ul>>(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)",
+    "mul": "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, "
+           "at::native::binary_internal::MulFunctor<float>>, std::array<char*, 3ul>>(int, ...)",
+    "silu": "void at::native::vectorized_elementwise_kernel<4, "
+            "at::native::silu_kernel(at::TensorIteratorBase&)::{lambda()#1}, std::array<char*, 2ul>>(int, ...)",
     "copy": "__amd_rocclr_copyBuffer",
-    "adam": "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::FusedAdamMathFunctor<float, 4>>(...)",
+    "adam": "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::FusedAdamMathFunctor<float, "
+            "4>>(...)",
 }
 
 
@@ -134,10 +140,21 @@ def make_tt_run(root: Path, version: str, steps: int = 3, tool: str = "rocprofv3
         "schema_version": 1, "tool": "madengine-rocprof-wrapper",
         "profiler": {"name": "rocprofv3", "version": "1.0.0"}, "outcome": "ok", "dispatch_count": len(dispatches),
     }))
-    (run_dir / "workload_result.json").write_text(json.dumps({
-        "schema_version": 1, "model": "tiny_llama", "version": version, "device": {"type": "cuda", "name": "AMD Instinct MI300X"},
-        "metrics": {"tokens_per_second": TT_THROUGHPUT[version], "step_time_ms": {"median": 2048 * 1000 / TT_THROUGHPUT[version]},
-                    "peak_memory_allocated_bytes": TT_MEMORY[version], "mfu": 0.01},
-        "status": "ok",
-    }))
+    (run_dir / "workload_result.json").write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "model": "tiny_llama",
+                "version": version,
+                "device": {"type": "cuda", "name": "AMD Instinct MI300X"},
+                "metrics": {
+                    "tokens_per_second": TT_THROUGHPUT[version],
+                    "step_time_ms": {"median": 2048 * 1000 / TT_THROUGHPUT[version]},
+                    "peak_memory_allocated_bytes": TT_MEMORY[version],
+                    "mfu": 0.01,
+                },
+                "status": "ok",
+            }
+        )
+    )
     return run_dir

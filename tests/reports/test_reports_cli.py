@@ -5,9 +5,10 @@ import json
 from html.parser import HTMLParser
 
 import pytest
-from reports_builders import TT_MEMORY, TT_THROUGHPUT, expected_from_dispatches, tt_dispatches, write_trace
 
 from madengine_rocprof.cli import main
+
+from .reports_builders import TT_MEMORY, TT_THROUGHPUT, expected_from_dispatches, tt_dispatches, write_trace
 
 
 def run_cli(args, capsys) -> tuple[int, str]:
@@ -22,7 +23,7 @@ def test_comparison_against_independent_numbers(tt_runs, tmp_path, capsys):
     report = json.loads(out_json.read_text())
     assert report["baseline"] == tt_runs[0].name
     gpu = {}
-    for version, row in zip(("v1", "v2", "v3", "v4"), report["comparison"]):
+    for version, row in zip(("v1", "v2", "v3", "v4"), report["comparison"], strict=True):
         expected = expected_from_dispatches(tt_dispatches(version))
         gpu[version] = sum(v[1] for v in expected.values())
         assert row["dispatches"] == sum(v[0] for v in expected.values())
@@ -45,7 +46,9 @@ def test_categories_sum_to_gpu_time(tt_runs, tmp_path, capsys):
     _, text = run_cli([*tt_runs, "--json", out_json], capsys)
     lines = text.splitlines()
     header = next(line for line in lines if line.startswith("| run | GEMM |"))
-    assert header.startswith("| run | GEMM | attention | normalization | elementwise | reduction | optimizer | memory copy |")
+    assert header.startswith(
+        "| run | GEMM | attention | normalization | elementwise | reduction | optimizer | memory copy |"
+    )
     for version in ("v1", "v2", "v3", "v4"):
         gemm_ns = sum(e - s for name, s, e in tt_dispatches(version) if name.startswith("Cijk_"))
         row = next(line for line in lines[lines.index(header):] if line.startswith(f"| tiny_llama_{version}__"))
@@ -131,7 +134,7 @@ def test_perfetto_trace_structure(tt_runs, tmp_path, capsys):
         assert event["ph"] in ("X", "M")
         assert isinstance(event["pid"], int) and isinstance(event["tid"], int) and isinstance(event["name"], str)
     t0 = dispatches[0][1]
-    for event, (name, start, end) in zip(complete, dispatches):
+    for event, (name, start, end) in zip(complete, dispatches, strict=True):
         assert event["name"] == name
         assert event["ts"] == pytest.approx((start - t0) / 1e3) and event["dur"] == pytest.approx((end - start) / 1e3)
     named = {(e["pid"], e["tid"]) for e in events if e["ph"] == "M" and e["name"] == "thread_name"}

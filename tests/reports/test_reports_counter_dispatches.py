@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from reports_builders import dict_rows, place, random_dispatches, report_one, write_csv, write_trace
 
 from madengine_rocprof.cli import main
+
+from .reports_builders import dict_rows, place, random_dispatches, report_one, write_csv, write_trace
 
 NAMES = ["Cijk_Alik_Bljk_SB_MT128x128x16", "void at::native::vectorized_elementwise_kernel<4, add>", "_attn_fwd_kernel"]
 CC_HEADER = ["Correlation_Id", "Dispatch_Id", "Agent_Id", "Kernel_Name", "Counter_Name", "Counter_Value",
@@ -23,7 +24,9 @@ def per_dispatch(rows: list[dict], id_column: str = "Dispatch_Id") -> dict[str, 
 
 
 def counter_rows(dispatches, counters, first_id=1, ncu_durations=None, relative=False):
-    """Long-format rows: every counter for every (name, start, end) dispatch; ncu_durations adds gpu__time_duration.sum."""
+    """Long-format rows: every counter for every (name, start, end) dispatch.
+
+    ncu_durations adds gpu__time_duration.sum."""
     rows = []
     for i, (name, start, end) in enumerate(dispatches):
         dispatch_id = first_id + i
@@ -99,7 +102,7 @@ def test_multi_pass_counter_only_counts_dispatches_from_the_first_pass(tmp_path,
     passes = {n: random_dispatches(NAMES, 40, seed=10 + n) for n in (1, 2, 10)}
     same_names = [name for name, _, _ in passes[1]]
     for n in (2, 10):  # the same kernels in the same order, durations differ per re-run
-        passes[n] = [(name, s, e) for name, (_, s, e) in zip(same_names, passes[n])]
+        passes[n] = [(name, s, e) for name, (_, s, e) in zip(same_names, passes[n], strict=True)]
     for n, dispatches in passes.items():
         write_csv(tmp_path / f"run/{pass_dir}_{n}/h/{100 + n}_counter_collection.csv", CC_HEADER,
                   counter_rows(dispatches, {f"COUNTER_{n}_A": n, f"COUNTER_{n}_B": 2 * n}))
@@ -149,7 +152,9 @@ def test_ncu_style_comparison_and_capped_counter_table(tmp_path, capsys):
                   counter_rows(dispatches, counters, ncu_durations=[e - s for _, s, e in dispatches], relative=True))
         runs.append(dispatches)
     out_json, out_html = tmp_path / "r.json", tmp_path / "r.html"
-    code = main(["report", str(tmp_path / "base"), str(tmp_path / "new"), "--json", str(out_json), "--html", str(out_html)])
+    code = main(
+        ["report", str(tmp_path / "base"), str(tmp_path / "new"), "--json", str(out_json), "--html", str(out_html)]
+    )
     text = capsys.readouterr().out
     assert code == 0
     report = json.loads(out_json.read_text())

@@ -6,11 +6,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from reports_builders import HEADER_7, random_dispatches, write_trace
 
 from madengine_rocprof.cli import main
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import build_report, load_runs
+
+from .reports_builders import HEADER_7, random_dispatches, write_trace
 
 NAMES = ["gemm_kernel", "add_kernel"]
 
@@ -81,7 +82,9 @@ def test_corrupt_sqlite(tmp_path):
 def test_truncated_json(tmp_path):
     path = tmp_path / "run" / "1_results.json"
     path.parent.mkdir(parents=True)
-    path.write_text('{"rocprofiler-sdk-tool": [{"kernel_symbols": [], "buffer_records": {"kernel_dispatch": [{"start_ti')
+    path.write_text(
+        '{"rocprofiler-sdk-tool": [{"kernel_symbols": [], "buffer_records": {"kernel_dispatch": [{"start_ti'
+    )
     err = fails(tmp_path / "run")
     assert err.file == str(path) and err.line == 1 and err.column is not None
 
@@ -90,14 +93,14 @@ def test_bad_workload_result(tmp_path):
     write_trace(tmp_path / "run" / "h" / "1_kernel_trace.csv", [("a", 1, 2)])
     (tmp_path / "run" / "workload_result.json").write_text("{not json")
     err = fails(tmp_path / "run")
-    assert err.file.endswith("workload_result.json") and err.line == 1
+    assert (err.file or "").endswith("workload_result.json") and err.line == 1
 
 
 def test_no_profiler_output(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "notes.txt").write_text("hello")
     err = fails(tmp_path / "run")
-    assert "no profiler output" in err.what and "kernel_trace.csv" in err.fix
+    assert "no profiler output" in err.what and "kernel_trace.csv" in (err.fix or "")
 
 
 def test_cli_error_exit_code_and_nothing_written(tmp_path, capsys):

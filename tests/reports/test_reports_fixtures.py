@@ -5,7 +5,8 @@ import csv
 from pathlib import Path
 
 import pytest
-from reports_builders import dict_rows, place, report_one
+
+from .reports_builders import dict_rows, place, report_one
 
 
 def expected_kernels(path: Path) -> dict[str, tuple[int, int, int, int]]:
@@ -58,7 +59,7 @@ def test_rocpd_converted_csv_with_leading_guid(rocprof_fixtures, tmp_path):
 
 
 def test_rocpd_api_csv_is_not_mistaken_for_a_kernel_trace(rocprof_fixtures, tmp_path):
-    """The real rocpd-to-csv sample is an API trace: named as a kernel trace it must fail loudly, not report 0 kernels."""
+    """The real rocpd-to-csv sample is an API trace: named as a kernel trace it fails loudly, not with 0 kernels."""
     from madengine_rocprof.errors import UserError
 
     place(rocprof_fixtures / "docs-data/rocpd-to-csv.csv", tmp_path / "run" / "h" / "1_kernel_trace.csv")
@@ -122,7 +123,9 @@ def test_memory_copies(rocprof_fixtures, tmp_path):
     got = {c["direction"]: (c["calls"], c["total_ns"]) for c in run["memory_copies"]}
     assert sorted(got.values()) == sorted((len(v), sum(v)) for v in expected.values())
     # copies are not kernels: kernel time is unchanged
-    assert run["summary"]["gpu_time_ns"] == sum(v[1] for v in expected_kernels(rocprof_fixtures / "docs-data/kernel_trace.csv").values())
+    assert run["summary"]["gpu_time_ns"] == sum(
+        v[1] for v in expected_kernels(rocprof_fixtures / "docs-data/kernel_trace.csv").values()
+    )
 
 
 def test_other_rocprofv3_outputs_are_ignored(rocprof_fixtures, tmp_path):

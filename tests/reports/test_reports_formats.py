@@ -8,9 +8,17 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reports_builders import HEADER_62, STATS_HEADER, expected_from_dispatches, random_dispatches, write_csv, write_trace
 
 from madengine_rocprof.reports import build_report, load_runs
+
+from .reports_builders import (
+    HEADER_62,
+    STATS_HEADER,
+    expected_from_dispatches,
+    random_dispatches,
+    write_csv,
+    write_trace,
+)
 
 NAMES = ["Cijk_Alik_Bljk_SB_MT128x128x16", "void at::native::vectorized_elementwise_kernel<4, add>(int)",
          "_attn_fwd_kernel", "__amd_rocclr_copyBuffer", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"]
@@ -27,15 +35,31 @@ def kernel_table(run: dict) -> dict:
 def write_rocprofv3_json(path: Path, dispatches, symbols_as_dict=False) -> None:
     ids = {name: i for i, name in enumerate(sorted({d[0] for d in dispatches}), start=1)}
     symbols = [{"kernel_id": i, "kernel_name": f"_Z{i}mangled", "formatted_kernel_name": n} for n, i in ids.items()]
-    doc = {"rocprofiler-sdk-tool": [{
-        "metadata": {"pid": 1},
-        "kernel_symbols": {str(s["kernel_id"]): s for s in symbols} if symbols_as_dict else symbols,
-        "buffer_records": {"kernel_dispatch": [
-            {"kind": 11, "start_timestamp": s, "end_timestamp": e, "correlation_id": {"internal": n, "external": 0},
-             "dispatch_info": {"kernel_id": ids[name], "dispatch_id": n, "agent_id": {"handle": 4}, "queue_id": {"handle": 1}}}
-            for n, (name, s, e) in enumerate(dispatches, start=1)
-        ]},
-    }]}
+    doc = {
+        "rocprofiler-sdk-tool": [
+            {
+                "metadata": {"pid": 1},
+                "kernel_symbols": {str(s["kernel_id"]): s for s in symbols} if symbols_as_dict else symbols,
+                "buffer_records": {
+                    "kernel_dispatch": [
+                        {
+                            "kind": 11,
+                            "start_timestamp": s,
+                            "end_timestamp": e,
+                            "correlation_id": {"internal": n, "external": 0},
+                            "dispatch_info": {
+                                "kernel_id": ids[name],
+                                "dispatch_id": n,
+                                "agent_id": {"handle": 4},
+                                "queue_id": {"handle": 1},
+                            },
+                        }
+                        for n, (name, s, e) in enumerate(dispatches, start=1)
+                    ]
+                },
+            }
+        ]
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc))
 
@@ -67,13 +91,21 @@ def make_rocpd(path: Path, dispatches, counters=(), with_kernels_view=True) -> N
     if with_kernels_view:
         con.execute("CREATE VIEW kernels AS SELECT id, name, pid, agent_abs_index, queue_id, start, `end`, "
                     "(`end` - start) AS duration FROM rocpd_kernel_dispatch_0001")
-    con.execute("CREATE VIEW top_kernels AS SELECT name, COUNT(*) AS total_calls, SUM(`end` - start) / 1000.0 AS total_duration, "
-                "(SUM(`end` - start) / COUNT(*)) / 1000.0 AS average, 0.0 AS percentage FROM rocpd_kernel_dispatch_0001 "
-                "GROUP BY name ORDER BY total_duration DESC")
-    con.execute("CREATE TABLE pmc_0001 (dispatch_id INTEGER, kernel_name TEXT, counter_name TEXT, value REAL, start INTEGER, `end` INTEGER)")
+    con.execute(
+        "CREATE VIEW top_kernels AS SELECT name, COUNT(*) AS total_calls, SUM(`end` - start) / 1000.0 AS "
+        "total_duration, "
+        "(SUM(`end` - start) / COUNT(*)) / 1000.0 AS average, 0.0 AS percentage FROM rocpd_kernel_dispatch_0001 "
+        "GROUP BY name ORDER BY total_duration DESC"
+    )
+    con.execute(
+        "CREATE TABLE pmc_0001 (dispatch_id INTEGER, kernel_name TEXT, counter_name TEXT, value REAL, start INTEGER, "
+        "`end` INTEGER)"
+    )
     con.executemany("INSERT INTO pmc_0001 VALUES (?,?,?,?,?,?)", counters)
-    con.execute("CREATE VIEW counters_collection AS SELECT dispatch_id, kernel_name, counter_name, value, start, `end`, "
-                "(`end` - start) AS duration FROM pmc_0001")
+    con.execute(
+        "CREATE VIEW counters_collection AS SELECT dispatch_id, kernel_name, counter_name, value, start, `end`, "
+        "(`end` - start) AS duration FROM pmc_0001"
+    )
     con.commit()
     con.close()
 
@@ -110,9 +142,31 @@ def test_rocpd_top_kernels_only(tmp_path):
 
 def test_legacy_rocprof_results_csv_and_stats(tmp_path):
     dispatches = random_dispatches(NAMES, 120, seed=5)
-    header = ["Index", "KernelName", "gpu-id", "queue-id", "queue-index", "pid", "tid", "grd", "wgr", "lds", "scr",
-              "arch_vgpr", "accum_vgpr", "sgpr", "wave_size", "sig", "obj", "SQ_WAVES", "DispatchNs", "BeginNs", "EndNs",
-              "CompleteNs", "DurationNs"]
+    header = [
+        "Index",
+        "KernelName",
+        "gpu-id",
+        "queue-id",
+        "queue-index",
+        "pid",
+        "tid",
+        "grd",
+        "wgr",
+        "lds",
+        "scr",
+        "arch_vgpr",
+        "accum_vgpr",
+        "sgpr",
+        "wave_size",
+        "sig",
+        "obj",
+        "SQ_WAVES",
+        "DispatchNs",
+        "BeginNs",
+        "EndNs",
+        "CompleteNs",
+        "DurationNs",
+    ]
     rows = [[i, n, 0, 0, i, 11, 11, 1024, 64, 0, 0, 8, 0, 16, 64, "0x0", "0x0", 16, s - 10, s, e, e + 5, e - s]
             for i, (n, s, e) in enumerate(dispatches)]
     write_csv(tmp_path / "legacy" / "results.csv", header, rows)
@@ -124,7 +178,9 @@ def test_legacy_rocprof_results_csv_and_stats(tmp_path):
     write_csv(tmp_path / "stats" / "results.stats.csv", ["Name", "Calls", "TotalDurationNs", "AverageNs", "Percentage"],
               [[n, c, t, t / c, 0.0] for n, (c, t, _, _) in expected.items()])
     run = report_one(tmp_path / "stats")
-    assert {k["name"]: (k["calls"], k["total_ns"]) for k in run["kernels"]} == {n: (v[0], v[1]) for n, v in expected.items()}
+    assert {k["name"]: (k["calls"], k["total_ns"]) for k in run["kernels"]} == {
+        n: (v[0], v[1]) for n, v in expected.items()
+    }
     assert run["sources"][0]["format"] == "legacy-stats"
 
 
@@ -152,7 +208,9 @@ def test_multi_pass_counts_kernel_time_once_and_counters_from_every_pass(tmp_pat
     write_trace(tmp_path / "run" / "pmc_10" / "h" / "3_kernel_trace.csv", pass2)
     cc_header = ["Dispatch_Id", "Kernel_Name", "Counter_Name", "Counter_Value"]
     write_csv(tmp_path / "run" / "pmc_1" / "h" / "1_counter_collection.csv", cc_header, [[1, NAMES[0], "SQ_WAVES", 64]])
-    write_csv(tmp_path / "run" / "pmc_2" / "h" / "2_counter_collection.csv", cc_header, [[1, NAMES[0], "SQ_INSTS_VALU", 640]])
+    write_csv(
+        tmp_path / "run" / "pmc_2" / "h" / "2_counter_collection.csv", cc_header, [[1, NAMES[0], "SQ_INSTS_VALU", 640]]
+    )
     run = report_one(tmp_path / "run")
     assert kernel_table(run) == expected_from_dispatches(pass1)
     assert [s["pass"] for s in run["sources"]] == ["pmc_1"]
@@ -213,8 +271,14 @@ CC_TIMED = ["Dispatch_Id", "Kernel_Name", "Counter_Name", "Counter_Value", "Star
 def test_bandwidth_when_counters_come_from_different_passes(tmp_path):
     """FETCH_SIZE read on pass 1 and WRITE_SIZE on pass 2: each is divided by the time of its own pass."""
     pass1, pass2 = random_dispatches(NAMES, 40, seed=60), random_dispatches(NAMES, 40, seed=61)
-    write_csv(tmp_path / "run/pmc_1/h/1_counter_collection.csv", CC_TIMED, counter_rows(pass1, "FETCH_SIZE", lambda i: 10.0 * i))
-    write_csv(tmp_path / "run/pmc_2/h/2_counter_collection.csv", CC_TIMED, counter_rows(pass2, "WRITE_SIZE", lambda i: 3.0))
+    write_csv(
+        tmp_path / "run/pmc_1/h/1_counter_collection.csv",
+        CC_TIMED,
+        counter_rows(pass1, "FETCH_SIZE", lambda i: 10.0 * i),
+    )
+    write_csv(
+        tmp_path / "run/pmc_2/h/2_counter_collection.csv", CC_TIMED, counter_rows(pass2, "WRITE_SIZE", lambda i: 3.0)
+    )
     run = report_one(tmp_path / "run")
     t1 = sum(e - s for _, s, e in pass1)
     t2 = sum(e - s for _, s, e in pass2)
@@ -226,7 +290,11 @@ def test_bandwidth_when_counters_come_from_different_passes(tmp_path):
 def test_amd_fp32_throughput(tmp_path):
     dispatches = random_dispatches(NAMES, 30, seed=62)
     rows = []
-    for counter, value in (("SQ_INSTS_VALU_ADD_F32", 100.0), ("SQ_INSTS_VALU_MUL_F32", 50.0), ("SQ_INSTS_VALU_FMA_F32", 200.0)):
+    for counter, value in (
+        ("SQ_INSTS_VALU_ADD_F32", 100.0),
+        ("SQ_INSTS_VALU_MUL_F32", 50.0),
+        ("SQ_INSTS_VALU_FMA_F32", 200.0),
+    ):
         rows += counter_rows(dispatches, counter, lambda i, v=value: v)
     write_csv(tmp_path / "run/h/1_counter_collection.csv", CC_TIMED, rows)
     derived = {d["name"]: d["value"] for d in report_one(tmp_path / "run")["derived_metrics"]}
@@ -237,8 +305,12 @@ def test_amd_fp32_throughput(tmp_path):
 def test_nvidia_counters_converted_by_the_wrapper(tmp_path):
     dispatches = random_dispatches(NAMES, 20, seed=63)
     rows = []
-    for counter, value_of in (("gpu__time_duration.sum", lambda i: 1000.0 + i), ("dram__bytes_read.sum", lambda i: 5e5),
-                              ("dram__bytes_write.sum", lambda i: 1e5), ("lts__t_sector_hit_rate.pct", lambda i: 50.0 + i)):
+    for counter, value_of in (
+        ("gpu__time_duration.sum", lambda i: 1000.0 + i),
+        ("dram__bytes_read.sum", lambda i: 5e5),
+        ("dram__bytes_write.sum", lambda i: 1e5),
+        ("lts__t_sector_hit_rate.pct", lambda i: 50.0 + i),
+    ):
         rows += counter_rows(dispatches, counter, value_of)
     write_csv(tmp_path / "run/h/1_counter_collection.csv", CC_TIMED, rows)
     run = report_one(tmp_path / "run")
@@ -270,7 +342,9 @@ def test_perfetto_from_every_timeline_format(tmp_path, fmt):
         (n, pytest.approx((s - t0) / 1e3), pytest.approx((e - s) / 1e3)) for n, s, e in dispatches]
 
 
-kernel_names = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=40)
+kernel_names = st.text(
+    alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), min_size=1, max_size=40
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -4,10 +4,10 @@ from __future__ import annotations
 import re
 from html import unescape
 
-from reports_builders import make_tt_run, random_dispatches, write_csv, write_trace
-from test_reports_counter_dispatches import CC_HEADER, counter_rows
-
 from madengine_rocprof.reports import build_report, html_page, load_runs, markdown, sections
+
+from .reports_builders import make_tt_run, random_dispatches, write_csv, write_trace
+from .test_reports_counter_dispatches import CC_HEADER, counter_rows
 
 NAMES = ["Cijk_Alik_Bljk_SB_MT128x128x16", "_attn_fwd_kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"]
 

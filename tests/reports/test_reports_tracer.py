@@ -42,7 +42,10 @@ def test_report_matches_the_tracers_own_stats(tracer_run, tmp_path, capsys):
     run = json.loads(out.read_text())["runs"][0]
     # the tracer aggregates its own kernel_stats.csv; the report aggregates the kernel trace: they must agree
     with open(stats_file(tracer_run), newline="") as fh:
-        stats = {r["Name"]: (int(r["Calls"]), int(r["TotalDurationNs"]), int(r["MinNs"]), int(r["MaxNs"])) for r in csv.DictReader(fh)}
+        stats = {
+            r["Name"]: (int(r["Calls"]), int(r["TotalDurationNs"]), int(r["MinNs"]), int(r["MaxNs"]))
+            for r in csv.DictReader(fh)
+        }
     assert {k["name"]: (k["calls"], k["total_ns"], k["min_ns"], k["max_ns"]) for k in run["kernels"]} == stats
     assert run["sources"][0]["format"] == "rocprofv3-csv"
     assert run["summary"]["cpu_operators"] is True

@@ -21,7 +21,8 @@ SCRIPTS = {
         echo "env FROM_ENV_VARS=${FROM_ENV_VARS:-unset} FROM_DOCKER_ENV_VARS=${FROM_DOCKER_ENV_VARS:-unset}"
         echo "runner: ${MAD_MULTI_NODE_RUNNER:-none} ngpus: ${MAD_RUNTIME_NGPUS:-none}"
         echo "partial result" > partial.txt
-        echo '{"schema_version": 1, "status": "ok", "device": {"type": "cuda", "name": "Fake GPU 9000"}}' > workload_result.json
+        echo '{"schema_version": 1, "status": "ok", "device": {"type": "cuda", "name": "Fake GPU 9000"}}' \
+            > workload_result.json
         echo "performance: 1234.5 tokens_per_second"
         """,
     "fail": """\
@@ -36,7 +37,9 @@ SCRIPTS = {
         """,
     # docker only: the plugin mount must be read-only, the workspace writable
     "probe": """\
-        for d in madengine_rocprof counters; do touch "$MADENGINE_ROCPROF_PLUGIN/$d/probe" 2>/dev/null && echo "$d writable" || echo "$d read-only"; done
+        for d in madengine_rocprof counters; do
+            touch "$MADENGINE_ROCPROF_PLUGIN/$d/probe" 2>/dev/null && echo "$d writable" || echo "$d read-only"
+        done
         ls "$MADENGINE_ROCPROF_PLUGIN/scripts/rocprof_wrapper.sh" "$MADENGINE_ROCPROF_PLUGIN/counters/compute_bound.txt"
         touch /myworkspace/ws_probe && echo "workspace writable"
         echo "env FROM_ENV_VARS=${FROM_ENV_VARS:-unset} FROM_DOCKER_ENV_VARS=${FROM_DOCKER_ENV_VARS:-unset}"

@@ -31,7 +31,9 @@ def test_last_listed_tool_is_outermost_like_madengine():
 
 
 def test_first_outermost_reverses():
-    chain = chain_for({"tools": [{"name": "rocprofv3_compute"}, {"name": "rocprofv3_lightweight"}]}, first_outermost=True)
+    chain = chain_for(
+        {"tools": [{"name": "rocprofv3_compute"}, {"name": "rocprofv3_lightweight"}]}, first_outermost=True
+    )
     assert wrapper_calls(chain.command) == [f"{WS}/profiler/rocprofv3_compute", f"{WS}/profiler/rocprofv3_lightweight"]
 
 
@@ -95,9 +97,22 @@ def test_each_wrapper_gets_its_own_profile_and_samplers_cannot_override_it():
 
 
 def test_pre_and_post_scripts_order_matches_madengine():
-    ctx = {"pre_scripts": [{"path": "ctx_pre.sh"}], "post_scripts": [{"path": "ctx_post.sh"}],
-           "tools": [{"name": "rocprofv3_lightweight", "pre_scripts": [{"path": "A_pre.sh"}], "post_scripts": [{"path": "A_post.sh"}]},
-                     {"name": "rocprofv3_compute", "pre_scripts": [{"path": "B_pre.sh"}], "post_scripts": [{"path": "B_post.sh"}]}]}
+    ctx = {
+        "pre_scripts": [{"path": "ctx_pre.sh"}],
+        "post_scripts": [{"path": "ctx_post.sh"}],
+        "tools": [
+            {
+                "name": "rocprofv3_lightweight",
+                "pre_scripts": [{"path": "A_pre.sh"}],
+                "post_scripts": [{"path": "A_post.sh"}],
+            },
+            {
+                "name": "rocprofv3_compute",
+                "pre_scripts": [{"path": "B_pre.sh"}],
+                "post_scripts": [{"path": "B_post.sh"}],
+            },
+        ],
+    }
     chain = chain_for(ctx)
     assert [s.path for s in chain.pre_scripts] == ["B_pre.sh", "A_pre.sh", "ctx_pre.sh"]
     assert [s.path for s in chain.post_scripts] == ["ctx_post.sh", "A_post.sh", "B_post.sh"]
@@ -127,14 +142,19 @@ def test_user_registered_tool_and_counter_profile(tmp_path, monkeypatch):
 
 
 def test_model_command_quotes_args():
-    assert model_command("model_scripts", "run.sh", "--msg 'a b' --n 1") == "bash model_scripts/run.sh --msg 'a b' --n 1"
+    assert (
+        model_command("model_scripts", "run.sh", "--msg 'a b' --n 1") == "bash model_scripts/run.sh --msg 'a b' --n 1"
+    )
     assert model_command("d", "run.sh", "", "numactl -N0") == "numactl -N0 bash d/run.sh"
 
 
 def test_distributed_torchrun_env():
     ctx, _ = validate_context({"distributed": {"launcher": "torchrun", "nproc_per_node": 2}})
     env = distributed_env(ctx)
-    assert env == {"MAD_MULTI_NODE_RUNNER": "torchrun --standalone --nnodes=1 --nproc_per_node=2", "MAD_RUNTIME_NGPUS": "2"}
+    assert env == {
+        "MAD_MULTI_NODE_RUNNER": "torchrun --standalone --nnodes=1 --nproc_per_node=2",
+        "MAD_RUNTIME_NGPUS": "2",
+    }
     assert distributed_env(validate_context({})[0]) == {}
 
 

@@ -54,7 +54,8 @@ def test_tinytransformer_v1_lightweight_in_a_container(docker_client, cpu_base_i
     (trace,) = list((ws / "profiler").rglob("*_kernel_trace.csv"))
     (stats,) = list((ws / "profiler").rglob("*_kernel_stats.csv"))
     # Kernel (operator) stats agree with an independent aggregation of the trace.
-    calls, total = defaultdict(int), defaultdict(int)
+    calls: defaultdict[str, int] = defaultdict(int)
+    total: defaultdict[str, int] = defaultdict(int)
     with open(trace, newline="") as f:
         rows = list(csv.DictReader(f))
     for r in rows:
@@ -155,7 +156,9 @@ def test_bad_input_starts_no_container_and_writes_nothing(docker_client, model_r
 
 def test_auto_runner_uses_docker_when_a_daemon_answers(docker_client, cpu_base_image, model_repo, tmp_path):
     out = tmp_path / "out"
-    assert cli_main(["run", "--tags", "ok_model", "--models", str(model_repo), "--output-dir", str(out), "--quiet"]) == 0
+    assert (
+        cli_main(["run", "--tags", "ok_model", "--models", str(model_repo), "--output-dir", str(out), "--quiet"]) == 0
+    )
     assert run_json(out / "ok_model__none")["runner"] == "docker"
 
 

@@ -17,10 +17,15 @@ def test_amd_devices_kfd_render_nodes_and_video_group(monkeypatch):
     nodes = ["/dev/dri/renderD130", "/dev/dri/renderD128", "/dev/dri/renderD129"]
     monkeypatch.setattr(host.glob, "glob", lambda pattern: list(nodes) if "renderD" in pattern else [])
     opts, _ = host.device_options("AMD", None)
-    assert opts["devices"] == ["/dev/kfd:/dev/kfd:rwm"] + [f"/dev/dri/renderD{n}:/dev/dri/renderD{n}:rwm" for n in (128, 129, 130)]
+    assert opts["devices"] == ["/dev/kfd:/dev/kfd:rwm"] + [
+        f"/dev/dri/renderD{n}:/dev/dri/renderD{n}:rwm" for n in (128, 129, 130)
+    ]
     assert opts["group_add"] == ["video"] and "seccomp=unconfined" in opts["security_opt"]
     opts, _ = host.device_options("AMD", "0,2")
-    assert opts["devices"][1:] == ["/dev/dri/renderD128:/dev/dri/renderD128:rwm", "/dev/dri/renderD130:/dev/dri/renderD130:rwm"]
+    assert opts["devices"][1:] == [
+        "/dev/dri/renderD128:/dev/dri/renderD128:rwm",
+        "/dev/dri/renderD130:/dev/dri/renderD130:rwm",
+    ]
     with pytest.raises(UserError, match="GPU 3 does not exist"):
         host.device_options("AMD", "3")
 

@@ -7,8 +7,12 @@ from madengine_rocprof.runner.images import dockerfile_context, plan_image, sele
 def _files(root):
     d = root / "docker"
     d.mkdir()
-    (d / "m.ubuntu.amd.Dockerfile").write_text("# CONTEXT {'gpu_vendor': 'AMD', 'guest_os': 'UBUNTU'}\nARG BASE_DOCKER=rocm/x\nFROM $BASE_DOCKER\n")
-    (d / "m.ubuntu.nvidia.Dockerfile").write_text("# CONTEXT {'gpu_vendor': 'NVIDIA', 'guest_os': 'UBUNTU'}\nARG BASE_DOCKER=nv/x\nFROM $BASE_DOCKER\n")
+    (d / "m.ubuntu.amd.Dockerfile").write_text(
+        "# CONTEXT {'gpu_vendor': 'AMD', 'guest_os': 'UBUNTU'}\nARG BASE_DOCKER=rocm/x\nFROM $BASE_DOCKER\n"
+    )
+    (d / "m.ubuntu.nvidia.Dockerfile").write_text(
+        "# CONTEXT {'gpu_vendor': 'NVIDIA', 'guest_os': 'UBUNTU'}\nARG BASE_DOCKER=nv/x\nFROM $BASE_DOCKER\n"
+    )
     (d / "m.centos.amd.Dockerfile").write_text("# CONTEXT {'gpu_vendor': 'amd', 'guest_os': 'centos'}\nFROM c\n")
     (d / "other.ubuntu.amd.Dockerfile").write_text("# CONTEXT {'gpu_vendor': 'AMD'}\nFROM o\n")
     return d

@@ -25,7 +25,8 @@ FAKE_WRAPPER = r"""
     outputs='[{"path": "host/1_kernel_trace.csv", "size_bytes": 10, "kind": "kernel_trace", "rows": 1}]'
     if [ "$outcome" = no_output ]; then outputs='[]'; else echo "Kernel_Name" > "$out/host/1_kernel_trace.csv"; fi
     [ "$outcome" = no_manifest ] && exit $code
-    printf '{"schema_version": 1, "outcome": "%s", "exit_code": %d, "outputs": %s}\n' "$outcome" $code "$outputs" > "$out/manifest.json"
+    printf '{"schema_version": 1, "outcome": "%s", "exit_code": %d, "outputs": %s}\n' "$outcome" $code "$outputs" \
+        > "$out/manifest.json"
     exit $code
 """
 
@@ -59,7 +60,12 @@ def test_success_env_hooks_distributed_and_results(model_repo, tmp_path):
     assert (ws / "model_scripts" / "pre_marker.txt").read_text() == "pre ran with alpha\n"
     assert "run.json" not in (ws / "post_saw.txt").read_text()  # post ran before results were written
     (row,) = perf_rows(out)
-    assert (row["model"], row["status"], row["performance"], row["metric"]) == ("ok_model", "SUCCESS", "1234.5", "tokens_per_second")
+    assert (row["model"], row["status"], row["performance"], row["metric"]) == (
+        "ok_model",
+        "SUCCESS",
+        "1234.5",
+        "tokens_per_second",
+    )
     assert (row["n_gpus"], row["launcher"], row["args"], row["tags"]) == ("2", "torchrun", "--steps 2", "runnertest,ok")
     assert row["gpu_architecture"] == "Fake GPU 9000"  # what the workload reported, not a guess
     manifest = run_json(out, "ok_model__none")
@@ -124,12 +130,19 @@ def fake_plugin(tmp_path, repo):
     return root
 
 
-@pytest.mark.parametrize("outcome, status, failure", [
-    ("ok", "SUCCESS", None),
-    ("no_output", "FAILURE", "profiler rocprofv3_lightweight: no_output"),
-    ("no_manifest", "FAILURE", "profiler rocprofv3_lightweight: no manifest.json in profiler (the wrapper did not finish)"),
-    ("profiler_failed", "FAILURE", "profiler rocprofv3_lightweight: profiler_failed"),
-])
+@pytest.mark.parametrize(
+    "outcome, status, failure",
+    [
+        ("ok", "SUCCESS", None),
+        ("no_output", "FAILURE", "profiler rocprofv3_lightweight: no_output"),
+        (
+            "no_manifest",
+            "FAILURE",
+            "profiler rocprofv3_lightweight: no manifest.json in profiler (the wrapper did not finish)",
+        ),
+        ("profiler_failed", "FAILURE", "profiler rocprofv3_lightweight: profiler_failed"),
+    ],
+)
 def test_profiler_outcome_decides_status(model_repo, tmp_path, fake_plugin, outcome, status, failure, monkeypatch):
     monkeypatch.setenv("FAKE_OUTCOME", outcome)
     out = tmp_path / "out"
@@ -145,19 +158,32 @@ def test_profiler_outcome_decides_status(model_repo, tmp_path, fake_plugin, outc
         assert (out / "ok_model__rocprofv3_lightweight" / "profiler" / "host" / "1_kernel_trace.csv").exists()
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--tags", "no_such_model"], "no model has the name or tag 'no_such_model'"),
-    (["--tags", "ok_model", "--additional-context", '{"tools": [{"name": "rocprofv3_lightweigt"}]}'], "unknown tool"),
-    (["--tags", "ok_model", "--additional-context", '{"gpu_vendor": "INTEL"}'], "gpu_vendor"),
-    (["--tags", "ok_model", "--additional-context", '{"tools": '], "invalid JSON"),
-    (["--tags", "ok_model", "--additional-context", '{"pre_scripts": [{"path": "nope.sh"}]}'], "script not found"),
-    (["--tags", "ok_model", "--additional-context", '{"distributed": {"launcher": "mpirun"}}'], "not supported"),
-    # found while planning, not after the run directory and a perf.csv row were written
-    (["--tags", "ok_model", "--additional-context", '{"docker_gpus": "x"}'], "'x' is not a GPU index or range"),
-    (["--tags", "ok_model", "--additional-context", '{"model_args": "--name \'unclosed"}'], "model_args"),
-    (["--tags", "ok_model", "--additional-context", '{"pre_scripts": [{"path": "scripts/hooks/pre.sh", "args": "\'x"}]}'],
-     "pre_scripts[0].args"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--tags", "no_such_model"], "no model has the name or tag 'no_such_model'"),
+        (
+            ["--tags", "ok_model", "--additional-context", '{"tools": [{"name": "rocprofv3_lightweigt"}]}'],
+            "unknown tool",
+        ),
+        (["--tags", "ok_model", "--additional-context", '{"gpu_vendor": "INTEL"}'], "gpu_vendor"),
+        (["--tags", "ok_model", "--additional-context", '{"tools": '], "invalid JSON"),
+        (["--tags", "ok_model", "--additional-context", '{"pre_scripts": [{"path": "nope.sh"}]}'], "script not found"),
+        (["--tags", "ok_model", "--additional-context", '{"distributed": {"launcher": "mpirun"}}'], "not supported"),
+        # found while planning, not after the run directory and a perf.csv row were written
+        (["--tags", "ok_model", "--additional-context", '{"docker_gpus": "x"}'], "'x' is not a GPU index or range"),
+        (["--tags", "ok_model", "--additional-context", '{"model_args": "--name \'unclosed"}'], "model_args"),
+        (
+            [
+                "--tags",
+                "ok_model",
+                "--additional-context",
+                '{"pre_scripts": [{"path": "scripts/hooks/pre.sh", "args": "\'x"}]}',
+            ],
+            "pre_scripts[0].args",
+        ),
+    ],
+)
 def test_bad_input_exits_2_and_writes_nothing(model_repo, tmp_path, argv, message, capsys):
     out = tmp_path / "out"
     code = cli_main(["run", *argv, "--models", str(model_repo), "--output-dir", str(out), "--runner", "local"])
@@ -243,7 +269,9 @@ def test_auto_runner_falls_back_to_local_when_no_daemon_answers(model_repo, tmp_
 def test_hook_args_are_words_for_the_script_never_shell_code(model_repo, tmp_path):
     """A context's script args are split like a shell would split them, then quoted: no `;` or `$( )` runs."""
     out = tmp_path / "out"
-    ctx = {"pre_scripts": [{"path": "scripts/hooks/pre.sh", "args": "a; touch INJECTED $(touch INJECTED2) 'two words'"}]}
+    ctx = {
+        "pre_scripts": [{"path": "scripts/hooks/pre.sh", "args": "a; touch INJECTED $(touch INJECTED2) 'two words'"}]
+    }
     assert run_models(opts(model_repo, out, ["ok_model"], context_json=json.dumps(ctx))) == 0
     scripts = out / "ok_model__none" / "model_scripts"
     assert not list(out.rglob("INJECTED*"))

@@ -25,7 +25,8 @@ def test_perf_csv_appends_and_keeps_rows_and_extra_columns(tmp_path):
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
         rows = list(reader)
-        assert reader.fieldnames[: len(PERF_COLUMNS)] == list(PERF_COLUMNS) and reader.fieldnames[-1] == "custom"
+        fields = list(reader.fieldnames or [])
+        assert fields[: len(PERF_COLUMNS)] == list(PERF_COLUMNS) and fields[-1] == "custom"
     assert [(r["model"], r["status"]) for r in rows] == [("old", "SUCCESS"), ("m1", "FAILURE"), ("m2", "SUCCESS")]
     assert rows[0]["custom"] == "kept" and rows[1]["args"] == "--a 'x, y'" and rows[1]["performance"] == "1.5"
     assert not list(tmp_path.glob(".perf.csv.*"))  # no temporary file left behind

@@ -77,8 +77,16 @@ def test_nvml_milliwatts_to_watts_and_vram_used_total(tmp_path, fakes):
     proc = run_sampler(env, "vram", "--output", str(out), "--rate", "0.02", "--duration", "0.1", "--backend", "nvml")
     assert proc.returncode == 0, proc.stderr
     rows = read_rows(out)
-    assert rows[0] == ["time", "vram(%) GPU0", "vram(%) GPU1", "elapsed_s", "vram_used(MiB) GPU0", "vram_used(MiB) GPU1",
-                       "vram_total(MiB) GPU0", "vram_total(MiB) GPU1"]
+    assert rows[0] == [
+        "time",
+        "vram(%) GPU0",
+        "vram(%) GPU1",
+        "elapsed_s",
+        "vram_used(MiB) GPU0",
+        "vram_used(MiB) GPU1",
+        "vram_total(MiB) GPU0",
+        "vram_total(MiB) GPU1",
+    ]
     used = [(i + 1) * 2 * 1024 for i in range(2)]  # MiB
     for row in rows[1:]:
         assert [float(x) for x in row[1:3]] == [100.0 * u / 8192 for u in used]
@@ -115,7 +123,7 @@ def test_clean_stop_leaves_complete_file_with_monotonic_elapsed(tmp_path, fakes,
         proc.send_signal(signal.SIGTERM)
     else:
         stop.touch()
-    assert proc.wait(timeout=10) == 0, proc.stderr.read()
+    assert proc.wait(timeout=10) == 0, proc.stderr.read() if proc.stderr else ""
     text = out.read_text()
     assert text.endswith("\n")
     elapsed = [float(r[-1]) for r in read_rows(out)[1:]]
@@ -148,9 +156,18 @@ class SlowBackend:
     def __init__(self, clock):
         self.clock = clock
 
-    def power_watts(self, i):
+    def device_count(self) -> int:
+        return 1
+
+    def power_watts(self, index: int) -> float:
         self.clock.now += 0.03
         return 42.0
+
+    def vram_bytes(self, index: int) -> tuple[int, int]:
+        return 0, 0
+
+    def close(self) -> None:
+        pass
 
 
 def test_schedule_is_paced_on_the_monotonic_clock_without_drift():

@@ -13,7 +13,13 @@ def _cards(tmp_path, cards):
 
 
 CARDS = [
-    {"name": "a1", "dockerfile": "docker/x", "scripts": "scripts/x/run.sh", "tags": ["fam", "pytorch"], "args": "--n 1"},
+    {
+        "name": "a1",
+        "dockerfile": "docker/x",
+        "scripts": "scripts/x/run.sh",
+        "tags": ["fam", "pytorch"],
+        "args": "--n 1",
+    },
     {"name": "a2", "dockerfile": "docker/x", "scripts": "scripts/x/run.sh", "tags": ["fam", "triton"]},
     {"name": "b1", "dockerfile": "docker/y", "scripts": "scripts/y/run.sh", "tags": ["other"]},
 ]

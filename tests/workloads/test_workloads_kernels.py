@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -12,7 +13,7 @@ import tt_kernels
 import tt_model
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
-f64 = dict(dtype=torch.float64, device=DEV)
+f64: dict[str, Any] = dict(dtype=torch.float64, device=DEV)
 
 
 def gradcheck(fn, inputs):
@@ -30,7 +31,7 @@ def check_vjp(fn, ref_fn, inputs, seed=0):
     ref = ref_fn(*inputs)
     refs = ref if isinstance(ref, tuple) else (ref,)
     want = torch.autograd.grad(refs, inputs, cots)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-10)
 
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from wrapper_testlib import FAKES, REPO, SYSTEM_PATH
+from .wrapper_testlib import FAKES, REPO, SYSTEM_PATH
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def recorded(tmp_path):
 
 @pytest.fixture(autouse=True)
 def no_output_in_the_checkout():
-    """A wrapper run without -d writes ./rocprof_output in its cwd: every test must give tmp_path as one or the other."""
+    """A wrapper run without -d writes ./rocprof_output in its cwd: every test gives tmp_path as one or the other."""
     stray = REPO / "rocprof_output"
     existed = stray.exists()
     yield

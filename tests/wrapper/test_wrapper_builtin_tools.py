@@ -12,7 +12,8 @@ from madengine_rocprof import wrapper  # noqa: E402
 from madengine_rocprof.errors import UserError  # noqa: E402
 from madengine_rocprof.registry import BUILTIN_COUNTERS_DIR, list_tools  # noqa: E402
 from madengine_rocprof.wrapper import planner  # noqa: E402
-from wrapper_testlib import REPO  # noqa: E402
+
+from .wrapper_testlib import REPO  # noqa: E402
 
 TOOLS = [t for t in list_tools() if t.profiler == "rocprofv3"]
 APP = [sys.executable, "-c", "print('workload')"]
@@ -48,7 +49,7 @@ def test_nvidia_mapping_is_defined_or_refused_clearly(tool, tmp_path, make_env):
             wrapper.plan(args, APP, str(tmp_path / "o"), env=env, cwd=str(tmp_path))
         return
     plan = wrapper.plan(args, APP, str(tmp_path / "o"), env=env, cwd=str(tmp_path), drop_unsupported=True)
-    kind = planner.PROFILE_KINDS[plan.profile]
+    kind = planner.PROFILE_KINDS[plan.core_profile]
     assert plan.profiler.name == ("embedded" if kind == "trace" else "ncu")
     result = wrapper.run(args, APP, str(tmp_path / "o"), env=env, cwd=str(tmp_path), drop_unsupported=True)
     if kind == "trace":

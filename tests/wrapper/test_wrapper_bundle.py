@@ -6,13 +6,15 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
 from madengine_rocprof.wrapper import bundle
-from wrapper_testlib import FAKES, REPO
 
-SYSTEM_PY = shutil.which("python3", path="/usr/bin:/bin")
+from .wrapper_testlib import FAKES, REPO
+
+SYSTEM_PY = shutil.which("python3", path="/usr/bin:/bin") or ""  # "" (no system python3): those tests skip
 
 
 @pytest.fixture
@@ -36,13 +38,13 @@ def clean_env(tmp_path, *fakes, **extra):
 def test_pyz_holds_only_the_stdlib_parts_and_is_reproducible(tmp_path):
     a = bundle.build_pyz(str(tmp_path / "a.pyz"))
     b = bundle.build_pyz(str(tmp_path / "b.pyz"))
-    assert open(a, "rb").read() == open(b, "rb").read()
+    assert Path(a).read_bytes() == Path(b).read_bytes()
     names = zipfile.ZipFile(a).namelist()
     assert "__main__.py" in names and "madengine_rocprof/tracer/inject/sitecustomize.py" in names
     assert {n.split("/")[1] for n in names if n.count("/") >= 2} == {"wrapper", "tracer"}
 
 
-@pytest.mark.skipif(SYSTEM_PY is None, reason="no system python3")
+@pytest.mark.skipif(not SYSTEM_PY, reason="no system python3")
 def test_relative_tools_json_command_runs_in_a_clean_environment(tmp_path, madengine_layout):
     tools, run_dir, _ = madengine_layout
     assert subprocess.run([SYSTEM_PY, "-I", "-c", "import madengine_rocprof"], capture_output=True).returncode != 0
@@ -59,7 +61,7 @@ def test_relative_tools_json_command_runs_in_a_clean_environment(tmp_path, maden
     assert {o["kind"] for o in m["outputs"]} >= {"kernel_trace", "perfetto"}
 
 
-@pytest.mark.skipif(SYSTEM_PY is None, reason="no system python3")
+@pytest.mark.skipif(not SYSTEM_PY, reason="no system python3")
 def test_pyz_runs_isolated_and_embedded_tracer_injects_from_the_zip(tmp_path, madengine_layout):
     tools, run_dir, _ = madengine_layout
     pytest.importorskip("torch")

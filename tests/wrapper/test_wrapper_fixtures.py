@@ -7,7 +7,7 @@ import socket
 import sys
 
 from madengine_rocprof import wrapper
-from madengine_rocprof.wrapper import outputs, planner, options, rocprof_csv
+from madengine_rocprof.wrapper import options, outputs, planner, rocprof_csv
 
 
 def header(path) -> list[str]:
@@ -68,6 +68,7 @@ def test_input_file_output_keys_that_rocprofv3_would_call_conflicting_fail_early
     # rocprofv3 raises "conflicting value for output_file" when the file and the command line (where the wrapper
     # always puts -d, -o and --output-format) set one key to different values.
     import pytest
+
     from madengine_rocprof.errors import UserError
 
     name = "counter-collection_kernel_filtering_input.json"

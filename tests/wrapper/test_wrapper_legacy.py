@@ -8,7 +8,8 @@ import pytest
 
 from madengine_rocprof import wrapper
 from madengine_rocprof.errors import UserError
-from wrapper_testlib import FAKES
+
+from .wrapper_testlib import FAKES
 
 
 def test_translation_and_run(tmp_path, make_env, recorded, capfd):
@@ -62,7 +63,10 @@ def test_memory_copy_is_covered_by_hip_trace(tmp_path, make_env):
 
 
 def test_rocprofv3_wins_over_legacy(make_env):
-    assert wrapper.plan(["--kernel-trace"], ["app"], "/o", env=make_env("rocprof", "rocprofv3")).profiler.name == "rocprofv3"
+    assert (
+        wrapper.plan(["--kernel-trace"], ["app"], "/o", env=make_env("rocprof", "rocprofv3")).profiler.name
+        == "rocprofv3"
+    )
     forced = wrapper.plan(["--kernel-trace"], ["app"], "/o", env=make_env("rocprof", "rocprofv3",
                                                                      MADENGINE_ROCPROF_PROFILER="rocprof"))
     assert forced.profiler.name == "rocprof" and "MADENGINE_ROCPROF_PROFILER=rocprof" in forced.profiler.why

@@ -83,7 +83,9 @@ def test_meaningless_or_unknown_profiles_fail_clearly(make_env, profile, match):
 
 def test_amd_only_profile_in_the_environment_still_fails_clearly(make_env):
     with pytest.raises(UserError, match="no meaning on NVIDIA") as info:
-        wrapper.plan(["--pmc", "SQ_WAVES"], ["app"], "/o", env=make_env("ncu", MADENGINE_ROCPROF_PROFILE="rocprofv3_full"))
+        wrapper.plan(
+            ["--pmc", "SQ_WAVES"], ["app"], "/o", env=make_env("ncu", MADENGINE_ROCPROF_PROFILE="rocprofv3_full")
+        )
     assert info.value.where == "MADENGINE_ROCPROF_PROFILE"
 
 
@@ -144,8 +146,11 @@ def test_nsys_sqlite_converter(tmp_path):
     con.executemany("insert into StringIds values (?, ?)", [(1, "gemm"), (2, "relu")])
     pid = 4242
     gpid = pid << 24
-    kernels = [(100, 150, 0, 7, 1, gpid, 1, 4, 1, 1, 128, 1, 1, 64, 0, 1024), (160, 170, 0, 7, 2, gpid, 2, 1, 1, 1, 32, 1, 1, 16, 0, 0),
-               (180, 260, 0, 7, 3, gpid, 1, 4, 1, 1, 128, 1, 1, 64, 0, 1024)]
+    kernels = [
+        (100, 150, 0, 7, 1, gpid, 1, 4, 1, 1, 128, 1, 1, 64, 0, 1024),
+        (160, 170, 0, 7, 2, gpid, 2, 1, 1, 1, 32, 1, 1, 16, 0, 0),
+        (180, 260, 0, 7, 3, gpid, 1, 4, 1, 1, 128, 1, 1, 64, 0, 1024),
+    ]
     con.executemany("insert into CUPTI_ACTIVITY_KIND_KERNEL values (" + ",".join("?" * 16) + ")", kernels)
     con.commit()
     con.close()

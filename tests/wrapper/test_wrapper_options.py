@@ -4,7 +4,8 @@ from __future__ import annotations
 import shlex
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.wrapper import options as opts

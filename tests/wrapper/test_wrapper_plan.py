@@ -46,8 +46,10 @@ def test_unknown_profiler_name_and_version_probe_order(make_env):
     with pytest.raises(UserError, match="unknown profiler `rocprofv4`"):
         wrapper.plan(["--kernel-trace"], ["x"], "/o", env=make_env(MADENGINE_ROCPROF_PROFILER="rocprofv4"))
     prof = detect.find("rocprofv3", make_env("rocprofv3", FAKE_ROCPROF_VERSION="6.4.0"))
+    assert prof is not None
     assert prof.release == (6, 4) and prof.probes[0].startswith("`rocprofv3 --version` exit 2")
     prof = detect.find("rocprofv3", make_env("rocprofv3", FAKE_ROCPROF_VERSION="7.1.0"))
+    assert prof is not None
     assert (prof.release, prof.version) == ((7, 1), "7.1.0") and len(prof.probes) == 1
 
 

@@ -11,7 +11,7 @@ import pytest
 from madengine_rocprof import wrapper
 from madengine_rocprof.errors import UserError
 
-from wrapper_testlib import FAKES, manifest, wrapper_cli
+from .wrapper_testlib import FAKES, manifest, wrapper_cli
 
 APP = "import os, sys; open(sys.argv[1], 'a').write(f'{os.getpid()}\\n'); print('app out'); sys.exit(int(sys.argv[2]))"
 
@@ -124,7 +124,9 @@ def test_rocprofv3_6x_probes_help_and_drops_rocpd(tmp_path, make_env):
 
 def test_6x_command_runs_on_the_6x_fake(tmp_path, make_env):
     env = make_env("rocprofv3", FAKE_ROCPROF_VERSION="6.2.0")
-    result = wrapper.run(["--kernel-trace", "-f", "csv"], app(tmp_path), str(tmp_path / "o"), env=env, cwd=str(tmp_path))
+    result = wrapper.run(
+        ["--kernel-trace", "-f", "csv"], app(tmp_path), str(tmp_path / "o"), env=env, cwd=str(tmp_path)
+    )
     assert result.outcome == "ok", result.manifest
     assert "-f" not in result.manifest["argv"]  # 7.0-only short form
 

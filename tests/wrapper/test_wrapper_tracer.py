@@ -12,13 +12,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from madengine_rocprof import wrapper
 from madengine_rocprof.tracer import convert
 from madengine_rocprof.wrapper import rocprof_csv
-from wrapper_testlib import REPO, manifest
+
+from .wrapper_testlib import REPO, manifest
 
 pytest.importorskip("torch")
 
@@ -28,7 +30,7 @@ def read_csv(path) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
-KINETO = {
+KINETO: dict[str, Any] = {
     "baseTimeNanoseconds": 1_700_000_000_000_000_000,
     "traceEvents": [
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 77, "ts": 9.0, "dur": 1.0,
@@ -48,13 +50,22 @@ KINETO = {
 
 def test_kineto_kernels_become_rocprofv3_rows():
     rows = convert.kernel_rows(KINETO)
-    trace = [dict(zip(rocprof_csv.KERNEL_TRACE, r)) for r in rows]
+    trace = [dict(zip(rocprof_csv.KERNEL_TRACE, r, strict=True)) for r in rows]
     assert [t["Kernel_Name"] for t in trace] == ["relu_kernel", "void gemm<float>(float*)", "void gemm<float>(float*)"]
     gemm = trace[1]
     assert gemm["Start_Timestamp"] == KINETO["baseTimeNanoseconds"] + 20500
     assert gemm["End_Timestamp"] - gemm["Start_Timestamp"] == 3250
-    assert (gemm["Grid_Size_X"], gemm["Grid_Size_Y"], gemm["Workgroup_Size_X"]) == (512, 2, 128)  # work-items: grid x block
-    assert (gemm["Thread_Id"], gemm["VGPR_Count"], gemm["LDS_Block_Size"], gemm["Agent_Id"]) == (77, 64, 2048, "Agent 0")
+    assert (gemm["Grid_Size_X"], gemm["Grid_Size_Y"], gemm["Workgroup_Size_X"]) == (
+        512,
+        2,
+        128,
+    )  # work-items: grid x block
+    assert (gemm["Thread_Id"], gemm["VGPR_Count"], gemm["LDS_Block_Size"], gemm["Agent_Id"]) == (
+        77,
+        64,
+        2048,
+        "Agent 0",
+    )
     assert trace[0]["Agent_Id"] == "Agent 1"
     assert [t["Dispatch_Id"] for t in trace] == [1, 2, 3]
     assert trace[1]["Kernel_Id"] == trace[2]["Kernel_Id"] != trace[0]["Kernel_Id"]
@@ -74,8 +85,10 @@ def test_stats_match_an_independent_computation():
 
 
 def test_truncate_name():
-    assert rocprof_csv.truncate_name("void at::native::vectorized_elementwise_kernel<4, at::native::Foo<float>>(int, Bar)") \
+    assert (
+        rocprof_csv.truncate_name("void at::native::vectorized_elementwise_kernel<4, at::native::Foo<float>>(int, Bar)")
         == "vectorized_elementwise_kernel"
+    )
     assert rocprof_csv.truncate_name("ampere_sgemm_128x64_tn") == "ampere_sgemm_128x64_tn"
     # The two spellings seen on the H100 run (CUPTI vs ncu) truncate to the same function name.
     cupti = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 6, false, false>(float*, int, bool)"
@@ -121,7 +134,10 @@ def test_cpu_workload_kernel_counts_match_what_the_app_ran(tmp_path):
     assert (result.exit_code, result.outcome) == (0, "ok"), result.manifest
     pid = (tmp_path / "pid").read_text()
     files = host_files(tmp_path)
-    assert set(files) == {f"{pid}_kernel_trace.csv", f"{pid}_kernel_stats.csv", f"{pid}_perfetto_trace.json"}
+    assert set(files) == {f"{pid}_kernel_trace.csv", f"{pid}_kernel_stats.csv", f"{pid}_perfetto_trace.json",
+                          f"{pid}_tracer_summary.json"}
+    assert result.manifest["tracer"]["backends"] == ["torch"]  # CPU: the torch.profiler backend
+    assert result.manifest["tracer"]["dropped_records"] is None  # Kineto does not report drops
     trace = read_csv(files[f"{pid}_kernel_trace.csv"])
     assert list(trace[0]) == list(rocprof_csv.KERNEL_TRACE)
     stats = {r["Name"]: r for r in read_csv(files[f"{pid}_kernel_stats.csv"])}
@@ -138,7 +154,9 @@ def test_cpu_workload_kernel_counts_match_what_the_app_ran(tmp_path):
 def test_files_are_written_when_the_app_raises(tmp_path):
     result = run_embedded(tmp_path, "raise")
     assert (result.exit_code, result.outcome) == (1, "app_failed")
-    stats = {r["Name"]: r for r in read_csv(next(p for n, p in host_files(tmp_path).items() if n.endswith("_stats.csv")))}
+    stats = {
+        r["Name"]: r for r in read_csv(next(p for n, p in host_files(tmp_path).items() if n.endswith("_stats.csv")))
+    }
     assert stats["aten::mm"]["Calls"] == "7"
 
 
@@ -148,9 +166,27 @@ def test_files_are_written_on_sigterm(tmp_path):
     script.write_text(OPS_APP)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MADENGINE_ROCPROF")}
     env.update(PATH="/usr/bin:/bin", PYTHONPATH=str(REPO))
-    proc = subprocess.Popen([sys.executable, "-m", "madengine_rocprof.wrapper", "--profiler", "embedded",
-                             "--kernel-trace", "-d", "out", "--", sys.executable, str(script), str(tmp_path / "pid"), "wait"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "madengine_rocprof.wrapper",
+            "--profiler",
+            "embedded",
+            "--kernel-trace",
+            "-d",
+            "out",
+            "--",
+            sys.executable,
+            str(script),
+            str(tmp_path / "pid"),
+            "wait",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     ready = tmp_path / "pid.ready"
     deadline = time.time() + 120
     while not ready.exists() and time.time() < deadline:
@@ -181,7 +217,8 @@ def test_recording_window_in_optimizer_steps(tmp_path):
     result = run_embedded(tmp_path, "ok", {"MADENGINE_ROCPROF_TRACER_SKIP_STEPS": "2",
                                            "MADENGINE_ROCPROF_TRACER_STEPS": "2"}, app=STEPS_APP)
     assert result.outcome == "ok", result.manifest
-    perfetto = json.loads(next(p for n, p in host_files(tmp_path).items() if n.endswith(".json")).read_text())
+    perfetto_file = next(p for n, p in host_files(tmp_path).items() if n.endswith("_perfetto_trace.json"))
+    perfetto = json.loads(perfetto_file.read_text())
     names = {e.get("name") for e in perfetto["traceEvents"]}
     steps = sorted(n for n in names if str(n).startswith("train_step_"))
     # Recording starts after the 2nd optimizer step (inside train_step_1) and stops after 2 more steps.

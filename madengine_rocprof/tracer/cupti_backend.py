@@ -1,0 +1,242 @@
+"""CUPTI activity tracing through NVIDIA's cupti-python bindings, at the lowest host cost we could measure.
+
+Only the activity kinds the profile needs are enabled: concurrent kernels, memcpy and memset, plus CUDA runtime API
+records when an API trace (--hip-trace/--runtime-trace/--sys-trace) is asked for. Hardware-event-based tracing is
+switched on where the driver supports it (CUPTI answers NOT_SUPPORTED elsewhere, e.g. Hopper with driver 580).
+
+Buffers: cupti-python turns every record of a completed buffer into a Python object before its callback runs,
+which measured about 80 us per kernel record on an H200 (benchmarks/wrapper/README.md); a buffer completing while
+the app runs would stall it for that long per record. So the buffer callbacks are registered on the same libcupti
+through ctypes: a completed buffer is copied out as bytes (one memcpy, on CUPTI's own background thread), its
+memory goes back to a free list, and the records are parsed only when the trace is written (`cupti_records`).
+Everything else (enabling kinds, flush, dropped-record counts, callback names, record layouts) goes through the
+bindings. CUPTI counts records it had to drop for lack of buffer space; the count is reported, never hidden.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import threading
+
+from madengine_rocprof.tracer import cupti_records as cr
+
+BUFFER_BYTES = 32 << 20      # one activity buffer: ~150k kernel records, so a bounded window rarely completes one
+THREAD_ID_TYPE_SYSTEM = 1    # CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM: OS thread ids (gettid), like rocprofv3
+_ERROR_MAX_LIMIT_REACHED = 12  # cuptiActivityGetNextRecord: no more records in the buffer
+
+_REQUEST = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t),
+                            ctypes.POINTER(ctypes.c_size_t))
+_COMPLETE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t,
+                             ctypes.c_size_t)
+
+
+def load():
+    """The `cupti.cupti` module, or raise ImportError (the caller falls back to torch.profiler)."""
+    from cupti import cupti  # optional dependency, imported only when tracing on CUDA
+
+    return cupti
+
+
+def libcupti_path(maps: str = "/proc/self/maps") -> str | None:
+    """Path of the libcupti the bindings loaded (so ctypes talks to the same library instance)."""
+    try:
+        with open(maps, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                path = line.split(None, 5)[-1].strip() if line.count(" ") >= 5 else ""
+                if "/libcupti.so" in path:
+                    return path
+    except OSError:
+        return None
+    return None
+
+
+def open_lib(cupti):
+    """ctypes handle on the libcupti the bindings loaded, with the two entry points the backend calls."""
+    cupti.get_timestamp()  # makes sure the bindings have loaded libcupti
+    path = libcupti_path()
+    if path is None:
+        raise RuntimeError("cannot find the libcupti that cupti-python loaded (/proc/self/maps)")
+    lib = ctypes.CDLL(path)
+    lib.cuptiActivityRegisterCallbacks.argtypes = [_REQUEST, _COMPLETE]
+    lib.cuptiActivityRegisterCallbacks.restype = ctypes.c_int
+    lib.cuptiActivityGetNextRecord.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]
+    lib.cuptiActivityGetNextRecord.restype = ctypes.c_int
+    return lib
+
+
+class Buffers:
+    """Activity buffers for CUPTI: handed out from a free list, copied out as bytes when CUPTI completes them."""
+
+    def __init__(self, size: int = BUFFER_BYTES) -> None:
+        self.size = size
+        self.lock = threading.Lock()
+        self.free: list = []
+        self.owned: dict[int, object] = {}  # address -> ctypes array keeping the memory alive
+        self.completed: list[bytes] = []
+        self.requested = 0
+        self.completed_bytes = 0
+
+    def request(self) -> int:
+        with self.lock:
+            self.requested += 1
+            if self.free:
+                return self.free.pop()
+            memory = (ctypes.c_uint8 * self.size)()  # zeroed, 16-byte aligned (CUPTI needs 8)
+            address = ctypes.addressof(memory)
+            self.owned[address] = memory
+            return address
+
+    def complete(self, address: int, valid: int) -> None:
+        data = ctypes.string_at(address, valid) if valid else b""
+        with self.lock:
+            if data:
+                self.completed.append(data)
+                self.completed_bytes += valid
+            if address in self.owned:
+                self.free.append(address)
+
+    def take(self) -> list[bytes]:
+        with self.lock:
+            done, self.completed = self.completed, []
+        return done
+
+
+class CuptiBackend:
+    """start() / stop() / trace(): the records of one window as a Kineto-style trace, plus counts for the manifest."""
+
+    name = "cupti"
+
+    def __init__(self, cupti, *, api: bool, lib=None, buffers: Buffers | None = None, hw_trace: bool = True) -> None:
+        self.cupti = cupti
+        self.api = api
+        self.lib = lib
+        self.buffers = buffers or Buffers()
+        self.want_hw_trace = hw_trace
+        self.hw_trace: str = "off"
+        self.layouts = cr.layouts(cupti)
+        self.kinds = [cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET]
+        if api:
+            self.kinds.append(cupti.ActivityKind.RUNTIME)
+        self._check_kind_values()
+        self.dropped = 0
+        self.enabled: list = []
+        self._callbacks: tuple = ()  # ctypes function objects: must outlive the registration
+        self.raw: list[bytes] = []
+
+    def _check_kind_values(self) -> None:
+        ak = self.cupti.ActivityKind
+        expected = {cr.KERNEL: ak.CONCURRENT_KERNEL, cr.MEMCPY: ak.MEMCPY, cr.MEMSET: ak.MEMSET, cr.RUNTIME: ak.RUNTIME}
+        wrong = {k: int(v) for k, v in expected.items() if int(v) != k}
+        if wrong:
+            raise RuntimeError(f"cupti ActivityKind values differ from the ones this tracer parses: {wrong}")
+
+    # -------------------------------------------------- control
+    def _register(self) -> None:
+        if self.lib is None:
+            self.lib = open_lib(self.cupti)
+        buffers = self.buffers
+
+        def on_request(buf_out, size_out, max_records_out):
+            buf_out[0] = buffers.request()
+            size_out[0] = buffers.size
+            max_records_out[0] = 0  # as many as fit
+
+        def on_complete(_context, _stream, address, _size, valid):
+            buffers.complete(address, valid)
+
+        self._callbacks = (_REQUEST(on_request), _COMPLETE(on_complete))
+        status = self.lib.cuptiActivityRegisterCallbacks(*self._callbacks)
+        if status != 0:
+            raise RuntimeError(f"cuptiActivityRegisterCallbacks failed with CUPTI status {status}")
+
+    def start(self) -> None:
+        c = self.cupti
+        with contextlib.suppress(c.cuptiError):  # older CUPTI: thread ids stay pthread ids
+            c.set_thread_id_type(THREAD_ID_TYPE_SYSTEM)
+        if self.want_hw_trace:
+            try:
+                c.activity_enable_hw_trace(1)
+                self.hw_trace = "on"
+            except c.cuptiError as exc:
+                self.hw_trace = f"unsupported ({exc})"
+        self._register()
+        for kind in self.kinds:
+            c.activity_enable(kind)
+            self.enabled.append(kind)
+
+    def stop(self) -> None:
+        c = self.cupti
+        for kind in self.enabled:
+            c.activity_disable(kind)
+        self.enabled = []
+        c.activity_flush_all(1)  # CUPTI_ACTIVITY_FLAG_FLUSH_FORCED: complete every buffer now
+        self.dropped += self.dropped_now()
+        self.raw += self.buffers.take()
+        if self.hw_trace == "on":
+            c.activity_enable_hw_trace(0)
+
+    def dropped_now(self) -> int:
+        count = ctypes.c_size_t(0)
+        self.cupti.activity_get_num_dropped_records(0, 0, ctypes.addressof(count))
+        return int(count.value)
+
+    # -------------------------------------------------- records
+    def offsets(self, raw: bytes) -> list[int]:
+        """Record offsets in one copied buffer, walked by CUPTI itself (record sizes are CUPTI's business)."""
+        buf = ctypes.create_string_buffer(raw, len(raw))
+        base = ctypes.addressof(buf)
+        record = ctypes.c_void_p(None)
+        get_next = self.lib.cuptiActivityGetNextRecord
+        out: list[int] = []
+        while True:
+            status = get_next(base, len(raw), ctypes.byref(record))
+            if status == _ERROR_MAX_LIMIT_REACHED:
+                return out
+            if status != 0:
+                raise RuntimeError(f"cuptiActivityGetNextRecord failed with CUPTI status {status}")
+            out.append((record.value or 0) - base)
+
+    def records(self) -> tuple[list[tuple[int, dict]], dict]:
+        every: list[tuple[int, dict]] = []
+        seen: dict[int, int] = {}
+        for raw in self.raw:
+            recs, kinds = cr.parse(raw, self.offsets(raw), self.layouts)
+            every += recs
+            for k, n in kinds.items():
+                seen[k] = seen.get(k, 0) + n
+        return every, seen
+
+    def trace(self, _tmp: str | None = None, *, demangle_names: bool) -> tuple[dict, dict]:
+        """(Kineto-style trace, counts for the manifest); the caller writes the JSON."""
+        from madengine_rocprof.tracer.demangle import demangle
+
+        names: dict[int, str] = {}
+
+        def kernel_name(ptr: int) -> str:
+            if ptr not in names:
+                text = ctypes.string_at(ptr).decode("utf-8", "replace") if ptr else "<unknown>"
+                names[ptr] = demangle(text) if demangle_names else text
+            return names[ptr]
+
+        api_names: dict[int, str] = {}
+
+        def api_name_of(cbid: int) -> str:
+            if cbid not in api_names:
+                try:
+                    api_names[cbid] = cr.api_name(str(self.cupti.get_callback_name(
+                        self.cupti.CallbackDomain.RUNTIME_API, cbid)))
+                except Exception:  # noqa: BLE001 - an unknown id must not lose the record
+                    api_names[cbid] = f"cuda_runtime_cbid_{cbid}"
+            return api_names[cbid]
+
+        records, seen = self.records()
+        trace = cr.chrome_trace(records, kernel_name=kernel_name, api_name_of=api_name_of, pid=os.getpid())
+        return trace, self.counts(seen)
+
+    def counts(self, seen: dict) -> dict:
+        return {"backend": self.name, "dropped_records": self.dropped, "hw_trace": self.hw_trace,
+                "activity_kinds": [getattr(k, "name", str(k)) for k in self.kinds],
+                "records": {getattr(self.cupti.ActivityKind(k), "name", str(k)): n for k, n in sorted(seen.items())},
+                "buffers": self.buffers.requested, "buffer_bytes": self.buffers.size,
+                "completed_bytes": self.buffers.completed_bytes}

@@ -1,0 +1,185 @@
+"""A fake of cupti-python's `cupti.cupti` module and of libcupti's buffer protocol, for CPU tests.
+
+It behaves like the real pair as the CUPTI backend uses them (checked on an H200 with cupti-python 13.0.1 and
+libcupti 13.0.85): record layouts are the real ones (offsets and types of cupti.activity_*_dtype, the fields the
+backend reads), kind values are CUpti_ActivityKind's, records are written into buffers obtained from the
+registered request callback and handed back through the completion callback (at flush, or when a buffer is
+full), records are walked with cuptiActivityGetNextRecord (status 12 = no more), kernel names are C strings
+owned by the library (mangled), thread-id type and hardware tracing can be refused with cuptiError, and dropped
+records are reported through a size_t pointer.
+"""
+from __future__ import annotations
+
+import ctypes
+import enum
+import struct
+
+
+class cuptiError(Exception):  # noqa: N801 - the real class name
+    def __init__(self, status: int, name: str) -> None:
+        super().__init__(f"{name} ({status})")
+        self.status = status
+
+
+class ActivityKind(enum.IntEnum):
+    MEMCPY = 1
+    MEMSET = 2
+    RUNTIME = 5
+    CONCURRENT_KERNEL = 10
+
+
+class CallbackDomain(enum.IntEnum):
+    DRIVER_API = 1
+    RUNTIME_API = 2
+
+
+class _Type:
+    def __init__(self, s: str) -> None:
+        self.str = s
+
+
+class _Dtype:
+    def __init__(self, itemsize: int, fields: dict) -> None:
+        self.itemsize = itemsize
+        self.fields = {name: (_Type(t), off) for name, (t, off) in fields.items()}
+
+
+# Offsets and types as in cupti-python 13.0.1 (CUpti_ActivityKernel10, Memcpy6, Memset4, API), fields we read + kind.
+activity_kernel10_dtype = _Dtype(216, {
+    "kind": ("<i4", 0), "registers_per_thread": ("<u2", 6), "start": ("<u8", 16), "end": ("<u8", 24),
+    "device_id": ("<u4", 40), "context_id": ("<u4", 44), "stream_id": ("<u4", 48), "grid_x": ("<i4", 52),
+    "grid_y": ("<i4", 56), "grid_z": ("<i4", 60), "block_x": ("<i4", 64), "block_y": ("<i4", 68),
+    "block_z": ("<i4", 72), "static_shared_memory": ("<i4", 76), "dynamic_shared_memory": ("<i4", 80),
+    "correlation_id": ("<u4", 92), "name": ("<i8", 104), "graph_id": ("<u4", 156)})
+activity_memcpy6_dtype = _Dtype(96, {
+    "kind": ("<i4", 0), "copy_kind": ("|u1", 4), "src_kind": ("|u1", 5), "dst_kind": ("|u1", 6), "bytes": ("<u8", 8),
+    "start": ("<u8", 16), "end": ("<u8", 24), "device_id": ("<u4", 32), "stream_id": ("<u4", 40),
+    "correlation_id": ("<u4", 44)})
+activity_memset4_dtype = _Dtype(88, {
+    "kind": ("<i4", 0), "value": ("<u4", 4), "bytes": ("<u8", 8), "start": ("<u8", 16), "end": ("<u8", 24),
+    "device_id": ("<u4", 32), "stream_id": ("<u4", 40), "correlation_id": ("<u4", 44), "memory_kind": ("<u2", 50)})
+activity_api_dtype = _Dtype(40, {
+    "kind": ("<i4", 0), "cbid": ("<u4", 4), "start": ("<u8", 8), "end": ("<u8", 16), "process_id": ("<u4", 24),
+    "thread_id": ("<u4", 28), "correlation_id": ("<u4", 32)})
+_DTYPES = {1: activity_memcpy6_dtype, 2: activity_memset4_dtype, 5: activity_api_dtype, 10: activity_kernel10_dtype}
+_CALLBACK_NAMES = {211: "cudaLaunchKernel_v7000", 41: "cudaMemcpyAsync_v3020", 17: "cudaGetDevice_v3020"}
+
+
+class _State:
+    def __init__(self) -> None:
+        self.enabled: set = set()
+        self.pending: list[tuple[int, dict]] = []  # records CUPTI holds until a buffer is completed
+        self.dropped = 0
+        self.hw_trace_supported = False
+        self.thread_id_type: int | None = None
+        self.callbacks: tuple | None = None
+        self.names: dict[str, ctypes.Array] = {}  # C strings the library owns
+        self.completions = 0
+
+
+STATE = _State()
+
+
+def reset(hw_trace_supported: bool = False) -> None:
+    global STATE
+    STATE = _State()
+    STATE.hw_trace_supported = hw_trace_supported
+
+
+def activity_enable(kind) -> None:
+    STATE.enabled.add(int(kind))
+
+
+def activity_disable(kind) -> None:
+    STATE.enabled.discard(int(kind))
+
+
+def activity_enable_hw_trace(enable: int) -> None:
+    if not STATE.hw_trace_supported:
+        raise cuptiError(27, "ERROR_NOT_SUPPORTED")
+
+
+def set_thread_id_type(kind: int) -> None:
+    STATE.thread_id_type = kind
+
+
+def get_timestamp() -> int:
+    return 1_000
+
+
+def get_callback_name(domain, cbid: int) -> str:
+    if int(domain) != CallbackDomain.RUNTIME_API or cbid not in _CALLBACK_NAMES:
+        raise cuptiError(1, "ERROR_INVALID_PARAMETER")
+    return _CALLBACK_NAMES[cbid]
+
+
+def activity_get_num_dropped_records(context: int, stream_id: int, dropped: int) -> None:
+    ctypes.c_size_t.from_address(dropped).value = STATE.dropped
+
+
+def record(kind: int, **fields) -> bool:
+    """What the driver does on an activity: queue a record of an enabled kind (False: kind not enabled)."""
+    if kind not in STATE.enabled:
+        return False
+    if kind == ActivityKind.CONCURRENT_KERNEL and isinstance(fields.get("name"), str):
+        text = fields["name"]
+        STATE.names.setdefault(text, ctypes.create_string_buffer(text.encode()))
+        fields["name"] = ctypes.addressof(STATE.names[text])
+    STATE.pending.append((kind, fields))
+    return True
+
+
+def _pack(kind: int, fields: dict) -> bytes:
+    dt = _DTYPES[kind]
+    raw = bytearray(dt.itemsize)
+    struct.pack_into("<i", raw, 0, kind)
+    for name, value in fields.items():
+        ftype, off = dt.fields[name]
+        char = {"u1": "B", "u2": "H", "u4": "I", "i4": "i", "u8": "Q", "i8": "q"}[ftype.str[1:]]
+        struct.pack_into("<" + char, raw, off, value)
+    return bytes(raw)
+
+
+def activity_flush_all(flag: int) -> None:
+    """Hand every queued record back through request/complete callbacks, as many buffers as it takes."""
+    if STATE.callbacks is None:
+        return
+    request, complete = STATE.callbacks
+    while STATE.pending:
+        buf, size, max_records = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
+        request(ctypes.byref(buf), ctypes.byref(size), ctypes.byref(max_records))
+        base = buf.value or 0  # the address the request callback handed out
+        used = 0
+        while STATE.pending:
+            data = _pack(*STATE.pending[0])
+            if used + len(data) > size.value:
+                if used == 0:  # a record larger than a whole buffer: CUPTI drops it
+                    STATE.pending.pop(0)
+                    STATE.dropped += 1
+                    continue
+                break
+            ctypes.memmove(base + used, data, len(data))
+            used += len(data)
+            STATE.pending.pop(0)
+        STATE.completions += 1
+        complete(None, 0, base, size.value, used)
+
+
+class FakeLib:
+    """libcupti's C entry points the backend calls through ctypes."""
+
+    def cuptiActivityRegisterCallbacks(self, request, complete) -> int:  # noqa: N802 - C name
+        STATE.callbacks = (request, complete)
+        return 0
+
+    def cuptiActivityGetNextRecord(self, base: int, valid: int, record_ref) -> int:  # noqa: N802 - C name
+        rec = record_ref._obj
+        if rec.value is None:
+            nxt = base
+        else:
+            kind = ctypes.c_int32.from_address(rec.value).value
+            nxt = rec.value + _DTYPES[kind].itemsize
+        if nxt >= base + valid:
+            return 12  # CUPTI_ERROR_MAX_LIMIT_REACHED
+        rec.value = nxt
+        return 0
