@@ -2,6 +2,7 @@
 
 Metadata lives in setup.cfg. An editable install reads the resources from the checkout instead.
 """
+
 import importlib.util
 import shutil
 from pathlib import Path

@@ -5,13 +5,20 @@ model repository (models.json, docker/, scripts/tinytransformer/). In a source c
 read from the checkout; an installed wheel carries a copy under madengine_rocprof/_resources/ (setup.py puts it
 there) with the same layout. Standard library only: the wrapper bundle uses it too.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 # Paths relative to the resource root; setup.py copies exactly these into the wheel.
-RESOURCES = ("models.json", "profiling-configs", "counters", "docker", "scripts/rocprof_wrapper.sh",
-             "scripts/tinytransformer")
+RESOURCES = (
+    "models.json",
+    "profiling-configs",
+    "counters",
+    "docker",
+    "scripts/rocprof_wrapper.sh",
+    "scripts/tinytransformer",
+)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 _CHECKOUT = PACKAGE_DIR.parent

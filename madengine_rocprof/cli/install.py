@@ -23,7 +23,8 @@ def register(subparsers) -> None:
     p.add_argument("--madengine", nargs="?", const="", metavar="DIR", required=True,
                    help="madengine's directory (default: the installed madengine package)")
     p.add_argument("--madengine-python", metavar="PYTHON",
-                   help="the Python of madengine's venv (default: this Python, then the one behind `madengine` on PATH)")
+                   help="the Python of madengine's venv "
+                        "(default: this Python, then the one behind `madengine` on PATH)")
     p.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
     p.set_defaults(func=run)
 
@@ -70,8 +71,9 @@ def find_madengine(given: str, python: str | None = None) -> Path:
             where = "--madengine-python" if python else "--madengine"
             no_command = "" if python or len(tried) > 1 else " (no `madengine` command on PATH)"
             raise UserError(f"madengine is not importable by {' nor '.join(tried)}{no_command}", where=where,
-                            fix="activate madengine's venv, or pass --madengine-python /path/to/madengine-venv/bin/python, "
-                                "or --madengine /path/to/madengine (its source tree or package folder)")
+                            fix="activate madengine's venv, or pass --madengine-python "
+                                "/path/to/madengine-venv/bin/python, or --madengine /path/to/madengine "
+                                "(its source tree or package folder)")
         candidates = [found]
     for c in candidates:
         if (c / "scripts" / "common" / "tools.json").is_file():

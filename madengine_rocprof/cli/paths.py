@@ -3,6 +3,7 @@
 The configs are ordinary madengine additional-context files, so a user of an unmodified madengine passes them
 directly: `madengine run --additional-context-file "$(madengine-rocprof paths --config rocprofv3_lightweight)"`.
 """
+
 from __future__ import annotations
 
 from madengine_rocprof import resources
@@ -12,7 +13,9 @@ from madengine_rocprof.models._common import closest
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("paths", help="where the shipped configs, counter files, schema and wrapper are")
-    p.add_argument("--config", metavar="NAME", help="print only the path of this shipped config (e.g. rocprofv3_lightweight)")
+    p.add_argument(
+        "--config", metavar="NAME", help="print only the path of this shipped config (e.g. rocprofv3_lightweight)"
+    )
     p.set_defaults(func=run)
 
 
@@ -23,8 +26,11 @@ def run(args) -> int:
         if found is None or found.parent != resources.CONFIGS_DIR:
             names = [p.stem for p in configs]
             guess = closest(args.config.removesuffix(".json"), names)
-            raise UserError(f"no shipped config named {args.config!r}", where="--config",
-                            fix=f"did you mean {guess}?" if guess else "shipped: " + " ".join(names))
+            raise UserError(
+                f"no shipped config named {args.config!r}",
+                where="--config",
+                fix=f"did you mean {guess}?" if guess else "shipped: " + " ".join(names),
+            )
         print(found)
         return 0
     print(f"resources ({resources.SOURCE}): {resources.ROOT}")

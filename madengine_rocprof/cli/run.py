@@ -27,7 +27,8 @@ def register(subparsers) -> None:
                    help="time limit for each pre/post script (default 600)")
     p.add_argument("--repo", default=".", metavar="DIR",
                    help="MAD-style model repository: models.json, docker/, scripts/ (default: the current directory)")
-    p.add_argument("--models", default="models.json", metavar="FILE", help="models file, relative to --repo (default models.json)")
+    p.add_argument("--models", default="models.json", metavar="FILE",
+                   help="models file, relative to --repo (default models.json)")
     p.add_argument("--first-tool-outermost", action="store_true",
                    help="reverse madengine's chaining order: the FIRST listed tool becomes the outermost")
     p.add_argument("--quiet", action="store_true", help="do not echo workload output (it is always in logs/)")

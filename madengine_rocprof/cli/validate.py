@@ -74,8 +74,9 @@ def validate_file(path: str, archs: list[str] | None = None, counter_defs: str |
         if not (archs or profile.architectures):
             catalog = load_catalog(counter_defs)
             everywhere = check_known_somewhere(profile, catalog, lines_of, path)
-            return (f"OK {path}: counter file, {len(profile.passes)} pass(es); every counter exists on some architecture "
-                    f"in {catalog.source} (all of them on: {' '.join(everywhere) or 'no single architecture'}); "
+            on_all = " ".join(everywhere) or "no single architecture"
+            return (f"OK {path}: counter file, {len(profile.passes)} pass(es); every counter exists on some "
+                    f"architecture in {catalog.source} (all of them on: {on_all}); "
                     "pass --arch gfxNNN to check one architecture and its pass limits")
         return f"OK {path}: counter file\n  " + "\n  ".join(check_file(Path(path), archs, counter_defs))
     if kind == "schema":

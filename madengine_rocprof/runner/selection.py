@@ -42,7 +42,8 @@ def load_models(path: Path) -> list[ModelCard]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError("models file not found", file=str(path),
-                        fix="run from a MAD-style repository (models.json, docker/, scripts/) or pass --repo DIR; `madengine-rocprof paths` shows the shipped TinyTransformer repository") from None
+                        fix="run from a MAD-style repository (models.json, docker/, scripts/) or pass --repo DIR; "
+                            "`madengine-rocprof paths` shows the shipped TinyTransformer repository") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:

@@ -1,4 +1,5 @@
 """Packaging tests: resources, `paths`, install into madengine, the wheel, and the real madengine end to end."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,10 +1,10 @@
 """Resources, `paths`, shipped names, `run --repo`, the counter check without --arch, and `install --madengine`."""
+
 from __future__ import annotations
 
 import json
 import os
 import sys
-import textwrap
 
 import pytest
 
@@ -20,7 +20,7 @@ def run(capsys, *argv):
 
 
 def test_checkout_resources_are_the_checkout(repo):
-    assert resources.ROOT == repo and resources.SOURCE == "checkout"
+    assert repo == resources.ROOT and resources.SOURCE == "checkout"
     for rel in resources.RESOURCES:
         assert (repo / rel).exists(), rel
 
@@ -57,7 +57,11 @@ def test_counter_file_without_arch_is_checked_against_every_architecture(tmp_pat
     good = tmp_path / "good.txt"
     good.write_text("pmc: SQ_WAVES TCC_EA0_RDREQ_sum\n")  # TCC_EA0_* exists on gfx942 only: fine without --arch
     code, out, _ = run(capsys, "validate", "--counter-defs", str(counter_defs), str(good))
-    assert code == 0 and "every counter exists on some architecture" in out and "gfx90a" not in out.split("all of them on:")[1]
+    assert (
+        code == 0
+        and "every counter exists on some architecture" in out
+        and "gfx90a" not in out.split("all of them on:")[1]
+    )
     # per-architecture checks stay as they were
     code, _, err = run(capsys, "validate", "--arch", "gfx90a", "--counter-defs", str(counter_defs), str(good))
     assert code == 2 and "TCC_EA0_RDREQ_sum does not exist on gfx90a" in err
@@ -71,9 +75,22 @@ def counter_defs(rocprof_fixtures):
 def _mad_repo(root):
     (root / "scripts" / "m").mkdir(parents=True)
     (root / "scripts" / "m" / "run.sh").write_text('echo "performance: 42 samples_per_second"\n')
-    (root / "models.json").write_text(json.dumps([{"name": "m1", "dockerfile": "docker/m", "scripts": "scripts/m/run.sh",
-                                                   "n_gpus": "1", "owner": "t", "training_precision": "fp32",
-                                                   "tags": ["t"], "args": ""}]))
+    (root / "models.json").write_text(
+        json.dumps(
+            [
+                {
+                    "name": "m1",
+                    "dockerfile": "docker/m",
+                    "scripts": "scripts/m/run.sh",
+                    "n_gpus": "1",
+                    "owner": "t",
+                    "training_precision": "fp32",
+                    "tags": ["t"],
+                    "args": "",
+                }
+            ]
+        )
+    )
     return root
 
 
@@ -84,8 +101,9 @@ def test_run_uses_the_current_directory_or_repo(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(elsewhere)
     code, _, err = run(capsys, "run", "--tags", "m1", "--runner", "local", "--output-dir", str(tmp_path / "o1"))
     assert code == 2 and "models file not found" in err and "--repo DIR" in err and not (tmp_path / "o1").exists()
-    code, out, _ = run(capsys, "run", "--repo", str(repo), "--tags", "m1", "--runner", "local",
-                       "--output-dir", str(tmp_path / "o2"))
+    code, out, _ = run(
+        capsys, "run", "--repo", str(repo), "--tags", "m1", "--runner", "local", "--output-dir", str(tmp_path / "o2")
+    )
     assert code == 0 and "m1" in (tmp_path / "o2" / "perf.csv").read_text()
     monkeypatch.chdir(repo)
     code, _, _ = run(capsys, "run", "--tags", "m1", "--runner", "local", "--output-dir", str(tmp_path / "o3"))
@@ -107,13 +125,24 @@ def _fake_madengine(tmp_path):
     common = site / "madengine" / "scripts" / "common"
     common.mkdir(parents=True)
     (site / "madengine" / "__init__.py").write_text("")
-    (common / "tools.json").write_text(json.dumps({"tools": {"rocprofv3_lightweight": {
-        "pre_scripts": [], "cmd": "upstream", "env_vars": {},
-        "post_scripts": [{"path": "scripts/common/post_scripts/trace.sh", "args": "rocprof"}]}}}))
+    (common / "tools.json").write_text(
+        json.dumps(
+            {
+                "tools": {
+                    "rocprofv3_lightweight": {
+                        "pre_scripts": [],
+                        "cmd": "upstream",
+                        "env_vars": {},
+                        "post_scripts": [{"path": "scripts/common/post_scripts/trace.sh", "args": "rocprof"}],
+                    }
+                }
+            }
+        )
+    )
     bindir = tmp_path / "madvenv" / "bin"
     bindir.mkdir()
     python = bindir / "python"
-    python.write_text(f"#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} \"$@\"\n")
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
     python.chmod(0o755)
     script = bindir / "madengine"
     script.write_text(f"#!{python}\nraise SystemExit(0)\n")
@@ -128,7 +157,9 @@ def test_install_finds_madengine_behind_the_command_on_path(tmp_path, capsys, mo
     assert code == 0 and f"madengine: {package}" in out
     tools = json.loads((package / "scripts" / "common" / "tools.json").read_text())["tools"]
     assert tools["rocprofv3_lightweight"]["cmd"].startswith("bash ../scripts/common/tools/rocprof_wrapper.sh")
-    assert {"path": "scripts/common/post_scripts/trace.sh", "args": "rocprof"} in tools["rocprofv3_lightweight"]["post_scripts"]
+    assert {"path": "scripts/common/post_scripts/trace.sh", "args": "rocprof"} in tools["rocprofv3_lightweight"][
+        "post_scripts"
+    ]
     assert len(list((package / "scripts" / "common").glob("tools.json.bak-*"))) == 1
     assert (package / "scripts" / "common" / "tools" / "madengine_rocprof_wrapper.pyz").is_file()
 
@@ -155,6 +186,20 @@ def test_multi_gpu_config_sets_the_rank_count_madengine_reads(repo):
 def test_rank_counts_that_disagree_are_refused(tmp_path, capsys):
     repo = _mad_repo(tmp_path / "mad")
     ctx = json.dumps({"gpus_per_node": 2, "distributed": {"launcher": "torchrun", "nproc_per_node": 4}})
-    code, _, err = run(capsys, "run", "--repo", str(repo), "--tags", "m1", "--runner", "local",
-                       "--additional-context", ctx, "--output-dir", str(tmp_path / "o"))
-    assert code == 2 and "gpus_per_node 2 and distributed.nproc_per_node 4 differ" in err and not (tmp_path / "o").exists()
+    code, _, err = run(
+        capsys,
+        "run",
+        "--repo",
+        str(repo),
+        "--tags",
+        "m1",
+        "--runner",
+        "local",
+        "--additional-context",
+        ctx,
+        "--output-dir",
+        str(tmp_path / "o"),
+    )
+    assert (
+        code == 2 and "gpus_per_node 2 and distributed.nproc_per_node 4 differ" in err and not (tmp_path / "o").exists()
+    )

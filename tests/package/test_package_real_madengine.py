@@ -13,6 +13,7 @@ What a machine without a GPU needs, and why (madengine source, 2.0.0):
 - the TEST-ONLY docker shim (tests/package/test_only_shims/docker): madengine adds --device=/dev/kfd to every AMD
   `docker run` and no context key removes it; the shim drops that flag. A user's GPU-less host cannot avoid it.
 """
+
 from __future__ import annotations
 
 import csv
@@ -51,8 +52,10 @@ def mad(tmp_path_factory):
     """madengine in its own venv, a workspace copy of this checkout, and our CPU image."""
     tarballs = sorted(VENDOR.glob("madengine-*.tar.gz"))
     _need(bool(tarballs), f"no upstream madengine tarball in {VENDOR} (set MADENGINE_VENDOR_DIR)")
-    _need(shutil.which("docker") is not None and subprocess.run(["docker", "info"], capture_output=True).returncode == 0,
-          "no Docker engine answers (bash scripts/setup.sh --docker starts one)")
+    _need(
+        shutil.which("docker") is not None and subprocess.run(["docker", "info"], capture_output=True).returncode == 0,
+        "no Docker engine answers (bash scripts/setup.sh --docker starts one)",
+    )
     base = tmp_path_factory.mktemp("madengine")
     sh(["tar", "-xzf", tarballs[-1], "-C", base], cwd=base)
     src = next(p for p in base.iterdir() if p.is_dir())
@@ -68,25 +71,64 @@ def mad(tmp_path_factory):
         if (REPO / rel).is_file():
             (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / rel, workspace / rel)
-    image = sh([sys.executable, "-m", "madengine_rocprof.runner.images", "--model", "tiny_llama_v1", "--gpu-vendor", "CPU",
-                "--repo", REPO], cwd=REPO).stdout.strip().splitlines()[-1]
+    image = (
+        sh(
+            [
+                sys.executable,
+                "-m",
+                "madengine_rocprof.runner.images",
+                "--model",
+                "tiny_llama_v1",
+                "--gpu-vendor",
+                "CPU",
+                "--repo",
+                REPO,
+            ],
+            cwd=REPO,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     env["PATH"] = f"{SHIMS}:{base / 'venv' / 'bin'}:{env['PATH']}"
     return {"base": base, "ws": workspace, "image": image, "env": env, "python": base / "venv" / "bin" / "python"}
 
 
 def cpu_context(image: str, **extra) -> str:
-    ctx = {"MAD_CONTAINER_IMAGE": image, "docker_gpus": "0", "gpu_renderDs": None, "gen_sys_env_details": False,
-           "docker_env_vars": {"MAD_SYSTEM_NGPUS": "1", "MAD_SYSTEM_GPU_ARCHITECTURE": "cpu",
-                               "MAD_SYSTEM_HIP_VERSION": "0", "MAD_SYSTEM_GPU_PRODUCT_NAME": "none"}}
+    ctx = {
+        "MAD_CONTAINER_IMAGE": image,
+        "docker_gpus": "0",
+        "gpu_renderDs": None,
+        "gen_sys_env_details": False,
+        "docker_env_vars": {
+            "MAD_SYSTEM_NGPUS": "1",
+            "MAD_SYSTEM_GPU_ARCHITECTURE": "cpu",
+            "MAD_SYSTEM_HIP_VERSION": "0",
+            "MAD_SYSTEM_GPU_PRODUCT_NAME": "none",
+        },
+    }
     ctx.update(extra)
     return json.dumps(ctx)
 
 
 def madengine_run(mad, config: str, context: str, *flags: str, ok=True):
     shutil.rmtree(mad["ws"] / "rocprof_output", ignore_errors=True)
-    return sh(["madengine", "run", "--tags", "tiny_llama_v1", "--additional-context-file", f"profiling-configs/{config}",
-               "--additional-context", context, *flags], cwd=mad["ws"], env=mad["env"], ok=ok)
+    return sh(
+        [
+            "madengine",
+            "run",
+            "--tags",
+            "tiny_llama_v1",
+            "--additional-context-file",
+            f"profiling-configs/{config}",
+            "--additional-context",
+            context,
+            *flags,
+        ],
+        cwd=mad["ws"],
+        env=mad["env"],
+        ok=ok,
+    )
 
 
 def last_perf_row(ws: Path) -> dict:
@@ -128,10 +170,15 @@ def test_cmd_override_route_needs_no_install(mad, rocprof_fixtures):
     locate = "import madengine, pathlib; print(pathlib.Path(madengine.__file__).parent / 'scripts/common/tools.json')"
     tools_json = Path(sh([mad["python"], "-c", locate], cwd=mad["base"]).stdout.strip())
     assert "--profile" not in json.loads(tools_json.read_text())["tools"]["rocprofv3_lightweight"]["cmd"]  # upstream's
-    cmd = ("bash ../scripts/rocprof_wrapper.sh --profile lightweight --kernel-trace --stats --output-format csv "
-           "-d ./rocprof_output -o %hostname%/%pid% --")
-    madengine_run(mad, "rocprofv3_lightweight.json",
-                  cpu_context(mad["image"], tools=[{"name": "rocprofv3_lightweight", "cmd": cmd}]))
+    cmd = (
+        "bash ../scripts/rocprof_wrapper.sh --profile lightweight --kernel-trace --stats --output-format csv "
+        "-d ./rocprof_output -o %hostname%/%pid% --"
+    )
+    madengine_run(
+        mad,
+        "rocprofv3_lightweight.json",
+        cpu_context(mad["image"], tools=[{"name": "rocprofv3_lightweight", "cmd": cmd}]),
+    )
     row = last_perf_row(mad["ws"])
     assert row["status"] == "SUCCESS" and row["metric"] == "tokens_per_second" and float(row["performance"]) > 0
     check_profiler_outputs(mad["ws"], rocprof_fixtures)
@@ -139,8 +186,10 @@ def test_cmd_override_route_needs_no_install(mad, rocprof_fixtures):
 
 @pytest.fixture(scope="module")
 def installed(mad):
-    out = sh([sys.executable, "-m", "madengine_rocprof", "install", "--madengine", "--madengine-python", mad["python"]],
-             cwd=mad["ws"]).stdout
+    out = sh(
+        [sys.executable, "-m", "madengine_rocprof", "install", "--madengine", "--madengine-python", mad["python"]],
+        cwd=mad["ws"],
+    ).stdout
     assert "backup of the previous tools.json" in out
     return mad
 
@@ -161,8 +210,13 @@ def test_compute_bound_is_refused_clearly_without_a_gpu_profiler(installed):
     assert run.returncode != 0 and last_perf_row(installed["ws"])["status"] == "FAILURE"
     assert "gpu_info_pre.sh" in run.stdout and "failed with exit code" in run.stdout
     # Without the sampler, our wrapper refuses: counters need rocprofv3 or ncu; the app is not run; exit 127.
-    run = madengine_run(installed, "rocprofv3_compute_bound.json",
-                        cpu_context(installed["image"], tools=[{"name": "rocprofv3_compute"}]), "--live-output", ok=False)
+    run = madengine_run(
+        installed,
+        "rocprofv3_compute_bound.json",
+        cpu_context(installed["image"], tools=[{"name": "rocprofv3_compute"}]),
+        "--live-output",
+        ok=False,
+    )
     assert run.returncode != 0 and last_perf_row(installed["ws"])["status"] == "FAILURE"
     assert "counters needs a vendor profiler (rocprofv3 or ncu); none was found" in run.stdout
     assert "the application was NOT run" in run.stdout and "failed with exit code 127" in run.stdout
@@ -170,8 +224,15 @@ def test_compute_bound_is_refused_clearly_without_a_gpu_profiler(installed):
 
 def test_multi_gpu_starts_the_ranks_madengine_reads(installed, rocprof_fixtures):
     """madengine takes the rank count from gpus_per_node, not distributed.nproc_per_node (2 ranks on the CPU)."""
-    ctx = json.loads(cpu_context(installed["image"], tools=[{"name": "rocprofv3_communication"}], docker_gpus="0,1",
-                                 gpus_per_node=2, distributed={"launcher": "torchrun", "nnodes": 1, "nproc_per_node": 2}))
+    ctx = json.loads(
+        cpu_context(
+            installed["image"],
+            tools=[{"name": "rocprofv3_communication"}],
+            docker_gpus="0,1",
+            gpus_per_node=2,
+            distributed={"launcher": "torchrun", "nnodes": 1, "nproc_per_node": 2},
+        )
+    )
     ctx["docker_env_vars"]["MAD_SYSTEM_NGPUS"] = "2"
     run = madengine_run(installed, "rocprofv3_multi_gpu.json", json.dumps(ctx))
     assert "--nproc_per_node=2" in run.stdout
