@@ -3,6 +3,7 @@
 Usage: python benchmarks/reports/make_kernel_trace.py OUT_DIR [--dispatches N] [--kernels K] [--seed S]
 Writes OUT_DIR/bench-node/4242_kernel_trace.csv and prints its size. Deterministic for a given seed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,9 +28,15 @@ STEMS = (
 )
 
 
-def write(path: Path, dispatches: int, kernels: int, seed: int) -> int:
+def kernel_names(kernels: int) -> list[str]:
+    return [STEMS[i % len(STEMS)].format(i) for i in range(kernels)]
+
+
+def write(path: Path, dispatches: int, kernels: int, seed: int, pid: int = 4242) -> tuple[int, int]:
+    """Write the trace; returns (file size in bytes, sum of the durations written: the benchmark's check)."""
     rng = random.Random(seed)
-    names = [STEMS[i % len(STEMS)].format(i) for i in range(kernels)]
+    total = 0
+    names = kernel_names(kernels)
     path.parent.mkdir(parents=True, exist_ok=True)
     t = 1_550_151_853_000_000
     with open(path, "w", newline="") as fh:
@@ -38,14 +45,17 @@ def write(path: Path, dispatches: int, kernels: int, seed: int) -> int:
         for n in range(1, dispatches + 1):
             k = rng.randrange(kernels)
             duration = rng.randint(1_000, 200_000)
-            lines.append(f'"KERNEL_DISPATCH","Agent 4",1,1,4242,{n},{k},"{names[k]}",{n},{t},{t + duration},'
-                         f'0,0,8,0,16,256,1,1,{256 * (k + 1)},1,1\n')
+            total += duration
+            lines.append(
+                f'"KERNEL_DISPATCH","Agent 4",1,1,{pid},{n},{k},"{names[k]}",{n},{t},{t + duration},'
+                f"0,0,8,0,16,256,1,1,{256 * (k + 1)},1,1\n"
+            )
             t += duration + rng.randint(100, 3_000)
             if len(lines) == 10_000:
                 fh.writelines(lines)
                 lines.clear()
         fh.writelines(lines)
-    return path.stat().st_size
+    return path.stat().st_size, total
 
 
 def main() -> int:
@@ -56,7 +66,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     path = args.out_dir / "bench-node" / "4242_kernel_trace.csv"
-    size = write(path, args.dispatches, args.kernels, args.seed)
+    size, _ = write(path, args.dispatches, args.kernels, args.seed)
     print(f"wrote {path}: {args.dispatches:,} dispatches, {size / 1e6:.1f} MB")
     return 0
 

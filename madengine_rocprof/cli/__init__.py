@@ -3,14 +3,17 @@
 Each subcommand lives in its own module under this package and exposes
 `register(subparsers)`, which adds its parser and sets `func(args) -> int`.
 """
+
 from __future__ import annotations
 
 import argparse
+import csv
 import importlib
+import sqlite3
 import sys
 
 from madengine_rocprof import __version__
-from madengine_rocprof.errors import UserError
+from madengine_rocprof.errors import UserError, from_os_error, too_deep
 
 # Module names under madengine_rocprof.cli, in the order `--help` lists them.
 SUBCOMMANDS: tuple[str, ...] = (
@@ -31,21 +34,23 @@ SUBCOMMANDS: tuple[str, ...] = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """All subcommands, or only `command`'s when it names one (so `report` starts without importing pydantic)."""
     parser = argparse.ArgumentParser(
         prog="madengine-rocprof",
         description="One-command GPU profiling of AI workloads, in madengine's formats.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
+    chosen = (command or "").replace("-", "_")
+    for name in (chosen,) if chosen in SUBCOMMANDS else SUBCOMMANDS:
         importlib.import_module(f"{__name__}.{name}").register(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv else None)
     args, extra = parser.parse_known_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
@@ -54,11 +59,25 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if getattr(args, "accepts_extra", False):
         args.extra = extra
+    return dispatch(args)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """Every command's one exit path: bad input and file-system refusals give the standard message, never a
+    traceback; a stopping signal gives the shell's 128 + signal number."""
     try:
-        return int(args.func(args) or 0)
+        try:
+            return int(args.func(args) or 0)
+        except OSError as err:
+            raise from_os_error(err) from None
+        except RecursionError:
+            raise too_deep() from None
+        except (UnicodeError, csv.Error, sqlite3.DatabaseError) as err:
+            raise UserError(f"unreadable input: {err}", fix="check that the right file was given") from None
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:
+        code = getattr(err, "exit_code", 130)
+        print(f"interrupted ({err})" if str(err) else "interrupted", file=sys.stderr)
+        return int(code)

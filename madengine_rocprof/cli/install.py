@@ -85,6 +85,7 @@ def find_madengine(given: str, python: str | None = None) -> Path:
 def run(args) -> int:
     from madengine_rocprof.atomic import atomic_write
     from madengine_rocprof.cli.export_tools import build_tools_json
+    from madengine_rocprof.models._common import load_json
     from madengine_rocprof.models.tool import DEFAULT_COUNTERS_DIR, DEFAULT_WRAPPER
     from madengine_rocprof.registry import counter_profile_path, list_counter_profiles
     from madengine_rocprof.wrapper import bundle
@@ -92,11 +93,8 @@ def run(args) -> int:
     root = find_madengine(args.madengine, args.madengine_python)
     tools_json = root / "scripts" / "common" / "tools.json"
     tools_dir = root / "scripts" / "common" / "tools"
-    try:
-        current = json.loads(tools_json.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise UserError(f"not valid JSON: {exc.msg}", file=str(tools_json), line=exc.lineno, column=exc.colno) from None
-    if not isinstance(current.get("tools"), dict):
+    current = load_json(tools_json.read_text(encoding="utf-8"), str(tools_json))
+    if not isinstance(current, dict) or not isinstance(current.get("tools"), dict):
         raise UserError("expected {\"tools\": {...}}", file=str(tools_json), where="tools")
     ours = build_tools_json(None, DEFAULT_WRAPPER, DEFAULT_COUNTERS_DIR)["tools"]
     replaced = sorted(set(ours) & set(current["tools"]))

@@ -52,8 +52,8 @@ def detect_kind(path: str, text: str) -> str:
         return "counters"
     try:
         data = json.loads(text)
-    except json.JSONDecodeError:
-        return "context"  # the JSON parser then reports line and column
+    except (json.JSONDecodeError, RecursionError):
+        return "context"  # the JSON reader then reports line and column, or the nesting
     if isinstance(data, dict) and "json-schema.org" in str(data.get("$schema", "")):
         return "schema"
     if isinstance(data, dict) and "name" in data and "tools" not in data and TOOL_ONLY_KEYS & data.keys():

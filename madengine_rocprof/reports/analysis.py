@@ -2,9 +2,11 @@
 
 Times are nanoseconds in the dict; renderers choose display units.
 """
+
 from __future__ import annotations
 
 import datetime
+import re
 from pathlib import Path
 from typing import Any
 
@@ -75,12 +77,20 @@ def derived_metrics(counters: dict[str, CounterStats], time_ns: dict[str, float]
                 add(name, total[counter] / waves, "per wave", f"{counter} / SQ_WAVES")
     if "FETCH_SIZE" in total and "WRITE_SIZE" in total:
         # FETCH_SIZE and WRITE_SIZE are in KiB (counter_defs.yaml divides bytes by 1024)
-        add("memory traffic", (total["FETCH_SIZE"] + total["WRITE_SIZE"]) * 1024 / 1e9, "GB",
-            "(FETCH_SIZE + WRITE_SIZE) x 1024 B / 1e9")
+        add(
+            "memory traffic",
+            (total["FETCH_SIZE"] + total["WRITE_SIZE"]) * 1024 / 1e9,
+            "GB",
+            "(FETCH_SIZE + WRITE_SIZE) x 1024 B / 1e9",
+        )
         rate = per_ns("FETCH_SIZE", "WRITE_SIZE")
         if rate is not None:
-            add("achieved memory bandwidth", rate * 1024, "GB/s",
-                "(FETCH_SIZE + WRITE_SIZE) x 1024 B / kernel time of the dispatches they were read on")
+            add(
+                "achieved memory bandwidth",
+                rate * 1024,
+                "GB/s",
+                "(FETCH_SIZE + WRITE_SIZE) x 1024 B / kernel time of the dispatches they were read on",
+            )
     amd_fp32 = ("SQ_INSTS_VALU_ADD_F32", "SQ_INSTS_VALU_MUL_F32", "SQ_INSTS_VALU_FMA_F32")
     if all(c in total for c in amd_fp32):
         rate = per_ns(*amd_fp32, weights=[64, 64, 128])
@@ -152,7 +162,48 @@ def _number(value):
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+RANK = re.compile(r"(?:^|[/_])rank_?(\d+)(?:[/_]|$)")
+
+
+def timeline_rows(run: RunData) -> list[dict]:
+    """Busy time per process (rank) and device; idle = span - busy; overlap = compute + comm/copy busy - busy."""
+    rows = []
+    for source in run.timing:
+        rank = RANK.search(source.process)
+        for d in source.devices:
+            overlap = d.compute_busy_ns + d.comm_busy_ns - d.busy_ns
+            rows.append(
+                {
+                    "origin": source.process,
+                    "rank": int(rank.group(1)) if rank else None,
+                    "device": d.device,
+                    "dispatches": d.dispatches,
+                    "span_ns": d.span_ns,
+                    "busy_ns": d.busy_ns,
+                    "idle_ns": d.span_ns - d.busy_ns,
+                    "idle_share": _ratio(d.span_ns - d.busy_ns, d.span_ns),
+                    "kernel_time_sum_ns": d.kernel_time_sum_ns,
+                    "compute_busy_ns": d.compute_busy_ns,
+                    "comm_busy_ns": d.comm_busy_ns,
+                    "overlap_ns": overlap,
+                    "overlap_share": _ratio(overlap, d.comm_busy_ns),
+                }
+            )
+    return rows
+
+
 def analyze_run(run: RunData) -> dict:
+    """Everything the report says about one run, computed once for every renderer.
+
+    Args:
+        run: the run's discovered and parsed files (reports.load_run()).
+
+    Returns:
+        The run's report dict (times in ns): label, path, profiler, outcome, sources / counter_sources /
+        skipped_sources, notes, summary (dispatches, unique kernels, GPU time, ...), kernels (one row per kernel
+        with category, role, library and share), categories, roles, counters, derived_metrics, kernel_counters,
+        memory_copies, workload (the workload_result.json summary) and multi_node (None for a single process).
+    """
     kernels = merge_kernels(run)
     # counter files without timestamps give dispatch counts but no kernel time
     timed = not run.timing or any(s.counter_time != "untimed" for s in run.timing)
@@ -200,6 +251,9 @@ def analyze_run(run: RunData) -> dict:
         if values:
             kernel_counters[name] = values
 
+    timeline = timeline_rows(run)
+    span_total = sum(t["span_ns"] for t in timeline)
+    busy_total = sum(t["busy_ns"] for t in timeline) if timeline else None
     spans = [
         s.last_end_ns - s.first_start_ns
         for s in run.timing
@@ -213,8 +267,10 @@ def analyze_run(run: RunData) -> dict:
             f"the wrapper's manifest says {manifest['dispatch_count']} dispatches, the files hold {dispatches}"
         )
     if any(s.cpu_operators for s in run.timing):
-        notes.append("no GPU: the embedded tracer recorded CPU operators; nested operators are all listed, "
-                     "so their times overlap and the total exceeds the wall time")
+        notes.append(
+            "no GPU: the embedded tracer recorded CPU operators; nested operators are all listed, "
+            "so their times overlap and the total exceeds the wall time"
+        )
     if any(s.counter_time is None for s in run.timing) and not any(s.has_timeline for s in run.timing):
         notes.append("only per-kernel statistics (no per-dispatch trace): no timeline, no Perfetto trace")
     time_from = _counter_time_note(run)
@@ -254,7 +310,13 @@ def analyze_run(run: RunData) -> dict:
             "unique_kernels": len(kernels),
             "gpu_time_ns": gpu_time,
             "longest_process_span_ns": max(spans) if spans else None,
+            # over every process and device with a timeline (sums of the timeline rows)
+            "busy_ns": busy_total,
+            "idle_ns": None if busy_total is None else span_total - busy_total,
+            "idle_share": None if busy_total is None else _ratio(span_total - busy_total, span_total),
+            "overlap_ns": sum(t["overlap_ns"] for t in timeline) if timeline else None,
         },
+        "timeline": timeline,
         "kernels": kernel_rows,
         "categories": categories,
         "roles": roles_of(kernel_rows, gpu_time),
@@ -284,15 +346,21 @@ def _counter_time_note(run: RunData) -> str | None:
     if not derived:
         return None
     kinds = {s.counter_time for s in derived}
-    text = (f"no kernel trace for process(es) {', '.join(s.process for s in derived)}: dispatches and kernel times "
-            f"come from the counter collection ({', '.join(s.rel for s in derived)}; one dispatch per Dispatch_Id, "
-            "or per Correlation_Id where there is no Dispatch_Id)")
+    text = (
+        f"no kernel trace for process(es) {', '.join(s.process for s in derived)}: dispatches and kernel times "
+        f"come from the counter collection ({', '.join(s.rel for s in derived)}; one dispatch per Dispatch_Id, "
+        "or per Correlation_Id where there is no Dispatch_Id)"
+    )
     if "gpu__time_duration.sum" in kinds:
-        text += ("; times are ncu's gpu__time_duration.sum per dispatch, measured while ncu replayed each kernel "
-                 "in isolation (per-replay durations, not a timeline of the real run)")
+        text += (
+            "; times are ncu's gpu__time_duration.sum per dispatch, measured while ncu replayed each kernel "
+            "in isolation (per-replay durations, not a timeline of the real run)"
+        )
     if "timestamps" in kinds:
-        text += ("; times are End_Timestamp - Start_Timestamp of each dispatch while counters were read "
-                 "(dispatches serialized; with counter replay these are per-replay durations)")
+        text += (
+            "; times are End_Timestamp - Start_Timestamp of each dispatch while counters were read "
+            "(dispatches serialized; with counter replay these are per-replay durations)"
+        )
     if "untimed" in kinds:
         text += "; the counter file has no timestamps, so there are dispatch counts but no kernel times"
     return text + "; no timeline, no Perfetto trace"

@@ -1,13 +1,18 @@
 """Readers for the CSV outputs: rocprofv3 (6.2 .. 7.x, rocpd-converted), legacy rocprof, our tracer, NVIDIA conversions.
 
-All of them stream: a 1,000,000-row kernel trace is aggregated per kernel name without keeping rows.
+Kernel traces are read into a columnar table (polars) for per-kernel statistics and busy time; counter and copy
+files stream through the csv module.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
 
-from madengine_rocprof.reports.csv_tables import open_table, parse_int, parse_number
+import polars as pl
+
+from madengine_rocprof.reports import dispatches
+from madengine_rocprof.reports.csv_tables import open_table, parse_int, parse_number, read_header
 from madengine_rocprof.reports.model import CopyStats, CounterSource, CounterStats, KernelStats, TimingSource
 
 NAME = ("Kernel_Name", "KernelName")
@@ -20,46 +25,83 @@ TRACK: dict[str, tuple[str, ...]] = {
 
 
 def read_kernel_trace(src: TimingSource) -> TimingSource:
-    """Aggregate a per-dispatch kernel trace (rocprofv3 kernel_trace.csv or legacy results.csv) per kernel name."""
-    with open_table(src.path, {"name": NAME, "start": START, "end": END}) as table:
-        i_name, i_start, i_end = table.index["name"], table.index["start"], table.index["end"]
-        # kernel name -> [calls, total_ns, min_ns, max_ns]; lists, not objects, because this loop is the hot path
-        acc: dict[str, list] = {}
-        first = last = None
-        dispatches = 0
+    """A per-dispatch kernel trace (rocprofv3 kernel_trace.csv or legacy results.csv), aggregated with polars.
+
+    polars parses well-formed files fast; a file it rejects, or whose rows have gaps or negative durations, is
+    read again with the csv module, which names the line of the problem (or reads what polars could not, such
+    as float timestamps).
+    """
+    table = _polars_table(src.path)
+    if table is None:
+        table = _stdlib_table(src.path)
+    return dispatches.aggregate(src, table)
+
+
+def _columns(path: Path) -> tuple[str, str, str, str | None]:
+    """Header names of the name, start, end and (optional) device columns; missing required ones are an error."""
+    with open_table(path, {"name": NAME, "start": START, "end": END}, {"device": TRACK["agent"]}) as table:
+        header = read_header(path)
+        index = table.index
+        device = index["device"]
+        # `or 0` only for the type checker: open_table has raised if a required column is missing
+        return (
+            header[index["name"] or 0],
+            header[index["start"] or 0],
+            header[index["end"] or 0],
+            None if device is None else header[device],
+        )
+
+
+def _polars_table(path: Path) -> pl.DataFrame | None:
+    name, start, end, device = _columns(path)
+    types: dict[str, pl.DataType] = {name: pl.Categorical(), start: pl.Int64(), end: pl.Int64()}
+    if device:
+        types[device] = pl.Categorical()
+    if len(set(read_header(path))) != len(read_header(path)):
+        return None  # duplicate column names: polars renames them, the csv module reads them by position
+    try:
+        table = (
+            pl.scan_csv(
+                path,
+                schema_overrides=types,
+                encoding="utf8-lossy",
+                infer_schema=False,
+            )
+            .select(
+                pl.col(name).alias("name"),
+                pl.col(start).alias("start"),
+                pl.col(end).alias("end"),
+                pl.col(device).alias("device") if device else pl.lit("all").alias("device"),
+            )
+            .collect(engine="streaming")
+        )
+    except (pl.exceptions.PolarsError, OSError, ValueError):
+        return None
+    if table.select(pl.any_horizontal(pl.col("name", "start", "end").is_null().any())).item():
+        return None  # short rows: let the csv module say where
+    if table.height and table.select((pl.col("end") < pl.col("start")).any()).item():
+        return None
+    return table
+
+
+def _stdlib_table(path: Path) -> pl.DataFrame:
+    """The same table through the csv module: slower, exact errors (file, line, what) for malformed rows."""
+    rows: dict[str, list] = {"name": [], "start": [], "end": [], "device": []}
+    with open_table(path, {"name": NAME, "start": START, "end": END}, {"device": TRACK["agent"]}) as table:
+        i_name, i_start, i_end, i_device = (table.index[k] for k in ("name", "start", "end", "device"))
         for row in table.rows():
-            try:
-                start = int(row[i_start])
-                end = int(row[i_end])
-            except ValueError:
-                start = parse_int(table, row[i_start], "Start_Timestamp")
-                end = parse_int(table, row[i_end], "End_Timestamp")
-            duration = end - start
-            if duration < 0:
+            start = parse_int(table, row[i_start], "Start_Timestamp")
+            end = parse_int(table, row[i_end], "End_Timestamp")
+            if end < start:
                 raise table.error(
                     f"End_Timestamp {end} is before Start_Timestamp {start}",
                     fix="the file is corrupt; re-run the profiler",
                 )
-            entry = acc.get(row[i_name])
-            if entry is None:
-                acc[row[i_name]] = [1, duration, duration, duration]
-            else:
-                entry[0] += 1
-                entry[1] += duration
-                if duration < entry[2]:
-                    entry[2] = duration
-                elif duration > entry[3]:
-                    entry[3] = duration
-            if first is None or start < first:
-                first = start
-            if last is None or end > last:
-                last = end
-            dispatches += 1
-    src.kernels = {name: KernelStats(c, t, lo, hi) for name, (c, t, lo, hi) in acc.items()}
-    src.dispatches = dispatches
-    src.first_start_ns, src.last_end_ns = first, last
-    src.has_timeline = dispatches > 0
-    return src
+            rows["name"].append(row[i_name])
+            rows["start"].append(start)
+            rows["end"].append(end)
+            rows["device"].append(row[i_device] if i_device is not None else "all")
+    return dispatches.frame(rows)
 
 
 def iter_kernel_trace(path: Path) -> Iterator[tuple[str, int, int, str]]:
@@ -67,9 +109,9 @@ def iter_kernel_trace(path: Path) -> Iterator[tuple[str, int, int, str]]:
     with open_table(path, {"name": NAME, "start": START, "end": END}, TRACK) as table:
         idx = table.index
         for row in table.rows():
-            track = " ".join(
-                f"{key} {row[idx[key]]}" for key in ("agent", "queue") if idx[key] is not None
-            ) or "kernels"
+            track = (
+                " ".join(f"{key} {row[idx[key]]}" for key in ("agent", "queue") if idx[key] is not None) or "kernels"
+            )
             yield (
                 row[idx["name"]],
                 parse_int(table, row[idx["start"]], "Start_Timestamp"),
@@ -139,8 +181,9 @@ def read_counter_collection(src: CounterSource) -> CounterSource:
                         table, row[idx["start"]], "Start_Timestamp"
                     )
                     if duration < 0:
-                        raise table.error("End_Timestamp is before Start_Timestamp",
-                                          fix="the file is corrupt; re-run the profiler")
+                        raise table.error(
+                            "End_Timestamp is before Start_Timestamp", fix="the file is corrupt; re-run the profiler"
+                        )
                 entry = dispatches[row[i_dispatch]] = [kernel, duration, None]
             if counter == NCU_DURATION:
                 entry[2] = value

@@ -1,4 +1,5 @@
 """rocprofv3 `--output-format json` (results.json, top key `rocprofiler-sdk-tool`)."""
+
 from __future__ import annotations
 
 import json
@@ -6,7 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.reports.model import KernelStats, TimingSource
+from madengine_rocprof.reports import dispatches
+from madengine_rocprof.reports.model import TimingSource
 
 TOP_KEY = "rocprofiler-sdk-tool"
 
@@ -26,7 +28,10 @@ def _load(path: Path) -> list[dict]:
             doc = json.load(fh)
     except json.JSONDecodeError as err:
         raise UserError(
-            f"not valid JSON: {err.msg}", file=str(path), line=err.lineno, column=err.colno,
+            f"not valid JSON: {err.msg}",
+            file=str(path),
+            line=err.lineno,
+            column=err.colno,
             fix="the file is truncated or corrupt; re-run the profiler",
         ) from None
     except (OSError, UnicodeDecodeError) as err:
@@ -67,17 +72,20 @@ def _dispatches(path: Path) -> Iterator[tuple[str, int, int, str]]:
             except (KeyError, TypeError, ValueError) as err:
                 raise UserError(
                     f"kernel dispatch record lacks or has a bad {err}",
-                    file=str(path), where=f"{where}.buffer_records.kernel_dispatch[{i}]",
+                    file=str(path),
+                    where=f"{where}.buffer_records.kernel_dispatch[{i}]",
                     fix="the file is corrupt; re-run the profiler",
                 ) from None
             if kernel_id not in names:
                 raise UserError(
                     f"kernel_id {kernel_id} is not in kernel_symbols",
-                    file=str(path), where=f"{where}.buffer_records.kernel_dispatch[{i}]",
+                    file=str(path),
+                    where=f"{where}.buffer_records.kernel_dispatch[{i}]",
                 )
             if end < start:
                 raise UserError(
-                    "end_timestamp is before start_timestamp", file=str(path),
+                    "end_timestamp is before start_timestamp",
+                    file=str(path),
                     where=f"{where}.buffer_records.kernel_dispatch[{i}]",
                 )
             track = f"agent {agent.get('handle', '?') if isinstance(agent, dict) else agent} queue " + str(
@@ -87,18 +95,13 @@ def _dispatches(path: Path) -> Iterator[tuple[str, int, int, str]]:
 
 
 def read_json(src: TimingSource) -> TimingSource:
-    for name, start, end, _track in _dispatches(src.path):
-        duration = end - start
-        stats = src.kernels.get(name)
-        if stats is None:
-            src.kernels[name] = KernelStats(1, duration, duration, duration)
-        else:
-            stats.merge(KernelStats(1, duration, duration, duration))
-        src.dispatches += 1
-        src.first_start_ns = start if src.first_start_ns is None else min(src.first_start_ns, start)
-        src.last_end_ns = end if src.last_end_ns is None else max(src.last_end_ns, end)
-    src.has_timeline = src.dispatches > 0
-    return src
+    rows: dict[str, list] = {"name": [], "start": [], "end": [], "device": []}
+    for name, start, end, track in _dispatches(src.path):
+        rows["name"].append(name)
+        rows["start"].append(start)
+        rows["end"].append(end)
+        rows["device"].append(track.split(" queue ")[0])
+    return dispatches.aggregate(src, dispatches.frame(rows))
 
 
 def iter_json(path: Path) -> Iterator[tuple[str, int, int, str]]:

@@ -3,6 +3,7 @@
 Readers aggregate per kernel name while they stream, so memory grows with the number of distinct
 kernels, never with the number of dispatches.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -38,6 +39,19 @@ def _pick(fn, a, b):
 
 
 @dataclass
+class DeviceTime:
+    """One device's kernel timeline within one process: spans and unions of kernel intervals, in ns."""
+
+    device: str
+    dispatches: int
+    span_ns: int  # first start to last end
+    busy_ns: int  # union of all kernel intervals
+    compute_busy_ns: int  # union of the compute kernels (every category but communication and memory copy)
+    comm_busy_ns: int  # union of the communication and memory-copy kernels
+    kernel_time_sum_ns: int  # plain sum of durations (overlapping kernels counted in full)
+
+
+@dataclass
 class TimingSource:
     """Kernel timings read from one file (or one database)."""
 
@@ -52,6 +66,7 @@ class TimingSource:
     last_end_ns: int | None = None
     has_timeline: bool = False  # per-dispatch timestamps exist (a Perfetto trace can be drawn)
     cpu_operators: bool = False  # the embedded tracer without a GPU: rows are (nested) CPU operators
+    devices: list[DeviceTime] = field(default_factory=list)  # busy time per device (sources with a timeline)
     # set when the dispatches were derived from a counter_collection file (no kernel trace for the process):
     # "gpu__time_duration.sum" (ncu), "timestamps" (End - Start of each dispatch) or "untimed" (no timestamps)
     counter_time: str | None = None

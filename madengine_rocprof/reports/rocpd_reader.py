@@ -3,6 +3,7 @@
 `kernels` gives per-dispatch times (ns); without it `top_kernels` gives totals (microseconds);
 `counters_collection` gives counter values per dispatch.
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -10,7 +11,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import polars as pl
+
 from madengine_rocprof.errors import UserError
+from madengine_rocprof.reports import dispatches
 from madengine_rocprof.reports.model import CounterSource, CounterStats, KernelStats, TimingSource
 
 FIX = "the database is truncated or corrupt, or not a rocpd file; re-run rocprofv3 with -f rocpd"
@@ -38,24 +42,54 @@ def _columns(con, view: str) -> set[str]:
     return {row[1] for row in con.execute(f"PRAGMA table_info(`{view}`)")}
 
 
+BATCH = 100_000  # rows fetched from SQLite per polars chunk
+
+
+def _fetch(con, query: str, schema: dict) -> pl.DataFrame:
+    cursor = con.execute(query)
+    chunks = []
+    while rows := cursor.fetchmany(BATCH):
+        chunks.append(pl.DataFrame(rows, schema=schema, orient="row"))
+    return pl.concat(chunks) if chunks else pl.DataFrame(schema=schema)
+
+
+def _dispatch_table(con, objects: set[str]) -> pl.DataFrame:
+    """Per-dispatch (name, start, end, device): from the dispatch and symbol views where present (no per-row
+    joins in SQLite), else from the `kernels` view."""
+    if {"rocpd_kernel_dispatch", "rocpd_info_kernel_symbol", "rocpd_info_agent"} <= objects:
+        ids = {"guid": pl.String, "id": pl.Int64}
+        symbols = _fetch(con, "SELECT guid, id, display_name FROM rocpd_info_kernel_symbol", ids | {"name": pl.String})
+        agents = _fetch(con, "SELECT guid, id, absolute_index FROM rocpd_info_agent", ids | {"agent": pl.Int64})
+        several = symbols["guid"].n_unique() > 1  # a merged database: ids repeat per process (guid)
+        keys = "guid, " if several else "NULL, "
+        table = _fetch(
+            con,
+            f"SELECT {keys}kernel_id, agent_id, start, `end` FROM rocpd_kernel_dispatch",
+            {"guid": pl.String, "kernel_id": pl.Int64, "agent_id": pl.Int64, "start": pl.Int64, "end": pl.Int64},
+        )
+        on = ["guid"] if several else []
+        table = table.join(
+            symbols.rename({"id": "kernel_id"}).select(on + ["kernel_id", "name"]), on=on + ["kernel_id"], how="left"
+        ).join(agents.rename({"id": "agent_id"}).select(on + ["agent_id", "agent"]), on=on + ["agent_id"], how="left")
+        return table.select("name", "start", "end", pl.format("agent {}", pl.col("agent")).alias("device"))
+    return _fetch(
+        con, "SELECT name, start, `end`, 'agent ' || agent_abs_index FROM kernels", dispatches.DISPATCH_SCHEMA
+    )
+
+
 def read_rocpd_kernels(src: TimingSource) -> TimingSource:
     with _connect(src.path) as con:
         objects = _objects(con)
-        if "kernels" in objects:
-            rows = con.execute(
-                "SELECT name, COUNT(*), SUM(`end` - start), MIN(`end` - start), MAX(`end` - start),"
-                " MIN(start), MAX(`end`) FROM kernels GROUP BY name"
-            ).fetchall()
-            for name, calls, total, low, high, first, last in rows:
-                if low is not None and low < 0:
-                    raise UserError(
-                        f"kernel {name!r} has end before start", file=str(src.path), where="kernels", fix=FIX
-                    )
-                src.kernels[str(name)] = KernelStats(calls, total, low, high)
-                src.dispatches += calls
-                src.first_start_ns = first if src.first_start_ns is None else min(first, src.first_start_ns)
-                src.last_end_ns = last if src.last_end_ns is None else max(last, src.last_end_ns)
-            src.has_timeline = src.dispatches > 0
+        if "kernels" in objects or "rocpd_kernel_dispatch" in objects:
+            table = _dispatch_table(con, objects)
+            if table.select(pl.col("name").is_null().any() | (pl.col("end") < pl.col("start")).any()).item():
+                raise UserError(
+                    "a kernel dispatch has no kernel symbol or ends before it starts",
+                    file=str(src.path),
+                    where="kernels",
+                    fix=FIX,
+                )
+            dispatches.aggregate(src, table)
         elif "top_kernels" in objects:
             # durations in microseconds here; min/max are not in the view
             for name, calls, total_us in con.execute("SELECT name, total_calls, total_duration FROM top_kernels"):

@@ -7,6 +7,7 @@ Markdown, which has no charts). `build(report, top)` returns the sections in pag
 To add a section, write a function `(run, top) -> Section | None` (per run) or `(report, top) -> Section | None`
 (across runs) and add it to RUN_SECTIONS or REPORT_SECTIONS; both renderers show it with no change.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -81,8 +82,10 @@ def category_table(runs: list[dict]) -> Table:
     """Run x category kernel time (categories in their fixed order, those empty in every run left out)."""
     totals = [{c["category"]: c["total_ns"] for c in r["categories"]} for r in runs]
     present = [name for name in CATEGORIES if any(t.get(name) for t in totals)]
-    return Table([Column("run", "label")] + [Column(name, "ms") for name in present],
-                 [[r["label"]] + [t.get(name, 0) for name in present] for r, t in zip(runs, totals, strict=True)])
+    return Table(
+        [Column("run", "label")] + [Column(name, "ms") for name in present],
+        [[r["label"]] + [t.get(name, 0) for name in present] for r, t in zip(runs, totals, strict=True)],
+    )
 
 
 def _category_segments(run: dict) -> list[tuple[str, float]]:
@@ -164,21 +167,42 @@ def role_comparison(report: dict, top: int) -> Section | None:
     columns = [Column("role"), Column("category")]
     for label in labels:
         columns += [Column(f"{label} (ms)", "ms"), Column("vs baseline", "times")]
-    return Section("Kernel time by role (ms)", blocks=[Table(
-        columns, rows, note="Roles are the same words on AMD and NVIDIA (`madengine-rocprof kernels classify`); "
-                            "vs baseline is run time / baseline time of that role (below 1x is faster).")])
+    return Section(
+        "Kernel time by role (ms)",
+        blocks=[
+            Table(
+                columns,
+                rows,
+                note="Roles are the same words on AMD and NVIDIA (`madengine-rocprof kernels classify`); "
+                "vs baseline is run time / baseline time of that role (below 1x is faster).",
+            )
+        ],
+    )
 
 
 def throughput(report: dict, top: int) -> Section | None:
     rows = [r for r in report["comparison"] if r["tokens_per_second"] is not None]
     if not rows:
         return None
-    return Section("Workload throughput (tokens/s)", blocks=[Bars([
-        (r["label"], r["tokens_per_second"],
-         number(r["tokens_per_second"]) + (f" ({times(r['throughput_speedup'])})" if r["throughput_speedup"] else ""),
-         "#56B4E9" if r["baseline"] else "#0072B2", f"{r['label']}: {number(r['tokens_per_second'])} tokens/s")
-        for r in rows
-    ], max_label_chars=36)])
+    return Section(
+        "Workload throughput (tokens/s)",
+        blocks=[
+            Bars(
+                [
+                    (
+                        r["label"],
+                        r["tokens_per_second"],
+                        number(r["tokens_per_second"])
+                        + (f" ({times(r['throughput_speedup'])})" if r["throughput_speedup"] else ""),
+                        "#56B4E9" if r["baseline"] else "#0072B2",
+                        f"{r['label']}: {number(r['tokens_per_second'])} tokens/s",
+                    )
+                    for r in rows
+                ],
+                max_label_chars=36,
+            )
+        ],
+    )
 
 
 def run_header(run: dict, top: int) -> Section:
@@ -187,8 +211,10 @@ def run_header(run: dict, top: int) -> Section:
     facts = [f"directory: `{run['path']}`"]
     if run["profiler"]:
         profiler = run["profiler"]
-        facts.append(f"profiler: {profiler.get('name') or DASH} {profiler.get('version') or ''}".rstrip()
-                     + (f" (outcome: {run['outcome']})" if run["outcome"] else ""))
+        facts.append(
+            f"profiler: {profiler.get('name') or DASH} {profiler.get('version') or ''}".rstrip()
+            + (f" (outcome: {run['outcome']})" if run["outcome"] else "")
+        )
     if run["workload"]:
         w = run["workload"]
         facts.append(
@@ -207,8 +233,10 @@ def run_header(run: dict, top: int) -> Section:
             f"{', '.join(summary['timing_formats'])}) of {len(origins)} process(es): {', '.join(origins)}"
         )
         if summary.get("busy_ns") is not None:
-            facts.append(f"GPU busy {ms(summary['busy_ns'])} ms (union of kernel intervals per device), idle "
-                         f"{ms(summary['idle_ns'])} ms ({pct(summary['idle_share'])} of the devices' spans)")
+            facts.append(
+                f"GPU busy {ms(summary['busy_ns'])} ms (union of kernel intervals per device), idle "
+                f"{ms(summary['idle_ns'])} ms ({pct(summary['idle_share'])} of the devices' spans)"
+            )
         if summary["kernel_time_from"] != ["kernel trace"]:
             facts.append(f"kernel times from: {', '.join(summary['kernel_time_from'])}")
     else:
@@ -224,9 +252,15 @@ def top_kernels(run: dict, top: int) -> Section | None:
     if not kernels:
         return None
     if run["summary"]["gpu_time_ns"] is None:  # counter rows without timestamps: calls only
-        return Section(f"Top {len(kernels)} kernels by calls", blocks=[Table(
-            [Column("#"), Column("kernel", "kernel"), Column("category"), Column("calls", "count")],
-            [[i + 1, k["name"], k["category"], k["calls"]] for i, k in enumerate(kernels)])])
+        return Section(
+            f"Top {len(kernels)} kernels by calls",
+            blocks=[
+                Table(
+                    [Column("#"), Column("kernel", "kernel"), Column("category"), Column("calls", "count")],
+                    [[i + 1, k["name"], k["category"], k["calls"]] for i, k in enumerate(kernels)],
+                )
+            ],
+        )
     return Section(
         f"Top {len(kernels)} kernels by total time",
         blocks=[
@@ -279,12 +313,24 @@ def categories(run: dict, top: int) -> Section | None:
     if not run["kernels"] or run["summary"]["gpu_time_ns"] is None:
         return None
     rows = sorted((c for c in run["categories"] if c["kernels"]), key=lambda c: (-(c["total_ns"] or 0), c["category"]))
-    return Section("Kernel categories", blocks=[
-        Stacked([(run["label"], _category_segments(run))], [f"{ms(run['summary']['gpu_time_ns'])} ms"], normalize=True),
-        Table([Column("category"), Column("kernels", "count"), Column("calls", "count"), Column("time (ms)", "ms"),
-               Column("share", "pct")],
-              [[c["category"], c["kernels"], c["calls"], c["total_ns"], c["share"]] for c in rows]),
-    ])
+    return Section(
+        "Kernel categories",
+        blocks=[
+            Stacked(
+                [(run["label"], _category_segments(run))], [f"{ms(run['summary']['gpu_time_ns'])} ms"], normalize=True
+            ),
+            Table(
+                [
+                    Column("category"),
+                    Column("kernels", "count"),
+                    Column("calls", "count"),
+                    Column("time (ms)", "ms"),
+                    Column("share", "pct"),
+                ],
+                [[c["category"], c["kernels"], c["calls"], c["total_ns"], c["share"]] for c in rows],
+            ),
+        ],
+    )
 
 
 def timeline(run: dict, top: int) -> Section | None:
@@ -351,36 +397,70 @@ def counters(run: dict, top: int) -> Section | None:
         return None
     more = None
     if len(rows) > COUNTER_ROWS:
-        more = (f"{len(rows) - COUNTER_ROWS} more counters not shown (first {COUNTER_ROWS} by name); "
-                f"the JSON report (--json) has all {len(rows)}.")
+        more = (
+            f"{len(rows) - COUNTER_ROWS} more counters not shown (first {COUNTER_ROWS} by name); "
+            f"the JSON report (--json) has all {len(rows)}."
+        )
         rows = rows[:COUNTER_ROWS]
-    section = Section("Counters (per dispatch)", blocks=[Table(
-        [Column("counter"), Column("dispatches", "count"), Column("mean", "number"), Column("min", "number"),
-         Column("max", "number"), Column("total", "number")],
-        [[c["name"], c["dispatches"], c["mean"], c["min"], c["max"], c["total"]] for c in rows], note=more)])
+    section = Section(
+        "Counters (per dispatch)",
+        blocks=[
+            Table(
+                [
+                    Column("counter"),
+                    Column("dispatches", "count"),
+                    Column("mean", "number"),
+                    Column("min", "number"),
+                    Column("max", "number"),
+                    Column("total", "number"),
+                ],
+                [[c["name"], c["dispatches"], c["mean"], c["min"], c["max"], c["total"]] for c in rows],
+                note=more,
+            )
+        ],
+    )
     if run["derived_metrics"]:
-        section.blocks.append(Table(
-            [Column("derived metric"), Column("value", "number"), Column("unit"), Column("formula")],
-            [[d["name"], d["value"], d["unit"], d["formula"]] for d in run["derived_metrics"]]))
+        section.blocks.append(
+            Table(
+                [Column("derived metric"), Column("value", "number"), Column("unit"), Column("formula")],
+                [[d["name"], d["value"], d["unit"], d["formula"]] for d in run["derived_metrics"]],
+            )
+        )
     if run["kernel_counters"]:
         names = sorted({c for values in run["kernel_counters"].values() for c in values})
-        section.blocks += [Lines(["Mean counter values per dispatch of the top kernels:"]), Table(
-            [Column("kernel", "kernel")] + [Column(n, "number") for n in names],
-            [[k] + [v.get(c) for c in names] for k, v in run["kernel_counters"].items()])]
+        section.blocks += [
+            Lines(["Mean counter values per dispatch of the top kernels:"]),
+            Table(
+                [Column("kernel", "kernel")] + [Column(n, "number") for n in names],
+                [[k] + [v.get(c) for c in names] for k, v in run["kernel_counters"].items()],
+            ),
+        ]
     return section
 
 
 def memory_copies(run: dict, top: int) -> Section | None:
     if not run["memory_copies"]:
         return None
-    return Section("Memory copies", blocks=[Table(
-        [Column("direction"), Column("copies", "count"), Column("time (ms)", "ms")],
-        [[c["direction"], c["calls"], c["total_ns"]] for c in run["memory_copies"]])])
+    return Section(
+        "Memory copies",
+        blocks=[
+            Table(
+                [Column("direction"), Column("copies", "count"), Column("time (ms)", "ms")],
+                [[c["direction"], c["calls"], c["total_ns"]] for c in run["memory_copies"]],
+            )
+        ],
+    )
 
 
 # sections across runs (shown once, before the runs), then per run, in page order
-REPORT_SECTIONS: list[Callable[[dict, int], Section | None]] = [comparison, category_comparison, role_comparison,
-                                                                 throughput]
+REPORT_SECTIONS: list[Callable[[dict, int], Section | None]] = [
+    comparison,
+    category_comparison,
+    role_comparison,
+    throughput,
+]
+
+
 def multi_node(run: dict, top: int) -> Section | None:
     """Per node, per rank and stragglers: reports/multinode.py (imported here: it builds on the classes above)."""
     from madengine_rocprof.reports import multinode
@@ -388,8 +468,15 @@ def multi_node(run: dict, top: int) -> Section | None:
     return multinode.section(run, top)
 
 
-RUN_SECTIONS: list[Callable[[dict, int], Section | None]] = [run_header, top_kernels, categories, timeline, counters,
-                                                              memory_copies, multi_node]
+RUN_SECTIONS: list[Callable[[dict, int], Section | None]] = [
+    run_header,
+    top_kernels,
+    categories,
+    timeline,
+    counters,
+    memory_copies,
+    multi_node,
+]
 
 
 def build(report: dict, top: int) -> list[Section]:

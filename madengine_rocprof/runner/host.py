@@ -11,8 +11,6 @@ from typing import Any
 
 from madengine_rocprof.errors import UserError
 
-VENDORS = ("AMD", "NVIDIA", "CPU")
-
 
 def detect_vendor() -> str:
     """AMD when the ROCm kernel driver is there, NVIDIA when the NVIDIA driver is, else CPU."""

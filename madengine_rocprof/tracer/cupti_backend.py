@@ -77,15 +77,23 @@ class Buffers:
         self.requested = 0
         self.completed_bytes = 0
 
+    def _allocate(self) -> int:
+        memory = (ctypes.c_uint8 * self.size)()  # zeroed (every page touched), 16-byte aligned (CUPTI needs 8)
+        address = ctypes.addressof(memory)
+        self.owned[address] = memory
+        return address
+
+    def prefill(self, count: int = 1) -> None:
+        """Allocate buffers now, outside the traced steps: zeroing 32 MiB takes milliseconds, which the first
+        launch that needs a buffer would otherwise pay."""
+        with self.lock:
+            while len(self.free) < count:
+                self.free.append(self._allocate())
+
     def request(self) -> int:
         with self.lock:
             self.requested += 1
-            if self.free:
-                return self.free.pop()
-            memory = (ctypes.c_uint8 * self.size)()  # zeroed, 16-byte aligned (CUPTI needs 8)
-            address = ctypes.addressof(memory)
-            self.owned[address] = memory
-            return address
+            return self.free.pop() if self.free else self._allocate()
 
     def complete(self, address: int, valid: int) -> None:
         data = ctypes.string_at(address, valid) if valid else b""
@@ -160,6 +168,7 @@ class CuptiBackend:
                 self.hw_trace = "on"
             except c.cuptiError as exc:
                 self.hw_trace = f"unsupported ({exc})"
+        self.buffers.prefill()
         self._register()
         for kind in self.kinds:
             c.activity_enable(kind)

@@ -17,7 +17,27 @@ __all__ = ["plan", "run", "Plan", "Result", "UserError"]
 
 def plan(profiler_args: list[str], app_argv: list[str], output_dir: str | None = None, profiler: str | None = None,
          env=None, *, profile: str | None = None, cwd: str | None = None, drop_unsupported: bool | None = None) -> Plan:
-    """The final command, environment and output directory, without running anything (UserError on bad input)."""
+    """The final command, environment and output directory for `profiler_args -- app_argv`; nothing runs.
+
+    Args:
+        profiler_args: rocprofv3-style options (and the wrapper's own, such as --profile), everything before `--`.
+        app_argv: the application and its arguments, everything after `--`.
+        output_dir: OUT, where the profiler writes and manifest.json goes; default -d/--output-directory or
+            ./rocprof_output, relative to `cwd`.
+        profiler: auto|rocprofv3|rocprof|ncu|nsys|embedded; default --profiler or $MADENGINE_ROCPROF_PROFILER, else
+            auto-detection.
+        env: the environment the app will get (default os.environ); also read for the profiler/profile overrides.
+        profile: core profile (lightweight, compute_bound, ...) or an upstream tool name; default --profile,
+            $MADENGINE_ROCPROF_PROFILE, else inferred from the options.
+        cwd: directory relative paths are resolved against (default the current one).
+        drop_unsupported: drop options the chosen profiler cannot honour instead of refusing them.
+
+    Returns:
+        The Plan: profiler, full argv, environment additions, absolute OUT, profile, messages.
+
+    Raises:
+        UserError: bad input (missing `--`, unknown option or profile); exit code 127 when no profiler fits.
+    """
     return build(profiler_args, app_argv, output_dir=output_dir, profiler=profiler, profile=profile, env=env, cwd=cwd,
                  drop_unsupported=drop_unsupported)
 
@@ -33,8 +53,18 @@ def run(
     cwd: str | None = None,
     drop_unsupported: bool | None = None,
 ) -> Result:
-    """Run the app under the profiler. Bad input raises UserError (nothing written); a missing profiler gives
-    outcome `no_profiler` (exit 127) with a manifest; otherwise the exit code is the app's."""
+    """Run the app under the profiler chosen by plan() and write OUT/manifest.json.
+
+    Args:
+        profiler_args, app_argv, output_dir, profiler, env, profile, cwd, drop_unsupported: as for plan().
+
+    Returns:
+        The Result: exit_code (the app's; 127 with outcome `no_profiler` when no profiler fits, with a manifest
+        written all the same), the manifest dict (outcome, outputs, dispatch count, messages) and the plan.
+
+    Raises:
+        UserError: bad input, found before anything is run or written.
+    """
     try:
         p = plan(profiler_args, app_argv, output_dir, profiler, env, profile=profile, cwd=cwd,
                  drop_unsupported=drop_unsupported)

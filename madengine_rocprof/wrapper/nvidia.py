@@ -9,8 +9,10 @@ import re
 import socket
 import sqlite3
 import subprocess
+from collections.abc import Mapping
 
 from madengine_rocprof.wrapper import rocprof_csv
+from madengine_rocprof.wrapper.options import Parsed
 
 # Metric sets per profile; comments name the AMD counters they stand in for.
 NCU_METRICS = {
@@ -47,7 +49,7 @@ ENV_CLOCK = "MADENGINE_ROCPROF_NCU_CLOCK_CONTROL"
 ENV_METRICS = "MADENGINE_ROCPROF_NCU_METRICS"  # comma list replacing the profile's metric set
 
 
-def ncu_argv(path: str, profile: str, out: str, parsed, env) -> list[str]:
+def ncu_argv(path: str, profile: str, out: str, parsed: Parsed, env: Mapping[str, str]) -> list[str]:
     host_dir = os.path.join(out, socket.gethostname())
     argv = [path, "--clock-control", env.get(ENV_CLOCK, "none"), "--target-processes", "all",
             "--kernel-name-base", "demangled", "--export", os.path.join(host_dir, "ncu_%p"), "--force-overwrite"]
@@ -58,8 +60,8 @@ def ncu_argv(path: str, profile: str, out: str, parsed, env) -> list[str]:
     else:
         chosen = [m for m in env.get(ENV_METRICS, "").split(",") if m.strip()] or NCU_METRICS[profile]
         argv += ["--metrics", ",".join(chosen + LAUNCH_METRICS)]
-    include = (parsed.values("--kernel-include-regex") or [None])[-1]
-    exclude = (parsed.values("--kernel-exclude-regex") or [None])[-1]
+    include = parsed.last("--kernel-include-regex")
+    exclude = parsed.last("--kernel-exclude-regex")
     if include or exclude:
         # ncu has only an include filter: an exclusion becomes a negative lookahead.
         pattern = "^" + (f"(?=.*(?:{include}))" if include else "") + (f"(?!.*(?:{exclude}))" if exclude else "")
@@ -197,7 +199,7 @@ def ncu_raw_to_rows(csv_text: str, requested: list[str] | None = None,
     return per_pid
 
 
-def convert_ncu(out: str, reports: list[str], ncu_path: str, messages: list[str],
+def convert_ncu(reports: list[str], ncu_path: str, messages: list[str],
                 requested: list[str] | None = None) -> list[str]:
     """Write <host>/<pid>_counter_collection.csv next to every .ncu-rep, keeping the `requested` metrics
     (see ncu_raw_to_rows); returns the files written."""
@@ -243,7 +245,7 @@ def nsys_sqlite_to_rows(db_path: str) -> dict[int, list[tuple]]:
         con.close()
 
 
-def convert_nsys(out: str, databases: list[str], messages: list[str]) -> list[str]:
+def convert_nsys(databases: list[str], messages: list[str]) -> list[str]:
     written = []
     for db in databases:
         try:

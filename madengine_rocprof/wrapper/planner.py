@@ -6,6 +6,7 @@ import os
 import re
 import socket
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from madengine_rocprof.errors import UserError
@@ -139,7 +140,25 @@ def output_dir_of(profiler_args: list[str], app_argv: list[str], output_dir: str
 def build(profiler_args: list[str], app_argv: list[str], *, output_dir: str | None = None,
           profiler: str | None = None, profile: str | None = None, env=None, cwd: str | None = None,
           drop_unsupported: bool | None = None, prog: str = "madengine-rocprof wrap") -> Plan:
-    """The final command for `profiler_args -- app_argv` (raises UserError for bad input)."""
+    """The planner's entry: the final command for `profiler_args -- app_argv` (wrapper.plan() calls it).
+
+    Args:
+        profiler_args: options before `--` (rocprofv3 vocabulary plus the wrapper's own).
+        app_argv: the application after `--`.
+        output_dir: OUT; default from -d/--output-directory, else ./rocprof_output (relative to `cwd`).
+        profiler: profiler override (auto|rocprofv3|rocprof|ncu|nsys|embedded); default --profiler or the env.
+        profile: core profile or upstream tool name; default --profile, $MADENGINE_ROCPROF_PROFILE, else inferred.
+        env: environment to plan for (default os.environ).
+        cwd: base directory of relative paths (default the current one).
+        drop_unsupported: drop options the profiler cannot honour; default --drop-unsupported or the env switch.
+        prog: the command name shown in corrected-command hints.
+
+    Returns:
+        The Plan (profiler, argv, env_added, output_dir, profile, messages, post-run conversion, settings).
+
+    Raises:
+        UserError: bad input, with where it is and how to fix it; exit code 127 when no profiler fits.
+    """
     env = dict(os.environ if env is None else env)
     cwd = os.path.abspath(cwd or os.getcwd())
     parsed = opts.parse(list(profiler_args) + ["--"] + list(app_argv), prog=prog)
@@ -181,10 +200,19 @@ def build(profiler_args: list[str], app_argv: list[str], *, output_dir: str | No
             plan.messages.append(f"profile inferred from the options: {inferred}")
         elif core != profile:
             plan.messages.append(f"profile {profile} -> {core}")
-    builder = {"rocprofv3": _rocprofv3, "rocprof": _legacy, "ncu": _ncu, "nsys": _nsys, "embedded": _embedded}[
-        prof.name
-    ]
-    builder(plan, parsed, cwd, drop, env)
+    # each backend gets only what it uses
+    if prof.name == "rocprofv3":
+        _rocprofv3(plan, parsed, cwd, drop)
+    elif prof.name == "rocprof":
+        _legacy(plan, parsed, cwd, drop)
+    elif prof.name == "ncu":
+        _ncu(plan, parsed, cwd, drop, env)
+    elif prof.name == "nsys":
+        _nsys(plan, parsed, drop)
+    elif prof.name == "embedded":
+        _embedded(plan, parsed, drop, env)
+    else:
+        raise AssertionError(f"no plan for profiler {prof.name}")  # detect.NAMES lists the five above
     return plan
 
 
@@ -207,7 +235,7 @@ def _unsupported(plan: Plan, bad: list[opts.Opt], drop: bool, target: str) -> No
 
 # ---------------------------------------------------------------- rocprofv3
 
-def _rocprofv3(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
+def _rocprofv3(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool) -> None:
     release = plan.profiler.release or (7, 0)
     keep: list[opts.Opt] = []
     too_new: list[opts.Opt] = []
@@ -341,7 +369,7 @@ LEGACY_EXIT_SHIM = (
     "f=os.environ.get('" + EXIT_FILE_ENV + "');f and open(f,'a').write(str(c)+chr(10));sys.exit(c)")
 
 
-def _legacy(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
+def _legacy(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool) -> None:
     if plan.app_argv[0].startswith("-"):
         raise UserError(f"legacy rocprof has no `--`: the application cannot start with `{plan.app_argv[0]}`",
                         where="application")
@@ -403,7 +431,7 @@ def _split_nvidia(plan: Plan, parsed: opts.Parsed, meaningful: set, drop: bool, 
     _unsupported(plan, bad, drop, target)
 
 
-def _embedded(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
+def _embedded(plan: Plan, parsed: opts.Parsed, drop: bool, env: Mapping[str, str]) -> None:
     from madengine_rocprof.wrapper import bundle
 
     needs = PROFILE_KINDS[plan.core_profile]
@@ -460,7 +488,7 @@ def _period_env(spec: str, unit: str) -> dict:
             "MADENGINE_ROCPROF_TRACER_MAX_SECONDS": repr(duration * scale)}
 
 
-def _ncu(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
+def _ncu(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env: Mapping[str, str]) -> None:
     kind = PROFILE_KINDS[plan.core_profile]
     if kind == "trace":
         raise UserError(f"profile `{plan.profile}` is a trace: ncu replays kernels and distorts timing",
@@ -477,7 +505,7 @@ def _ncu(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
     plan.post = "ncu"
 
 
-def _nsys(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool, env) -> None:
+def _nsys(plan: Plan, parsed: opts.Parsed, drop: bool) -> None:
     if PROFILE_KINDS[plan.core_profile] != "trace":
         raise UserError(f"profile `{plan.profile}` needs counters: nsys only traces", where=ENV_PROFILE,
                         fix="use --profiler ncu")

@@ -410,3 +410,13 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path, model_repo, fake_pa
     assert main(["escalate", str(only_unknown), "--top", "0"]) == 2
     assert main(["escalate", str(only_unknown), "--join-only"]) == 2
     assert recorded(log) == [] and not esc.escalation_dir(only_unknown).exists()
+
+
+def test_a_failed_second_pass_is_reported_and_fails_the_command(tmp_path, model_repo, fake_path, capsys):
+    fake_path("rocprofv3", FAKE_DISPATCHES="4", FAKE_PROFILER_CRASH="1")
+    run = first_pass(tmp_path, {ADD: [30_000] * 10})
+    assert main(["escalate", str(run), "--models", str(model_repo), "--runner", "local", "--quiet"]) == 1
+    report = json.loads((esc.escalation_dir(run) / "escalation.json").read_text())
+    [step] = report["passes"]
+    assert step["profile"] == "memory_bound" and step["exit_code"] == 1
+    assert json.loads((Path(step["run_dir"]) / "run.json").read_text())["status"] == "FAILURE"

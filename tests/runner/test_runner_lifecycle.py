@@ -222,6 +222,7 @@ def test_ctrl_c_stops_the_step_and_keeps_partial_outputs(model_repo, tmp_path, r
     assert perf_rows(out)[0]["status"] == "FAILURE"
 
 
+@pytest.mark.slow
 def test_readme_command_runs_tiny_llama_v4_locally_on_the_cpu(repo, tmp_path):
     """The issue's main command, without docker: detected CPU, embedded tracer, Triton in interpreter mode."""
     out = tmp_path / "out"
@@ -239,6 +240,7 @@ def test_readme_command_runs_tiny_llama_v4_locally_on_the_cpu(repo, tmp_path):
     assert row["status"] == "SUCCESS" and float(row["performance"]) > 0
 
 
+@pytest.mark.slow
 def test_multi_gpu_profile_runs_torchrun_with_per_rank_outputs(repo, tmp_path):
     """multi_gpu with 2 processes on the CPU (gloo): each rank's profiler output lands in its own files."""
     out = tmp_path / "out"

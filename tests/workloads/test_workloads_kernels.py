@@ -131,6 +131,7 @@ def test_flash_attention_values_and_grads(S, H, HKV):
     check_vjp(tt_kernels.flash_attention, reference_attention, (q, k, v))
 
 
+@pytest.mark.slow
 def test_flash_attention_gradcheck(small_attention_blocks):
     """16-wide tiles: S=17 spans two blocks (the second partial); 2 query heads share 1 kv head; D=4 is padded to the
     16-wide dot. Fast-mode gradcheck over all inputs, full gradcheck for k (fast mode alone missed a 1% error in dk;
@@ -199,3 +200,32 @@ def test_kernels_record_profiler_ranges_under_interpreter():
     with profile() as prof:
         tt_kernels.rmsnorm(x, torch.ones(16))
     assert "triton::tt_rmsnorm_fwd" in {e.name for e in prof.events()}
+
+
+def test_master_adamw_matches_torch_adamw_and_writes_bf16_params():
+    """One Triton kernel for every parameter: fp32 master weights follow torch.optim.AdamW given the same (bf16)
+    gradients; the model's parameters are bf16 views of one buffer holding the rounded master weights."""
+    import tt_optim
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(40, 30, bias=False), torch.nn.Linear(30, 7)).to(DEV)
+    ref = [p.detach().clone().requires_grad_() for p in model.parameters()]
+    weights = tt_optim.use_low_precision_params(model)
+    params = list(model.parameters())
+    assert all(p.dtype == torch.bfloat16 and p.data_ptr() >= weights.low.data_ptr() for p in params)
+    opt = tt_optim.MasterAdamW(weights, lr=1e-2, weight_decay=0.1)
+    ref_opt = torch.optim.AdamW(ref, lr=1e-2, weight_decay=0.1)
+    for _ in range(4):
+        for p, r in zip(params, ref, strict=True):
+            g = torch.randn(r.shape, device=DEV).to(torch.bfloat16)
+            p.grad, r.grad = g, g.float()
+        opt.step()
+        ref_opt.step()
+    want = torch.cat([r.detach().reshape(-1) for r in ref])
+    torch.testing.assert_close(weights.master, want, rtol=1e-5, atol=1e-6)
+    # the kernel wrote the master weights in bf16: within one bf16 step (the interpreter truncates, GPUs round)
+    step = weights.master.abs() * 2.0 ** -7
+    assert bool(((weights.low.float() - weights.master).abs() <= step).all())
+    for p in params:
+        p.grad = None
+    with pytest.raises(RuntimeError, match="no gradient"):
+        opt.step()

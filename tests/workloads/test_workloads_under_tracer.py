@@ -17,6 +17,7 @@ import torch
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU/interpreter path is what is tested")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", ["v3", "v4"])
 def test_triton_version_runs_under_the_embedded_tracer(version, scripts_dir, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}

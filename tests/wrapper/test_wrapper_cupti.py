@@ -47,6 +47,7 @@ def backend():
 def test_enables_only_the_kinds_the_profile_needs(backend):
     b = backend(api=False)
     b.start()
+    assert len(b.buffers.free) == 1 and b.buffers.requested == 0  # allocated before the first record needs it
     assert fake_cupti.STATE.enabled == {10, 1, 2}  # concurrent kernel, memcpy, memset: no runtime API records
     assert fake_cupti.STATE.thread_id_type == cupti_backend.THREAD_ID_TYPE_SYSTEM
     assert b.hw_trace.startswith("unsupported") and "NOT_SUPPORTED" in b.hw_trace

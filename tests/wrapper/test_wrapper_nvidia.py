@@ -11,7 +11,7 @@ import pytest
 
 from madengine_rocprof import wrapper
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.wrapper import nvidia, rocprof_csv
+from madengine_rocprof.wrapper import nvidia, options, rocprof_csv
 
 
 def read_csv(path) -> list[dict]:
@@ -154,7 +154,7 @@ def test_nsys_sqlite_converter(tmp_path):
     con.executemany("insert into CUPTI_ACTIVITY_KIND_KERNEL values (" + ",".join("?" * 16) + ")", kernels)
     con.commit()
     con.close()
-    written = nvidia.convert_nsys(str(tmp_path), [str(db)], [])
+    written = nvidia.convert_nsys([str(db)], [])
     trace = read_csv(tmp_path / f"{pid}_kernel_trace.csv")
     assert [(r["Kernel_Name"], int(r["End_Timestamp"]) - int(r["Start_Timestamp"])) for r in trace] == \
         [("gemm", 50), ("relu", 10), ("gemm", 80)]
@@ -266,16 +266,10 @@ def test_ncu_raw_parser_without_units_row_keeps_dispatch_zero_and_notes_missing_
     assert notes == ["ncu report has no value for requested metric(s): dram__bytes_read.sum"]
 
 def test_requested_metrics_reads_only_ncu_options():
-    argv = nvidia.ncu_argv("ncu", "memory_bound", "/o", _NoFilters(), {})
+    argv = nvidia.ncu_argv("ncu", "memory_bound", "/o", options.Parsed(), {})
     assert nvidia.requested_metrics(argv) == nvidia.NCU_METRICS["memory_bound"]
     assert nvidia.requested_metrics(["ncu", "--metrics", "a.sum,b.avg", "--metrics", "a.sum,launch__grid_size"]) == \
         ["a.sum", "b.avg", "launch__grid_size"]
-
-
-class _NoFilters:
-    @staticmethod
-    def values(_name):
-        return []
 
 
 def test_manifest_duration_is_the_runs_not_the_conversions(tmp_path, make_env, monkeypatch):
