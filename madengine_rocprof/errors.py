@@ -4,7 +4,40 @@ The CLI prints it on stderr and exits with `exit_code`; nothing is written when 
 """
 from __future__ import annotations
 
-EXIT_INVALID = 2  # bad input: file, config, counters, command line
+import errno
+
+EXIT_INVALID = 2  # bad input: file, config, counters, command line; also a file system that refuses (see below)
+
+_OS_FIXES = {
+    errno.ENOSPC: "free some space on that file system, or write somewhere else",
+    errno.EDQUOT: "free some space (disk quota), or write somewhere else",
+    errno.EROFS: "that file system is read-only: choose a writable folder",
+    errno.EACCES: "no permission there: choose a folder you can write to, or fix its permissions",
+    errno.EPERM: "no permission there: choose a folder you can write to, or fix its permissions",
+    errno.ENOTDIR: "a file stands where a folder is expected: move it away or choose another path",
+    errno.EISDIR: "a folder stands where a file is expected: choose another path",
+    errno.EEXIST: "something already exists there that is not what is expected: move it away or choose another path",
+    errno.ENAMETOOLONG: "a file name is too long for the file system: choose a shorter name or path",
+    errno.ELOOP: "too many symbolic links on the path: use a real folder",
+    errno.ENOENT: "check the path",
+}
+
+
+def from_os_error(err: OSError, doing: str = "") -> UserError:
+    """A file system refusal (full disk, read-only tree, a file where a folder should be, ...) as a UserError."""
+    what = err.strerror or str(err)
+    if doing:
+        what = f"{doing}: {what}"
+    target = err.filename if err.filename is not None else None
+    if err.filename2 is not None:
+        target = f"{err.filename} -> {err.filename2}"
+    return UserError(what, file=None if target is None else str(target), fix=_OS_FIXES.get(err.errno or 0))
+
+
+def too_deep(doing: str = "") -> UserError:
+    """RecursionError from a reader: the input nests deeper than any real file does."""
+    return UserError(f"{doing + ': ' if doing else ''}input nested too deeply to read (JSON nesting over ~1000 levels)",
+                     fix="this is not a file this tool writes or reads: check that the right file was given")
 
 
 class UserError(Exception):

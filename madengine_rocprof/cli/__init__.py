@@ -7,11 +7,13 @@ Each subcommand lives in its own module under this package and exposes
 from __future__ import annotations
 
 import argparse
+import csv
 import importlib
+import sqlite3
 import sys
 
 from madengine_rocprof import __version__
-from madengine_rocprof.errors import UserError
+from madengine_rocprof.errors import UserError, from_os_error, too_deep
 
 # Module names under madengine_rocprof.cli, in the order `--help` lists them.
 SUBCOMMANDS: tuple[str, ...] = (
@@ -28,6 +30,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "wrap",
     "doctor",
     "install",
+    "paths",
 )
 
 
@@ -56,11 +59,25 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if getattr(args, "accepts_extra", False):
         args.extra = extra
+    return dispatch(args)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """Every command's one exit path: bad input and file-system refusals give the standard message, never a
+    traceback; a stopping signal gives the shell's 128 + signal number."""
     try:
-        return int(args.func(args) or 0)
+        try:
+            return int(args.func(args) or 0)
+        except OSError as err:
+            raise from_os_error(err) from None
+        except RecursionError:
+            raise too_deep() from None
+        except (UnicodeError, csv.Error, sqlite3.DatabaseError) as err:
+            raise UserError(f"unreadable input: {err}", fix="check that the right file was given") from None
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:
+        code = getattr(err, "exit_code", 130)
+        print(f"interrupted ({err})" if str(err) else "interrupted", file=sys.stderr)
+        return int(code)

@@ -58,8 +58,40 @@ def read_text_file(path: str | os.PathLike[str], kind: str = "file") -> str:
         raise UserError(f"cannot read {kind}: {err.strerror}", file=str(p)) from None
 
 
-def parse_json_object(text: str, source: str) -> dict[str, Any]:
-    """Parse JSON text whose top level must be an object; errors carry line and column."""
+def _text_problem(text: str) -> str | None:
+    if "\x00" in text:
+        return "contains a NUL character (\\u0000)"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone surrogate (an unpaired \\ud800-\\udfff escape)"
+    return None
+
+
+def check_strings(data: Any, source: str | None) -> None:
+    """Every key and string value must be able to reach an environment, a command line or a file name: no NUL, no
+    lone surrogate. One check for `validate` and `run` (and models.json), so what validates also runs."""
+    todo: list[tuple[tuple[Any, ...], Any]] = [((), data)]
+    while todo:
+        loc, value = todo.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                problem = _text_problem(key)
+                if problem:
+                    raise UserError(f"key {key!r} {problem}", file=source, where=json_path(loc) or None,
+                                    fix="remove that character")
+                todo.append(((*loc, key), item))
+        elif isinstance(value, list):
+            todo.extend(((*loc, i), item) for i, item in enumerate(value))
+        elif isinstance(value, str):
+            problem = _text_problem(value)
+            if problem:
+                raise UserError(f"the value {problem}", file=source, where=json_path(loc) or None,
+                                fix="remove that character: environments, command lines and file names cannot hold it")
+
+
+def load_json(text: str, source: str | None) -> Any:
+    """json.loads with the user-facing errors: line and column, nesting too deep, unusable strings."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
@@ -67,6 +99,16 @@ def parse_json_object(text: str, source: str) -> dict[str, Any]:
             f"invalid JSON: {err.msg}", file=source, line=err.lineno, column=err.colno,
             fix="check commas, quotes and brackets near that place (JSON allows no comments or trailing commas)",
         ) from None
+    except RecursionError:
+        raise UserError("JSON nested too deeply to read", file=source,
+                        fix="no config or models file nests this deep: check that the right file was given") from None
+    check_strings(data, source)
+    return data
+
+
+def parse_json_object(text: str, source: str) -> dict[str, Any]:
+    """Parse JSON text whose top level must be an object; errors carry line and column."""
+    data = load_json(text, source)
     if not isinstance(data, dict):
         raise UserError(
             f"top level must be a JSON object {{...}}, got {type(data).__name__ if data is not None else 'null'}",

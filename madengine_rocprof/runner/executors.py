@@ -1,6 +1,7 @@
 """Where the steps run: a Docker container (madengine's way: one long-lived container, one `exec` per step) or
-this machine. Both give every step a time limit, a log that streams as it goes, and a clean way to stop it:
-SIGTERM to the step's whole process group, a grace period for profilers to write their files, then SIGKILL."""
+this machine. Both give every step a time limit, a log that streams as it goes, and a clean way to stop it: every
+step runs under reaper.py, which sends SIGTERM to the step's whole process tree (setsid children included), gives
+profilers a grace period to write their files, then SIGKILL; what a step leaves running ends with it."""
 from __future__ import annotations
 
 import contextlib
@@ -20,12 +21,20 @@ from typing import TYPE_CHECKING, Any, BinaryIO, cast
 if TYPE_CHECKING:
     from docker.models.containers import Container
 
+from madengine_rocprof.runner import stopping
+
 GRACE_S = 15.0            # after SIGTERM, time for a profiler to flush before SIGKILL
 TIMEOUT_EXIT_CODES = (124, 137)
 
-# Inside the container: record the step's pid, then let coreutils `timeout` own a new process group for the step
-# (it signals the whole group on expiry, and forwards a SIGTERM it receives to that group).
-STEP_SCRIPT = 'echo $$ > "$1"; exec timeout -k "$2" "$3" bash -c "$4"'
+REAPER = Path(__file__).with_name("reaper.py")  # standard library only: runs as a script, in containers too
+LEFTOVER_S = 7.0          # the reaper's 5 s for what a stopped step left running, plus its own start and end
+ROOM_FOR_RESULTS = 256 * 1024  # log bytes given back on a full disk, for run.json and perf.csv
+HURRY_AFTER_S = 2.0       # a second Ctrl-C/SIGTERM: how long the tree gets before SIGKILL
+# Inside the container: record the step's pid, then run the step under the reaper (the whole tree ends with it);
+# an image without python3 falls back to coreutils `timeout` (a process group: setsid children escape it).
+STEP_SCRIPT = ('echo $$ > "$1"; if command -v python3 >/dev/null 2>&1; then '
+               'exec python3 "$5" --grace "$2" --timeout "$3" -- bash -c "$4"; fi; '
+               'exec timeout -k "$2" "$3" bash -c "$4"')
 BACKGROUND_SCRIPT = 'echo $$ > "$1"; exec "${@:3}" > "$2" 2>&1'
 
 
@@ -37,6 +46,8 @@ class StepResult:
     timed_out: bool = False
     interrupted: bool = False
     log: str = ""
+    log_error: str = ""  # the log could not be written in full (a full disk): what was kept, and why
+
 
     @property
     def ok(self) -> bool:
@@ -53,33 +64,86 @@ class StepResult:
 class Tee:
     """Copies a step's output to its log file (and, with `echo`, to the screen, indented)."""
 
-    def __init__(self, log: BinaryIO, echo: bool) -> None:
+    def __init__(self, log: BinaryIO, echo: bool) -> None:  # an unbuffered file
         self.log, self.echo, self._at_line_start = log, echo, True
+        self.error: OSError | None = None  # the first write error (a full disk): the log stops, the pipe keeps draining
+        self.done = threading.Event()      # the stream ended and every chunk was handled
 
     def drain(self, chunks: Iterable[bytes]) -> None:
-        """Write every chunk until the stream ends (a reader thread's target)."""
-        for chunk in chunks:
-            self.write(chunk)
+        """Write every chunk until the stream ends (a reader thread's target). Never raises (write() keeps a full
+        disk's error), so the workload never blocks on a pipe nobody reads."""
+        try:
+            for chunk in chunks:
+                self.write(chunk)
+        finally:
+            self.done.set()
 
     def write(self, chunk: bytes) -> None:
-        self.log.write(chunk)
-        self.log.flush()
+        if self.error is None:
+            try:
+                view = memoryview(chunk)
+                while view:  # an unbuffered write may be short: the rest, or the error, comes next
+                    view = view[self.log.write(view) or 0:]
+            except OSError as err:
+                self.error = err
+                self._make_room()
         if self.echo:
             text = chunk.decode("utf-8", errors="replace")
             out = []
             for piece in text.splitlines(keepends=True):
                 out.append(("    | " if self._at_line_start else "") + piece)
                 self._at_line_start = piece.endswith("\n")
-            sys.stdout.write("".join(out))
-            sys.stdout.flush()
+            try:
+                sys.stdout.write("".join(out))
+                sys.stdout.flush()
+            except (OSError, ValueError):  # a closed terminal (SIGHUP) must not stop the copy to the log
+                self.echo = False
 
+    def _make_room(self) -> None:
+        """A full disk: give back the log's last piece so run.json and the perf.csv row still fit, and say so."""
+        try:
+            fd = self.log.fileno()
+            keep = max(0, os.fstat(fd).st_size - ROOM_FOR_RESULTS)
+            os.ftruncate(fd, keep)
+            os.pwrite(fd, b"\n[madengine-rocprof] the disk is full: the rest of this log is lost\n", keep)
+        except (OSError, ValueError):
+            pass  # nothing more can be done for the log; the results are still attempted
 
-def _wait_thread(thread: threading.Thread, seconds: float) -> bool:
-    """Join in short slices so Ctrl-C reaches the main thread promptly; True when the thread ended."""
+def _wait_drained(tee: Tee, seconds: float) -> bool:
+    """Wait in short slices (Ctrl-C reaches the main thread promptly) for the output to end; True when it did.
+    An Event, not Thread.is_alive(): a join interrupted by a signal can leave is_alive() wrongly False (CPython
+    3.11), and the log must not be closed while its thread still writes."""
     deadline = time.monotonic() + seconds
-    while thread.is_alive() and time.monotonic() < deadline:
-        thread.join(0.2)
-    return not thread.is_alive()
+    while time.monotonic() < deadline:
+        if tee.done.wait(min(0.2, max(0.0, deadline - time.monotonic()))):
+            return True
+    return tee.done.is_set()
+
+
+def _wait_proc(proc: subprocess.Popen, seconds: float) -> bool:
+    """Wait for a process being stopped; a second signal (`stopping.hurry`) cuts the wait short. True when it ended."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not stopping.hurry():
+        try:
+            proc.wait(timeout=0.1)
+            return True
+        except subprocess.TimeoutExpired:
+            continue
+    return proc.poll() is not None
+
+
+def _wait_proc_plain(proc: subprocess.Popen, seconds: float) -> bool:
+    try:
+        proc.wait(timeout=seconds)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def _log_error(tee: Tee, log_path: Path) -> str:
+    if tee.error is None:
+        return ""
+    return f"{log_path.name} incomplete: {tee.error.strerror or tee.error} (the output after that point is lost)"
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -108,10 +172,11 @@ class LocalExecutor:
                  env: dict[str, str] | None = None) -> StepResult:
         started = time.monotonic()
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, env={**self.env, **(env or {})},
+        with open(log_path, "wb", buffering=0) as log:  # unbuffered: a full disk fails the write, not close()
+            argv = [self.python, str(REAPER), "--grace", f"{GRACE_S:g}", "--", "bash", "-c", command]
+            proc = subprocess.Popen(argv, cwd=cwd, env={**self.env, **(env or {})},
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)  # its own group: we signal the whole tree
+                                    start_new_session=True)  # a terminal's Ctrl-C reaches us only, not the step
             tee = Tee(log, echo)
             out = cast(io.BufferedReader, proc.stdout)  # stdout=PIPE in binary mode: a buffered reader
             reader = threading.Thread(target=tee.drain, args=(iter(lambda: out.read1(65536), b""),), daemon=True)
@@ -122,18 +187,31 @@ class LocalExecutor:
                     proc.wait(timeout=timeout)
                 except subprocess.TimeoutExpired:
                     timed_out = True
-                    self._stop_group(proc)
+                    self._stop_step(proc)
             except KeyboardInterrupt:
                 interrupted = True
-                self._stop_group(proc)
-            # The step is over: what it left running in its group (holding the output pipe) goes with it, as
-            # processes go with a removed container.
+                self._stop_step(proc)
+            # The reaper ended the step's tree; anything left holding the pipe goes too.
             _signal_group(proc.pid, signal.SIGTERM)
-            if not _wait_thread(reader, 5):
+            if not _wait_drained(tee, 5):
                 _signal_group(proc.pid, signal.SIGKILL)
-                reader.join(5)
+                _wait_drained(tee, 5)
         code = proc.returncode
-        return StepResult(name, code, time.monotonic() - started, timed_out, interrupted, str(log_path))
+        return StepResult(name, code, time.monotonic() - started, timed_out, interrupted, str(log_path),
+                          _log_error(tee, log_path))
+
+    @staticmethod
+    def _stop_step(proc: subprocess.Popen) -> None:
+        """SIGTERM to the reaper: it stops the whole tree (grace, then SIGKILL). A second signal: no more grace."""
+        _signal_group(proc.pid, signal.SIGTERM)
+        if _wait_proc(proc, GRACE_S + LEFTOVER_S):
+            return
+        if stopping.hurry():
+            _signal_group(proc.pid, signal.SIGTERM)  # the reaper's second signal: SIGKILL to the tree now
+            if _wait_proc_plain(proc, HURRY_AFTER_S):
+                return
+        _signal_group(proc.pid, signal.SIGKILL)
+        _wait_proc_plain(proc, 5.0)
 
     @staticmethod
     def _stop_group(proc: subprocess.Popen) -> None:
@@ -142,11 +220,8 @@ class LocalExecutor:
                 os.killpg(proc.pid, sig)
             except ProcessLookupError:
                 return
-            try:
-                proc.wait(timeout=wait)
+            if _wait_proc(proc, wait) or sig == signal.SIGKILL:
                 return
-            except subprocess.TimeoutExpired:
-                continue
 
     def start_background(self, name: str, argv: list[str], log_path: Path, env: dict[str, str] | None = None) -> None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -236,44 +311,56 @@ class DockerExecutor:
         api = self.client.api
         pid_file = self.state / f"{name}.pid"
         pid_file.unlink(missing_ok=True)
-        argv = ["bash", "-c", STEP_SCRIPT, "step", self._inside(pid_file), f"{GRACE_S:g}", f"{timeout:g}", command]
+        argv = ["bash", "-c", STEP_SCRIPT, "step", self._inside(pid_file), f"{GRACE_S:g}", f"{timeout:g}", command,
+                f"{self.plugin_in}/madengine_rocprof/runner/{REAPER.name}"]
         started = time.monotonic()
         log_path.parent.mkdir(parents=True, exist_ok=True)
         exec_id = api.exec_create(self.running.id, argv, workdir=cwd, environment=env or None)["Id"]
-        with open(log_path, "wb") as log:
+        with open(log_path, "wb", buffering=0) as log:  # unbuffered: a full disk fails the write, not close()
             tee = Tee(log, echo)
             stream = api.exec_start(exec_id, stream=True)
             reader = threading.Thread(target=tee.drain, args=(stream,), daemon=True)
             reader.start()
             timed_out = interrupted = False
             try:
-                # `timeout` inside ends the step; this host-side limit only catches a wedged exec.
-                if not _wait_thread(reader, timeout + GRACE_S + 30):
+                # The reaper's --timeout ends the step; this host-side limit only catches a wedged exec.
+                if not _wait_drained(tee, timeout + GRACE_S + LEFTOVER_S + 30):
                     timed_out = True
                     self.say(f"[run] {name}: no end {timeout:g}s + grace after start: killing the container")
                     self.running.kill()
-                    reader.join(10)
+                    _wait_drained(tee, 10)
             except KeyboardInterrupt:
                 interrupted = True
                 self.say(f"[run] {name}: interrupted: SIGTERM to the step, {GRACE_S:g}s for profilers to write")
                 self._signal_step(pid_file)
-                if not _wait_thread(reader, GRACE_S + 5):
+                if not self._wait_stopping(tee, pid_file):
                     self.running.kill()
-                    reader.join(10)
+                    _wait_drained(tee, 10)
         info = api.exec_inspect(exec_id)
         code = info.get("ExitCode")
         duration = time.monotonic() - started
         if code in TIMEOUT_EXIT_CODES and duration >= timeout:
             timed_out = True
-        return StepResult(name, code, duration, timed_out, interrupted, str(log_path))
+        return StepResult(name, code, duration, timed_out, interrupted, str(log_path), _log_error(tee, log_path))
+
+    def _wait_stopping(self, tee: Tee, pid_file: Path) -> bool:
+        """The step got SIGTERM: wait out its grace; a second signal makes the reaper SIGKILL the tree now."""
+        deadline = time.monotonic() + GRACE_S + LEFTOVER_S
+        while time.monotonic() < deadline and not stopping.hurry():
+            if _wait_drained(tee, 0.2):
+                return True
+        if stopping.hurry():
+            self._signal_step(pid_file)
+            return _wait_drained(tee, HURRY_AFTER_S + 3)
+        return False
 
     def _signal_step(self, pid_file: Path) -> None:
         try:
             pid = pid_file.read_text().strip()
             if pid.isdigit():
                 self.running.exec_run(["kill", "-TERM", pid], detach=True)
-        except Exception:
-            pass  # the container may be gone already: close() removes it
+        except Exception as err:  # the container may be gone already: close() removes it
+            self.say(f"[run] could not signal the step in the container: {type(err).__name__}: {err}")
 
     def start_background(self, name: str, argv: list[str], log_path: Path, env: dict[str, str] | None = None) -> None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -309,8 +396,8 @@ class DockerExecutor:
             if hasattr(os, "getuid") and os.getuid() != 0:
                 # the container writes as root into the bind-mounted workspace
                 self.container.exec_run(["chown", "-R", f"{os.getuid()}:{os.getgid()}", self.workspace_in])
-        except Exception:
-            pass
+        except Exception as err:  # a dead container: its removal below still runs
+            self.say(f"[run] container clean-up before removal failed: {type(err).__name__}: {err}")
         finally:
             try:
                 self.container.remove(force=True)

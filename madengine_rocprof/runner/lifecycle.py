@@ -8,10 +8,12 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from madengine_rocprof.atomic import write_json
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.models import AdditionalContext, ScriptRef, load_context
 from madengine_rocprof.registry.store import BUILTIN_COUNTERS_DIR, PACKAGE_ROOT
-from madengine_rocprof.runner import host
+from madengine_rocprof.runner import host, stopping
 from madengine_rocprof.runner.chain import (
     Chain,
     Sampler,
@@ -31,7 +33,7 @@ from madengine_rocprof.runner.chain import (
 )
 from madengine_rocprof.runner.executors import DockerExecutor, LocalExecutor, StepResult
 from madengine_rocprof.runner.images import BuildFailed, default_base, ensure_image, select_dockerfile
-from madengine_rocprof.runner.results import append_perf_row, parse_performance
+from madengine_rocprof.runner.results import append_perf_row, count_lines, find_performance
 from madengine_rocprof.runner.selection import ModelCard, load_models, select_models
 
 DEFAULT_TIMEOUT_S = 7200.0     # madengine's default model timeout
@@ -95,10 +97,19 @@ def _words(text: str, where: str, file: str | None = None) -> list[str]:
                         fix="close the quote, or quote the argument that contains it") from None
 
 
+def confined(root: Path, relative: str, where: str, file: str | None = None) -> Path:
+    """`root/relative`, refused unless it stays inside root once `..` and symbolic links are resolved: a card or a
+    context must not reach /etc or another user's files."""
+    path = root / relative
+    if Path(relative).is_absolute() or not path.resolve().is_relative_to(root.resolve()):
+        raise UserError(f"'{relative}' leads outside {root}", file=file, where=where,
+                        fix="give a path inside the folder of models.json (no absolute path, no '..' out of it)")
+    return path
+
+
 def _script_file(repo: Path, ref: ScriptRef, where: str) -> Path:
     _words(ref.args, f"{where}.args")
-    path = Path(ref.path)
-    path = path if path.is_absolute() else repo / path
+    path = confined(repo, ref.path, where)
     if not path.is_file():
         raise UserError("script not found", file=str(path), where=where,
                         fix="paths are relative to the folder of models.json")
@@ -118,9 +129,14 @@ def plan_runs(opts: RunOptions) -> tuple[AdditionalContext, list[str], list[Plan
     _words(ctx.model_args or "", "model_args")
     planned = []
     for card in cards:
-        script = opts.model_root / card.scripts
+        script = confined(opts.model_root, card.scripts, f"{card.name}.scripts", str(opts.models_file))
         if not script.is_file():
             raise UserError("the model's script does not exist", file=str(script), where=f"{card.name}.scripts")
+        if script.resolve().parent == opts.model_root.resolve():
+            raise UserError("the model's script is in the folder of models.json itself: that whole folder would be "
+                            f"copied as {SCRIPTS_DIR}", file=str(opts.models_file), where=f"{card.name}.scripts",
+                            fix="put the script in a folder of its own, e.g. scripts/<model>/run.sh")
+        confined(opts.model_root, card.dockerfile, f"{card.name}.dockerfile", str(opts.models_file))
         _words(card.args, f"{card.name}.args", str(opts.models_file))
         args = f"{card.args} {ctx.model_args}".strip() if ctx.model_args else card.args
         command = model_command(SCRIPTS_DIR, script.name, args, ctx.encapsulate_script)
@@ -189,13 +205,16 @@ def run_models(opts: RunOptions) -> int:
         for item in planned:  # a missing Dockerfile is bad input: refuse before anything is written
             select_dockerfile(opts.model_root, item.card.dockerfile, vendor, ctx.guest_os if vendor != "CPU" else None)
     out_dir = opts.output_dir.resolve()
+    for item in planned:
+        _check_run_dir(out_dir, run_dir_name(item))
     out_dir.mkdir(parents=True, exist_ok=True)
     say(f"[run] {len(planned)} model(s), tools: {planned[0].chain.label}, runner: {runner}, target: {vendor}, "
         f"results: {out_dir}")
     statuses = []
-    for item in planned:
-        status = run_one(item, ctx, opts, runner, client, vendor, detected, out_dir, warnings + vendor_notes)
-        statuses.append(status)
+    with stopping.handled():  # SIGTERM and SIGHUP get Ctrl-C's clean-up
+        for item in planned:
+            status = run_one(item, ctx, opts, runner, client, vendor, detected, out_dir, warnings + vendor_notes)
+            statuses.append(status)
     failed = sum(s != "SUCCESS" for s in statuses)
     say(f"[run] done: {len(statuses) - failed} succeeded, {failed} failed; perf.csv: {out_dir / 'perf.csv'}")
     return 0 if failed == 0 else 1
@@ -243,16 +262,33 @@ def _fill(text: str, workspace: str, plugin: str) -> str:
     return text.replace("{workspace}", workspace).replace("{plugin}", plugin)
 
 
+def run_dir_name(item: Planned) -> str:
+    return f"{item.card.name}__{item.chain.label}"
+
+
+def _check_run_dir(out_dir: Path, name: str) -> None:
+    """The run directory is a plain folder inside --output-dir (it is replaced by a rerun): anything else is refused
+    before anything is written."""
+    ws = out_dir / name
+    if ws.is_symlink() or (ws.exists() and not ws.is_dir()):
+        kind = "a symbolic link" if ws.is_symlink() else "a file"
+        raise UserError(f"{ws} is {kind}, not a run directory: a rerun replaces run directories, so it is left alone",
+                        fix="move it away, or choose another --output-dir")
+    if ws.resolve().parent != out_dir or ws.name != name:
+        raise UserError(f"run directory '{name}' would lie outside {out_dir}", where="models.json name")
+
+
 def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str, client: Any, vendor: str,
             detected: str, out_dir: Path, warnings: list[str]) -> str:
     card, chain = item.card, item.chain
-    ws = out_dir / f"{card.name}__{chain.label}"
+    ws = out_dir / run_dir_name(item)
     if ws.exists():
         shutil.rmtree(ws)  # a rerun replaces the previous run directory (perf.csv keeps every row)
     logs = ws / "logs"
     for sub in (logs, ws / "profiler", ws / "samplers"):
         sub.mkdir(parents=True, exist_ok=True)
-    shutil.copytree((opts.model_root / card.scripts).parent, ws / SCRIPTS_DIR,
+    # symlinks=True: a link in the script folder is copied as a link, never followed out of it
+    shutil.copytree((opts.model_root / card.scripts).parent, ws / SCRIPTS_DIR, symlinks=True,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for _, _, path in item.hooks:
         shutil.copy2(path, ws / SCRIPTS_DIR / path.name)
@@ -301,7 +337,7 @@ def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
         say(f"[run] {err}")
     except KeyboardInterrupt:
         interrupted = True
-        say("[run] interrupted: cleaning up")
+        say(f"[run] interrupted ({_signal_name()}): cleaning up; a second signal hurries it")
     except UserError:
         raise
     except Exception as err:  # docker API errors (image missing, daemon gone): recorded, results still written
@@ -329,12 +365,19 @@ def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
                     executor.close()  # removes the container even when interrupted (its own finally)
             except KeyboardInterrupt:  # a (second) Ctrl-C while cleaning up: still write the results
                 interrupted = True
-            shutil.rmtree(ws / ".runner", ignore_errors=True)
-            status = _finish(item, ctx, opts, runner, vendor, detected, ws, steps, failures, sampler_results,
-                             image, started_at, time.monotonic() - t0, interrupted, warnings, out_dir)
-    if interrupted:
-        raise KeyboardInterrupt
+            with stopping.shielded():  # what is known is written whatever signal comes now
+                shutil.rmtree(ws / ".runner", ignore_errors=True)
+                interrupted |= stopping.received() is not None
+                status = _finish(item, ctx, opts, runner, vendor, detected, ws, steps, failures, sampler_results,
+                                 image, started_at, time.monotonic() - t0, interrupted, warnings, out_dir)
+    if interrupted or stopping.received() is not None:
+        raise stopping.Interrupted(stopping.received() or signal.SIGINT)
     return status
+
+
+def _signal_name() -> str:
+    sig = stopping.received()
+    return signal.Signals(sig).name if sig else "Ctrl-C"
 
 
 def _image(card: ModelCard, ctx: AdditionalContext, opts: RunOptions, vendor: str, client: Any, logs: Path,
@@ -377,9 +420,7 @@ def _start_sampler(executor: Any, s: Sampler, logs: Path) -> None:
 def _stop_sampler(executor: Any, s: Sampler, ws: Path, logs: Path) -> dict[str, Any]:
     code = executor.stop_background(s.tool, ws / ".runner" / f"stop_{s.tool}")
     csv_path = ws / "samplers" / s.output_name
-    rows = (
-        max(0, len(csv_path.read_text(encoding="utf-8", errors="replace").splitlines()) - 1) if csv_path.exists() else 0
-    )
+    rows = max(0, count_lines(csv_path) - 1) if csv_path.exists() else 0
     result = {"tool": s.tool, "mode": s.mode, "exit_code": code, "csv": f"samplers/{s.output_name}", "rows": rows,
               "log": f"logs/sampler_{s.tool}.log"}
     if code == 3:
@@ -402,7 +443,7 @@ def _profiler_outcomes(chain: Chain, ws: Path) -> tuple[list[dict[str, Any]], li
             continue
         try:
             data = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as err:
+        except (OSError, ValueError, RecursionError) as err:
             outcomes.append({"tool": tool, "output_dir": rel, "outcome": "bad_manifest"})
             failures.append(f"profiler {tool}: unreadable manifest.json: {err}")
             continue
@@ -432,13 +473,13 @@ def _finish(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
             failures.append("the workload did not run")
     else:
         if run_step.interrupted:
-            failures.append("workload interrupted (Ctrl-C)")
+            failures.append("workload interrupted (Ctrl-C)" if stopping.received() in (None, signal.SIGINT)
+                            else f"workload interrupted ({_signal_name()})")
         elif run_step.timed_out:
             failures.append(f"workload timed out after {item.timeout:g}s")
         elif run_step.exit_code != 0:
             failures.append(f"workload exit code {run_step.exit_code}")
-        log_text = (ws / "logs" / "run.log").read_text(encoding="utf-8", errors="replace")
-        performance = parse_performance(log_text)
+        performance = find_performance(ws / "logs" / "run.log")
         if performance is None and run_step.ok:
             failures.append("no 'performance: <value> <metric>' line in the workload output")
     profilers, profiler_failures = _profiler_outcomes(chain, ws) if run_step else ([], [])
@@ -452,8 +493,9 @@ def _finish(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
                 failures.append("workload_result.json says status failed")
             device = result.get("device") or {}
             device_name = str(device.get("arch") or device.get("name") or "") if device.get("type") != "cpu" else ""
-        except (OSError, json.JSONDecodeError, AttributeError):
+        except (OSError, ValueError, RecursionError, AttributeError):
             failures.append("workload_result.json is unreadable")
+    failures.extend(f"{s.name}: {s.log_error}" for s in steps if s.log_error)
     status = "SUCCESS" if not failures else "FAILURE"
     n_gpus = (
         ctx.distributed.nproc_per_node if ctx.distributed and ctx.distributed.nproc_per_node else None
@@ -477,41 +519,49 @@ def _finish(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str
         "profilers": profilers, "samplers": samplers,
         "performance": {"value": performance[0], "metric": performance[1]} if performance else None,
     }
-    write_json(ws / "run.json", manifest)
-    append_perf_row(
-        out_dir / "perf.csv",
-        {
-            "model": card.name,
-            "n_gpus": n_gpus,
-            "nnodes": 1,
-            "gpus_per_node": n_gpus,
-            "training_precision": card.training_precision,
-            "pipeline": "",
-            "args": card.args,
-            "tags": ",".join(card.tags),
-            "docker_file": image.get("dockerfile", ""),
-            "base_docker": image.get("base_docker", ""),
-            "docker_sha": image.get("id", ""),
-            "docker_image": image.get("tag", ""),
-            "git_commit": _git_commit(opts.model_root),
-            "machine_name": socket.gethostname(),
-            "deployment_type": "local",
-            "launcher": ctx.distributed.launcher if ctx.distributed and ctx.distributed.launcher else "",
-            "gpu_architecture": device_name or vendor,
-            "performance": performance[0] if performance else "",
-            "metric": performance[1] if performance else "",
-            "relative_change": "",
-            "status": status,
-            "build_duration": round(image.get("build_duration_s", 0.0), 3),
-            "test_duration": round(run_step.duration_s, 3) if run_step else "",
-            "dataname": "",
-            "data_provider_type": "",
-            "data_size": "",
-            "data_download_duration": "",
-            "build_number": "0",
-            "additional_docker_run_options": "",
-        },
-    )
+    written = _keep(ws / "run.json", lambda: write_json(ws / "run.json", manifest))
+    row = {
+        "model": card.name,
+        "n_gpus": n_gpus,
+        "nnodes": 1,
+        "gpus_per_node": n_gpus,
+        "training_precision": card.training_precision,
+        "pipeline": "",
+        "args": card.args,
+        "tags": ",".join(card.tags),
+        "docker_file": image.get("dockerfile", ""),
+        "base_docker": image.get("base_docker", ""),
+        "docker_sha": image.get("id", ""),
+        "docker_image": image.get("tag", ""),
+        "git_commit": _git_commit(opts.model_root),
+        "machine_name": socket.gethostname(),
+        "deployment_type": "local",
+        "launcher": ctx.distributed.launcher if ctx.distributed and ctx.distributed.launcher else "",
+        "gpu_architecture": device_name or vendor,
+        "performance": performance[0] if performance else "",
+        "metric": performance[1] if performance else "",
+        "relative_change": "",
+        "status": status,
+        "build_duration": round(image.get("build_duration_s", 0.0), 3),
+        "test_duration": round(run_step.duration_s, 3) if run_step else "",
+        "dataname": "",
+        "data_provider_type": "",
+        "data_size": "",
+        "data_download_duration": "",
+        "build_number": "0",
+        "additional_docker_run_options": "",
+    }
+    written &= _keep(out_dir / "perf.csv", lambda: append_perf_row(out_dir / "perf.csv", row))
     mark = "SUCCESS" if status == "SUCCESS" else "FAILURE: " + "; ".join(failures)
     say(f"[run] {card.name} [{chain.label}]: {mark}")
-    return status
+    return status if written else "FAILURE"
+
+
+def _keep(path: Path, write: Callable[[], None]) -> bool:
+    """Write one result file; a full disk or a read-only folder is reported, and the other files are still tried."""
+    try:
+        write()
+        return True
+    except OSError as err:
+        say(f"[run] error: cannot write {path}: {err.strerror or err} (the previous file, if any, is unchanged)")
+        return False

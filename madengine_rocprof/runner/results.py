@@ -21,9 +21,41 @@ PERF_COLUMNS = (
 )
 
 
+CHUNK = 1 << 20   # logs are read in pieces: memory stays flat whatever the workload printed
+OVERLAP = 512     # a match is only taken this far from a piece's end: one cut in two is seen whole next time
+
+
 def parse_performance(log_text: str) -> tuple[float, str] | None:
     m = PERFORMANCE.search(log_text)
     return (float(m.group(1)), m.group(2)) if m else None
+
+
+def find_performance(path: Path) -> tuple[float, str] | None:
+    """madengine's first `performance:` match in a log of any size, read piece by piece."""
+    try:
+        with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+            carry = ""
+            while True:
+                piece = fh.read(CHUNK)
+                text = carry + piece
+                m = PERFORMANCE.search(text)
+                if m and (not piece or m.end() <= len(text) - OVERLAP):
+                    return float(m.group(1)), m.group(2)
+                if not piece:
+                    return None
+                carry = text[m.start():] if m else text[-OVERLAP:]
+    except FileNotFoundError:
+        return None
+
+
+def count_lines(path: Path) -> int:
+    """Lines in a file of any size (a last line without a newline counts), read piece by piece."""
+    lines, last = 0, b"\n"
+    with open(path, "rb") as fh:
+        for piece in iter(lambda: fh.read(CHUNK), b""):
+            lines += piece.count(b"\n")
+            last = piece[-1:]
+    return lines + (last != b"\n")
 
 
 def append_perf_row(path: Path, row: dict[str, Any]) -> None:

@@ -5,16 +5,17 @@ A tag selects the cards whose name equals it, the cards that list it in `tags`, 
 """
 from __future__ import annotations
 
-import json
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.models._common import closest
+from madengine_rocprof.models._common import closest, load_json
 
 REQUIRED = ("name", "dockerfile", "scripts")
+SAFE_NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")  # the name becomes a folder: no '/', no '..' (see run directories)
 
 
 @dataclass(frozen=True)
@@ -42,11 +43,9 @@ def load_models(path: Path) -> list[ModelCard]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError("models file not found", file=str(path),
-                        fix="run from the repository root or pass --models FILE") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UserError(f"invalid JSON: {err.msg}", file=str(path), line=err.lineno, column=err.colno) from None
+                        fix="run from a MAD-style repository (models.json, docker/, scripts/) or pass --repo DIR; "
+                            "`madengine-rocprof paths` shows the shipped TinyTransformer repository") from None
+    data = load_json(text, str(path))
     if not isinstance(data, list):
         raise UserError("top level must be a list of model cards", file=str(path), fix="wrap the cards in [ ... ]")
     cards = []
@@ -58,6 +57,9 @@ def load_models(path: Path) -> list[ModelCard]:
             if not isinstance(raw.get(key), str) or not raw[key]:
                 raise UserError(f"missing or empty '{key}'", file=str(path), where=f"{where}.{key}",
                                 fix=f"every card needs {', '.join(REQUIRED)} as strings")
+        if not SAFE_NAME.match(raw["name"]) or raw["name"] in (".", ".."):
+            raise UserError(f"model name {raw['name']!r} cannot name a run directory", file=str(path),
+                            where=f"{where}.name", fix="use letters, digits, '_', '-', '.' and '+' only")
         tags = raw.get("tags", [])
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
             raise UserError("tags must be a list of strings", file=str(path), where=f"{where}.tags")

@@ -145,8 +145,9 @@ class _Tracer:
                       file=sys.stderr)
                 self.why = f"CUPTI backend failed to start ({exc!r}): torch.profiler"
         if self.prof is None:
-            self.prof = TorchBackend(self, torch, gpu)
-            self.prof.start()
+            torch_backend = TorchBackend(self, torch, gpu)
+            torch_backend.start()
+            self.prof = torch_backend  # only a started profiler: a SIGTERM during start() finds nothing to stop
         self.t_start = time.monotonic()
 
     def _after_step(self, *_args, **_kwargs) -> None:
@@ -206,7 +207,7 @@ class _Tracer:
                 self.prof.stop()
                 self._write()
             except Exception as exc:
-                print(f"{TAG} error: could not write the trace: {exc!r}", file=sys.stderr)
+                print(f"{TAG} error: could not write the trace: {exc!r}{_disk_full_hint(self.out)}", file=sys.stderr)
             finally:
                 self.writer = None
         if self.deferred:
@@ -243,8 +244,17 @@ class _Tracer:
                 print(f"{TAG} no {'CPU operators' if self.cpu_mode else 'GPU kernels'} captured in pid {self.pid}:"
                       " no files written", file=sys.stderr)
         finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            for left in (tmp, tmp + ".tmp"):  # torch's exporter writes <path>.tmp first; a full disk leaves it
+                if os.path.exists(left):
+                    os.unlink(left)
+
+
+def _disk_full_hint(folder: str) -> str:
+    try:
+        st = os.statvfs(folder or ".")
+    except OSError:
+        return ""
+    return " (no space left on the output file system)" if st.f_bavail * st.f_frsize < (1 << 20) else ""
 
 
 class TorchBackend:

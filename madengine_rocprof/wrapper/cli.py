@@ -6,7 +6,7 @@ import os
 import shlex
 import sys
 
-from madengine_rocprof.errors import UserError
+from madengine_rocprof.errors import EXIT_INVALID, UserError, from_os_error, too_deep
 from madengine_rocprof.wrapper import planner as planning
 from madengine_rocprof.wrapper.detect import EXIT_NO_PROFILER
 from madengine_rocprof.wrapper.execute import execute, no_profiler_manifest
@@ -38,7 +38,12 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         from madengine_rocprof.wrapper.options import split_dashdash
 
         before, app = split_dashdash(argv, prog=prog)
-        p = planning.build(before, app, prog=prog)
+        try:
+            p = planning.build(before, app, prog=prog)
+        except OSError as exc:
+            raise from_os_error(exc, "cannot read the profiler input") from None
+        except RecursionError:
+            raise too_deep("cannot read the profiler input") from None
     except UserError as err:
         if err.exit_code == EXIT_NO_PROFILER:
             print(f"{prog}: error: {err}", file=sys.stderr)
@@ -58,7 +63,12 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         print(json.dumps(p.to_json(), indent=2))
         return 0
     print(f"{prog}: {p.profiler.name} ({p.profiler.why}): {shlex.join(p.argv)}", file=sys.stderr)
-    result = execute(p)
+    try:
+        result = execute(p)
+    except OSError as exc:  # the output folder cannot be made (read-only, a file in the way): the app did not run
+        print(f"{prog}: error: {from_os_error(exc, 'cannot prepare the output folder')}", file=sys.stderr)
+        print(f"{prog}: the application was NOT run", file=sys.stderr)
+        return EXIT_INVALID
     m = result.manifest
     print(f"{prog}: outcome {m['outcome']}, exit {m['exit_code']}, {len(m['outputs'])} file(s),"
           f" {m['dispatch_count'] if m['dispatch_count'] is not None else 'no'} dispatches in {p.output_dir}",

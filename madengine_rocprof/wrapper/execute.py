@@ -18,6 +18,8 @@ from madengine_rocprof.wrapper import nvidia, outputs
 from madengine_rocprof.wrapper.planner import EXIT_FILE_ENV, Plan
 
 SCHEMA_VERSION = 1
+LINE_PIECE = 1 << 16   # the longest piece of a line read at once
+TAIL_LINE = 2000       # what the profiler-error check keeps of each of the last lines
 # Harmless profiler chatter: filtered from the console, kept in OUT/wrapper_filtered.log.
 NOISE = (
     re.compile(r"sql text value", re.I),                                   # rocpd on ROCm 7
@@ -58,9 +60,10 @@ class _Filter:
         self.thread.start()
 
     def _pump(self) -> None:
-        for raw in iter(self.pipe.readline, b""):
+        # Lines are read in bounded pieces: an app printing a 200 MB line never makes the wrapper hold it.
+        for raw in iter(lambda: self.pipe.readline(LINE_PIECE), b""):
             text = raw.decode("utf-8", "replace")
-            self.tail = (self.tail + [text])[-200:]
+            self.tail = (self.tail + [text[:TAIL_LINE]])[-200:]
             if not self.keep_all and any(p.search(text) for p in NOISE):
                 self.log.append(text)
                 continue
@@ -99,7 +102,8 @@ def execute(plan: Plan, env=None) -> Result:
     keep_all = bool(plan.settings.get("no_filter"))
     pumps = [_Filter(child.stdout, _stream("stdout"), noise, keep_all),
              _Filter(child.stderr, _stream("stderr"), noise, keep_all)]
-    previous = _forward_signals(child)
+    received: list[int] = []
+    previous = _forward_signals(child, received)
     try:
         code = child.wait()
     finally:
@@ -111,7 +115,13 @@ def execute(plan: Plan, env=None) -> Result:
         code = _recorded_app_exit(exit_file, code)
     if code < 0:
         code = 128 - code  # killed by a signal: report it the way a shell does
-    return _finish(plan, out, before, started, t0, code, noise, "".join(pumps[1].tail + pumps[0].tail), None)
+    notes = [f"the wrapper received {signal.Signals(s).name} and passed it to the app" for s in dict.fromkeys(received)]
+    if code > 128 and code - 128 in _SIGNAL_NUMBERS:
+        notes.append(f"the app ended by {signal.Signals(code - 128).name} (exit {code})")
+    return _finish(plan, out, before, started, t0, code, noise, "".join(pumps[1].tail + pumps[0].tail), None, notes)
+
+
+_SIGNAL_NUMBERS = {s.value for s in signal.Signals}
 
 
 def _recorded_app_exit(path: str, profiler_code: int) -> int:
@@ -126,13 +136,14 @@ def _recorded_app_exit(path: str, profiler_code: int) -> int:
     return next((c for c in codes if c != 0), profiler_code)
 
 
-def _forward_signals(child) -> dict:
+def _forward_signals(child, received: list) -> dict:
     """SIGTERM/SIGINT/SIGHUP to the wrapper go to the app, so it (and its profiler) can write outputs."""
     if threading.current_thread() is not threading.main_thread():
         return {}
     previous = {}
 
     def forward(signum, _frame):
+        received.append(signum)
         with contextlib.suppress(OSError):
             child.send_signal(signum)
 
@@ -141,10 +152,7 @@ def _forward_signals(child) -> dict:
     return previous
 
 
-def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, noise: list, tail: str,
-            start_error: str | None) -> Result:
-    duration = round(time.monotonic() - t0, 3)  # the run's, before any conversion of its outputs
-    messages = list(plan.messages)
+def _convert_and_log(plan: Plan, out: str, before: dict, noise: list, messages: list) -> None:
     if plan.post:
         suffix = {"ncu": ".ncu-rep", "nsys": ".sqlite"}[plan.post]
         new = [os.path.join(out, rel) for rel, st in outputs.snapshot(out).items()
@@ -155,9 +163,20 @@ def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, n
         else:
             nvidia.convert_nsys(new, messages)
     if noise:
+        messages.append(f"{len(noise)} profiler noise line(s) filtered into {outputs.FILTERED_LOG}")
         with open(os.path.join(out, outputs.FILTERED_LOG), "a", encoding="utf-8") as fh:
             fh.writelines(noise)
-        messages.append(f"{len(noise)} profiler noise line(s) filtered into {outputs.FILTERED_LOG}")
+
+
+def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, noise: list, tail: str,
+            start_error: str | None, notes: list | None = None) -> Result:
+    duration = round(time.monotonic() - t0, 3)  # the run's, before any conversion of its outputs
+    messages = list(plan.messages)
+    try:
+        _convert_and_log(plan, out, before, noise, messages)
+    except OSError as exc:  # a full disk: the app's result stands, what was written is kept
+        messages.append(f"error: could not finish the outputs: {exc.filename or out}: {exc.strerror or exc}")
+    messages.extend(notes or [])
     files, dispatches = outputs.collect(out, before)
     tracer = outputs.tracer_summary(out, files)
     if start_error:
@@ -200,8 +219,17 @@ def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, n
     }
     if tracer:
         manifest["tracer"] = tracer
-    write_json(os.path.join(out, outputs.MANIFEST), manifest)
+    _write_manifest(out, manifest)
     return Result(exit_code, manifest, plan)
+
+
+def _write_manifest(out: str, manifest: dict) -> None:
+    """The manifest is written whole or not at all; a full disk is a message, never a changed exit code."""
+    try:
+        write_json(os.path.join(out, outputs.MANIFEST), manifest)
+    except OSError as exc:
+        manifest["messages"].append(f"error: cannot write {os.path.join(out, outputs.MANIFEST)}: "
+                                    f"{exc.strerror or exc} (the outputs above are kept)")
 
 
 def no_profiler_manifest(out: str, app_argv: list[str], message: str) -> Result:
@@ -216,5 +244,5 @@ def no_profiler_manifest(out: str, app_argv: list[str], message: str) -> Result:
         "exit_code": EXIT_NO_PROFILER, "app_exit_code": None, "outcome": "no_profiler", "outputs": [],
         "dispatch_count": None, "messages": [message],
     }
-    write_json(os.path.join(out, outputs.MANIFEST), manifest)
+    _write_manifest(out, manifest)
     return Result(EXIT_NO_PROFILER, manifest, Plan(Profiler("none"), [], app_argv, out))

@@ -51,7 +51,7 @@ def _grads_ok(model):
 
 
 def gate_coverage(version, cfg, device, dtype, attention, seed, batch, seq):
-    model = tt_train.build_model(version, cfg, device, seed, attention)
+    model = tt_train.build_model(version, cfg, device, seed, attention, dtype=dtype)
     x, y = tt_train.split_batches(tt_train.make_tokens("random", 1, batch, seq, cfg.vocab_size, seed + 1, device)[0])
     with _tf32(version, dtype):
         loss = tt_train.compute_loss(model, x, y, device, dtype)
@@ -70,7 +70,8 @@ def gate_parity(version, cfg, device, dtype, attention, seed, batch, seq):
         ref_loss.backward()
     ref_grads = tt_model.reference_grads(ref)
 
-    model = tt_train.build_model(version, cfg, device, seed, attention, reference=tt_model.reference_state(ref))
+    model = tt_train.build_model(version, cfg, device, seed, attention, reference=tt_model.reference_state(ref),
+                                 dtype=dtype)
     with _tf32(version, dtype):
         with tt_train.autocast(device, dtype):
             raw_logits = model(x)
@@ -101,7 +102,7 @@ def gate_parity(version, cfg, device, dtype, attention, seed, batch, seq):
 
 
 def _train_losses(version, cfg, device, dtype, attention, seed, tokens, lr, graphs):
-    model = tt_train.build_model(version, cfg, device, seed, attention)
+    model = tt_train.build_model(version, cfg, device, seed, attention, dtype=dtype)
     opt = tt_train.make_optimizer(model, version, lr, device, capturable=graphs)
     step = tt_train.TrainStep(model, opt, device, dtype, graphs=graphs, tf32=VERSIONS[version].tf32)
     xs, ys = tt_train.split_batches(tokens)
@@ -134,7 +135,7 @@ def gate_kernels(version, cfg, device, dtype, attention, seed, batch, seq):
     are matched against device kernel names; under the CPU interpreter against the launch ranges tt_kernels records."""
     from torch.profiler import ProfilerActivity, profile
 
-    model = tt_train.build_model(version, cfg, device, seed, attention)
+    model = tt_train.build_model(version, cfg, device, seed, attention, dtype=dtype)
     opt = tt_train.make_optimizer(model, version, 1e-4, device, capturable=False)
     step = tt_train.TrainStep(model, opt, device, dtype, graphs=False, tf32=VERSIONS[version].tf32)
     x, y = tt_train.split_batches(tt_train.make_tokens("random", 1, batch, seq, cfg.vocab_size, seed + 5, device)[0])

@@ -97,20 +97,23 @@ def eager_swiglu(gate_up):
 
 
 class _IndexAddEmbedding(torch.autograd.Function):
-    """Embedding whose backward is one index_add_ (no sort, no host sync), so it can be captured in a CUDA graph."""
+    """Embedding whose backward is one index_add_ (no sort, no host sync), so it can be captured in a CUDA graph.
+    The output (the residual stream) is at least fp32 also for bf16 weights; the gradient sums in fp32."""
 
     @staticmethod
     def forward(ctx, ids, weight):
         ctx.save_for_backward(ids)
-        ctx.weight_shape = weight.shape
-        return weight.index_select(0, ids.reshape(-1)).view(ids.shape + (weight.shape[1],))
+        ctx.weight_shape, ctx.weight_dtype = weight.shape, weight.dtype
+        out = weight.index_select(0, ids.reshape(-1)).view(ids.shape + (weight.shape[1],))
+        return out.to(torch.promote_types(weight.dtype, torch.float32))
 
     @staticmethod
     def backward(ctx, grad):
         (ids,) = ctx.saved_tensors
-        dw = torch.zeros(ctx.weight_shape, dtype=torch.float32, device=grad.device)
-        dw.index_add_(0, ids.reshape(-1), grad.reshape(-1, grad.shape[-1]).float())
-        return None, dw
+        acc = torch.promote_types(ctx.weight_dtype, torch.float32)
+        dw = torch.zeros(ctx.weight_shape, dtype=acc, device=grad.device)
+        dw.index_add_(0, ids.reshape(-1), grad.reshape(-1, grad.shape[-1]).to(acc))
+        return None, dw.to(ctx.weight_dtype)
 
 
 class Ops:

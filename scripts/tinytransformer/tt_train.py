@@ -41,8 +41,9 @@ def split_batches(tokens: torch.Tensor):
 
 # ------------------------------------------------------------------------------------------ model and optimizer
 def build_model(version: str, cfg: tt_model.ModelConfig, device, seed: int, attention: str = "",
-                reference: dict | None = None):
-    """The version's model on `device`, initialised from `seed` (v1 layout) or from a v1-layout state dict."""
+                reference: dict | None = None, dtype: str = "fp32"):
+    """The version's model on `device`, initialised from `seed` (v1 layout) or from a v1-layout state dict.
+    Versions with bf16_params get bf16 parameters (fp32 master weights kept for the optimizer) when dtype is bf16."""
     spec = VERSIONS[version]
     torch.manual_seed(seed)
     model = tt_model.TinyLlama(cfg, spec.make_ops(attention))
@@ -52,10 +53,18 @@ def build_model(version: str, cfg: tt_model.ModelConfig, device, seed: int, atte
         reference = tt_model.reference_state(tt_model.TinyLlama(cfg, tt_model.Ops()))
     if reference is not None:
         tt_model.load_reference_state(model, reference)
-    return model.to(device)
+    model = model.to(device)
+    if spec.bf16_params and dtype == "bf16":
+        import tt_optim
+        tt_optim.use_low_precision_params(model)
+    return model
 
 
 def make_optimizer(model, version: str, lr: float, device, capturable: bool):
+    weights = getattr(base_model(model), "master_weights", None)
+    if weights is not None:  # bf16 parameters: AdamW on the fp32 master weights, one kernel
+        import tt_optim
+        return tt_optim.MasterAdamW(weights, lr=lr, weight_decay=0.01)
     kwargs: dict[str, Any] = dict(lr=lr, weight_decay=0.01)
     if device.type == "cuda" and VERSIONS[version].fused_adam:
         kwargs["fused"] = True
@@ -114,6 +123,8 @@ class TrainStep:
         self.warmup_eager = warmup_eager
         self.calls = 0
         self.graph: torch.cuda.CUDAGraph | None = None
+        self.side: torch.cuda.Stream | None = None  # ONE side stream for the eager warm-up: each new stream keeps
+        # its own cuBLAS workspace
 
     def eager(self, x, y):
         with tf32_mode(self.tf32):
@@ -133,11 +144,12 @@ class TrainStep:
             return self.static_loss
         if self.calls < self.warmup_eager:
             self.calls += 1
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
+            if self.side is None:
+                self.side = torch.cuda.Stream()
+            self.side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(self.side):
                 loss = self.eager(x, y)
-            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.current_stream().wait_stream(self.side)
             return loss
         self.static_x, self.static_y = x.clone(), y.clone()
         self.opt.zero_grad(set_to_none=True)  # grads are then allocated inside the graph's memory pool
@@ -158,33 +170,79 @@ def sync(device):
         torch.cuda.synchronize(device)
 
 
-def timed_run(step: TrainStep, xs, ys, warmup: int, steps: int, device):
-    """Runs warmup + steps training steps; returns (per-step milliseconds of the timed steps, all losses).
-    GPU: CUDA/HIP events around each whole step (no host sync inside the loop). CPU: perf_counter per step."""
-    n = xs.shape[0]
+class BatchFeed:
+    """The timed loop's batches, prepared ahead: inputs/targets are split once on the host and pinned; on a GPU, batch
+    i+1 is copied to the device on a side stream while step i runs (double buffer), so neither side waits."""
+
+    def __init__(self, tokens_cpu: torch.Tensor, device):
+        xs, ys = split_batches(tokens_cpu.cpu())
+        self.n, self.i, self.device = xs.shape[0], 0, device
+        self.cuda = device.type == "cuda"
+        if not self.cuda:
+            self.xs, self.ys = xs.to(device), ys.to(device)
+            return
+        self.xs, self.ys = xs.pin_memory(), ys.pin_memory()
+        self.stream = torch.cuda.Stream(device)
+        self.slots = [(torch.empty(xs.shape[1:], dtype=xs.dtype, device=device),
+                       torch.empty(ys.shape[1:], dtype=ys.dtype, device=device)) for _ in range(2)]
+        self.ready = [torch.cuda.Event() for _ in range(2)]
+        self.free = [torch.cuda.Event() for _ in range(2)]
+        self._prefetch(0)
+
+    def _prefetch(self, i: int):
+        slot = i % 2
+        with torch.cuda.stream(self.stream):
+            self.stream.wait_event(self.free[slot])  # the steps that read this slot before are done with it
+            bx, by = self.slots[slot]
+            bx.copy_(self.xs[i % self.n], non_blocking=True)
+            by.copy_(self.ys[i % self.n], non_blocking=True)
+            self.ready[slot].record(self.stream)
+
+    def next(self):
+        """(inputs, targets) of the next batch, on the device."""
+        i = self.i
+        self.i += 1
+        if not self.cuda:
+            return self.xs[i % self.n], self.ys[i % self.n]
+        main = torch.cuda.current_stream(self.device)
+        self.free[(i + 1) % 2].record(main)  # all work queued so far (up to step i-1) has read the other slot
+        self._prefetch(i + 1)
+        main.wait_event(self.ready[i % 2])
+        return self.slots[i % 2]
+
+
+def timed_run(step: TrainStep, feed: BatchFeed, warmup: int, steps: int, device):
+    """Runs warmup + steps training steps; returns (per-step milliseconds of the timed steps, all losses, wall-clock
+    seconds of the timed steps). GPU: CUDA/HIP events around each whole step, no host sync inside the loop. The wall
+    clock runs from before the first timed step's batch is fetched to the device sync after the last step, so it
+    also holds the host work (batch feed, Python, launches, loss record) whenever the device would wait for it."""
     losses = torch.empty(warmup + steps, device=device)
     for i in range(warmup):
-        losses[i] = step(xs[i % n], ys[i % n])
+        losses[i] = step(*feed.next())
     sync(device)
     times = []
     if device.type == "cuda":
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
+        wall0 = time.perf_counter()
         for i in range(steps):
-            j = (warmup + i) % n
+            x, y = feed.next()
             starts[i].record()
-            loss = step(xs[j], ys[j])
+            loss = step(x, y)
             ends[i].record()
             losses[warmup + i] = loss
         sync(device)
+        wall = time.perf_counter() - wall0
         times = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
     else:
+        wall0 = time.perf_counter()
         for i in range(steps):
-            j = (warmup + i) % n
+            x, y = feed.next()
             t0 = time.perf_counter()
-            losses[warmup + i] = step(xs[j], ys[j])
+            losses[warmup + i] = step(x, y)
             times.append((time.perf_counter() - t0) * 1e3)
-    return times, losses.tolist()
+        wall = time.perf_counter() - wall0
+    return times, losses.tolist(), wall
 
 
 def percentile(values, q: float) -> float:

@@ -92,6 +92,7 @@ class VersionSpec:
     cuda_dtype: str                   # default --dtype on a GPU (on the CPU every version defaults to fp32)
     cuda_graphs: bool                 # capture the whole training step in one CUDA graph (GPU, single process)
     fused_adam: bool                  # torch.optim.AdamW(fused=True) on the GPU
+    bf16_params: bool = False         # with --dtype bf16: bf16 parameters, fp32 master weights, Triton AdamW kernel
     tf32: bool = False                # fp32 matmuls on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32)
     triton_kernels: tuple = ()        # Triton kernels that must run
     required_ops: tuple = ()          # aten operators that must run
@@ -123,9 +124,10 @@ VERSIONS = {
                       triton_kernels=TRITON_FWD_BWD + TRITON_ATTN,
                       forbidden_ops=("aten::softmax", "aten::scaled_dot_product_attention", "aten::silu",
                                      "aten::rsqrt", "aten::rms_norm")),
-    "v4": VersionSpec("v4", "bf16 autocast; Triton residual+RMSNorm, RoPE+flash attention, SwiGLU+down (recompute), "
-                            "cross-entropy; fused AdamW; whole training step in one CUDA graph",
-                      cuda_dtype="bf16", cuda_graphs=True, fused_adam=True,
+    "v4": VersionSpec("v4", "bf16 parameters with fp32 master weights (one-kernel AdamW); Triton residual+RMSNorm, "
+                            "RoPE+flash attention, SwiGLU+down (recompute), cross-entropy; whole training step in one "
+                            "CUDA graph",
+                      cuda_dtype="bf16", cuda_graphs=True, fused_adam=True, bf16_params=True,
                       triton_kernels=TRITON_FWD_BWD + ("tt_xent_fwd", "tt_xent_bwd"),
                       forbidden_ops=("aten::softmax", "aten::silu", "aten::rsqrt", "aten::rms_norm",
                                      "aten::embedding_dense_backward", "aten::log_softmax", "aten::nll_loss")),
@@ -137,6 +139,7 @@ def expected_for(spec: VersionSpec, device: torch.device, dtype: str, attention:
     triton_kernels = list(spec.triton_kernels)
     required = list(spec.required_ops)
     gpu = list(spec.gpu_kernel_substrings)
+    forbidden = list(spec.forbidden_ops)
     if spec.name == "v4":
         if attention != "sdpa":
             triton_kernels += TRITON_ATTN
@@ -144,6 +147,9 @@ def expected_for(spec: VersionSpec, device: torch.device, dtype: str, attention:
             required.append("aten::scaled_dot_product_attention")
             if device.type == "cuda" and dtype in ("bf16", "fp16"):
                 gpu.append("flash")  # SDPA must pick its FlashAttention backend, not the math fallback
-        if device.type == "cuda":
+        if spec.bf16_params and dtype == "bf16":
+            triton_kernels.append("tt_adamw")  # AdamW on the fp32 master weights
+            forbidden.append("aten::_fused_adamw_")
+        elif device.type == "cuda":
             required.append("aten::_fused_adamw_")
-    return triton_kernels, required, list(spec.forbidden_ops), gpu
+    return triton_kernels, required, forbidden, gpu

@@ -40,6 +40,20 @@ def test_json_result_and_performance_line(tmp_path, capsys):
     assert m["step_time_ms"]["p90"] == pytest.approx(np.percentile(times, 90))
     assert float(PERF.findall(printed)[0]) == pytest.approx(m["tokens_per_second"], abs=0.006)  # printed %.2f
     assert res["settings"]["batch_size"] == 3 and res["settings"]["version"] == "v2"
+    # end-to-end: wall clock over the timed steps, which holds at least the steps themselves
+    assert m["end_to_end_seconds"] >= sum(times) / 1e3
+    assert m["tokens_per_second_end_to_end"] == pytest.approx(3 * 12 * 4 / m["end_to_end_seconds"])
+    e2e = re.findall(r"^end-to-end: ([0-9.]+) tokens_per_second", printed, re.M)
+    assert float(e2e[0]) == pytest.approx(m["tokens_per_second_end_to_end"], abs=0.006)
+
+
+def test_batch_feed_cycles_the_seeded_batches_in_order():
+    tokens = tt_train.make_tokens("random", 3, 2, 5, 1000, 7, "cpu")
+    xs, ys = tt_train.split_batches(tokens)
+    feed = tt_train.BatchFeed(tokens, torch.device("cpu"))
+    for i in range(7):
+        x, y = feed.next()
+        assert torch.equal(x, xs[i % 3]) and torch.equal(y, ys[i % 3])
 
 
 def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):

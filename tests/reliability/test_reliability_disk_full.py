@@ -1,0 +1,75 @@
+"""Issue 14, item 3: a full disk gives a clear message and the app's exit code, leaves no temporary file, keeps
+whatever fits, and never stops the copy of the workload's output (a workload blocked on its pipe)."""
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from .reliability_helpers import REPO, start_run
+
+FILL = "import sys; open(sys.argv[1], 'wb').write(b'x' * (2 << 20))"  # fails part way on a 1 MiB disk
+
+
+def _wrap(out: Path, *app: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "madengine_rocprof", "wrap", "--profiler", "embedded",
+                           "--kernel-trace", "-d", str(out), "--", *app],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def _temporary_files(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.name.startswith(".") or p.name.endswith(".tmp")]
+
+
+def test_wrap_on_a_full_disk_keeps_the_apps_exit_code_and_leaves_no_temporary_file(small_disk):
+    out = small_disk / "out"
+    done = _wrap(out, sys.executable, "-c", FILL, str(small_disk / "filler"))
+    assert done.returncode == 1, done.stderr  # the app's own failure (its write hit the full disk) passes through
+    assert "cannot write" in done.stderr and "manifest.json: No space left on device" in done.stderr
+    done = _wrap(out, "bash", "-c", "echo app done; exit 0")
+    assert done.returncode == 0, done.stderr
+    assert "manifest.json" in done.stderr and "No space left on device" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not _temporary_files(small_disk)
+
+
+def test_tracer_on_a_full_disk_leaves_no_temporary_file(small_disk):
+    out = small_disk / "out"
+    app = "import torch\nx = torch.ones(10)\nfor _ in range(20000): x = x * 1.0\nprint('app done')"
+    done = _wrap(out, sys.executable, "-c", app)
+    assert done.returncode == 0, done.stderr
+    assert "app done" in done.stdout and "no space left" in done.stderr.lower()
+    assert not _temporary_files(small_disk), _temporary_files(small_disk)
+
+
+def test_run_on_a_full_disk_keeps_the_workload_moving_and_writes_the_results(models, small_disk):
+    out = small_disk / "out"
+    proc = start_run(models, out, "chatty_model", "--runner", "local", "--quiet", "--timeout", "60")
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, output
+    assert "Traceback" not in output
+    ws = out / "chatty_model__none"
+    manifest = json.loads((ws / "run.json").read_text())
+    assert manifest["steps"][0]["exit_code"] == 0  # the workload was never blocked on its pipe
+    assert not any("timed out" in f for f in manifest["failures"])
+    assert any("run.log incomplete: No space left on device" in f for f in manifest["failures"]), manifest["failures"]
+    assert "the disk is full" in (ws / "logs" / "run.log").read_text()
+    with open(out / "perf.csv", newline="") as fh:
+        assert [r["status"] for r in csv.DictReader(fh)] == ["FAILURE"]
+    assert not _temporary_files(out)
+
+
+def test_run_reports_results_it_cannot_write(models, small_disk):
+    """The results folder fills before run.json: a clear message per file, exit 1, no temporary file."""
+    out = small_disk / "out"
+    workload = models.parent / "scripts" / "ok" / "run.sh"
+    workload.write_text(f"{sys.executable} -c \"{FILL}\" {small_disk / 'filler'} 2>/dev/null\n"
+                        "echo 'performance: 7 things'\n")
+    proc = start_run(models, out, "ok_model", "--runner", "local", "--quiet")
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, output
+    assert "cannot write" in output and "run.json: No space left on device" in output
+    assert "Traceback" not in output
+    assert not _temporary_files(out)
