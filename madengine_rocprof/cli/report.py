@@ -39,6 +39,15 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
+# Control bytes (ESC sequences, carriage returns, bells) in kernel names or labels must not drive the terminal.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Text for the terminal: every control character except newline and tab shown as an escape (\\x1b)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "run"
 
@@ -60,11 +69,11 @@ def run(args: argparse.Namespace) -> int:
     if args.perfetto:
         for data in runs:
             if not perfetto.has_timeline(data):
-                print(f"perfetto: {data.label} has no per-dispatch trace, skipped", file=sys.stderr)
+                print(printable(f"perfetto: {data.label} has no per-dispatch trace, skipped"), file=sys.stderr)
                 continue
             target = args.perfetto / f"{_slug(data.label)}.perfetto.json"
             events = perfetto.write_trace(data, target)
-            print(f"perfetto: wrote {target} ({events:,} kernel events)", file=sys.stderr)
+            print(printable(f"perfetto: wrote {target} ({events:,} kernel events)"), file=sys.stderr)
     if not args.quiet:
-        sys.stdout.write(text)
+        sys.stdout.write(printable(text))
     return 0

@@ -4,6 +4,7 @@ evaluate and write run.json + the perf.csv row, whatever happened (success, fail
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -248,7 +249,35 @@ def _executor(target: Target, image: str, ws: Path, opts: RunOptions, ctx: Addit
 
 
 def _fill(text: str, workspace: str, plugin: str) -> str:
-    return text.replace("{workspace}", workspace).replace("{plugin}", plugin)
+    """Put the paths into the generated command, quoted for where each placeholder stands (bare, or inside the
+    single or double quotes shlex.quote and the user's own cmd put around it): a folder named `a b` or `$(x)`
+    stays one word and never runs."""
+    values = {"{workspace}": workspace, "{plugin}": plugin}
+    out, i, single, double = [], 0, False, False
+    while i < len(text):
+        key = next((k for k in values if text.startswith(k, i)), None)
+        if key is not None:
+            value = values[key]
+            if single:
+                out.append(value.replace("'", "'\"'\"'"))
+            elif double:
+                out.append(re.sub(r'([\\$`"])', r"\\\1", value))
+            else:
+                out.append(shlex.quote(value))
+            i += len(key)
+            continue
+        ch = text[i]
+        if ch == "\\" and not single:
+            out.append(text[i:i + 2])
+            i += 2
+            continue
+        if ch == "'" and not double:
+            single = not single
+        elif ch == '"' and not single:
+            double = not double
+        out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 def run_dir_name(item: Planned) -> str:
