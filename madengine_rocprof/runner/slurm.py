@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -19,17 +20,9 @@ from madengine_rocprof.errors import UserError
 from madengine_rocprof.models import AdditionalContext
 from madengine_rocprof.registry.store import BUILTIN_COUNTERS_DIR
 from madengine_rocprof.runner import slurm_cluster as cluster
-from madengine_rocprof.runner.lifecycle import (
-    PACKAGE_DIR,
-    SCRIPTS_DIR,
-    Planned,
-    RunOptions,
-    _git_commit,
-    _now,
-    _profiler_outcomes,
-    plan_runs,
-    say,
-)
+from madengine_rocprof.runner import stopping
+from madengine_rocprof.runner.lifecycle import PACKAGE_DIR, SCRIPTS_DIR, Planned, RunOptions, plan_runs
+from madengine_rocprof.runner.record import git_commit, now, profiler_outcomes, say
 from madengine_rocprof.runner.results import append_perf_row, parse_performance
 from madengine_rocprof.runner.slurm_jobs import JobSettings, batch_script, job_settings, task_script
 
@@ -94,7 +87,7 @@ def run_job(item: Planned, job: JobSettings, ctx: AdditionalContext, opts: RunOp
     # {workspace} is each node's own folder, the task's working directory: the wrapper makes `./profiler` absolute
     command = chain.command.replace("{workspace}", ".").replace("{plugin}", str(plugin))
     env = dict(chain.env)
-    commit = _git_commit(opts.model_root, short=False)
+    commit = git_commit(opts.model_root, short=False)
     if commit:
         env.setdefault("GIT_SHA", commit)
     hooks = [(phase, ref, path.name) for phase, ref, path in item.hooks]
@@ -106,7 +99,7 @@ def run_job(item: Planned, job: JobSettings, ctx: AdditionalContext, opts: RunOp
                                    title=title), encoding="utf-8")
 
     say(f"[run] === {title} -> {ws}")
-    started_at, t0 = _now(), time.monotonic()
+    started_at, t0 = now(), time.monotonic()
     failures: list[str] = []
     job_id, final, cancelled_for = "", cluster.JobState("NOT_SUBMITTED"), None
     interrupted = False
@@ -123,7 +116,7 @@ def run_job(item: Planned, job: JobSettings, ctx: AdditionalContext, opts: RunOp
     status = _finish(item, job, ctx, opts, ws, job_id, final, cancelled_for, interrupted, failures, started_at,
                      time.monotonic() - t0, warnings, out_dir)
     if interrupted:
-        raise KeyboardInterrupt
+        raise stopping.Interrupted(stopping.received() or signal.SIGINT)
     return status
 
 
@@ -137,6 +130,9 @@ def follow(job_id: str, timeout: float, log: Path, echo: bool) -> tuple[cluster.
     errors = 0
     while True:
         try:
+            if interrupted and stopping.hurry():  # a second signal (runner/stopping.py): stop waiting
+                say(f"[slurm] not waiting for job {job_id} to end")
+                return state, cancelled_for, interrupted
             try:
                 state = cluster.job_state(job_id)
                 errors = 0
@@ -212,7 +208,7 @@ def _node_results(item: Planned, ws: Path) -> tuple[list[dict[str, Any]], list[s
         host = node_ws.name
         code_text = _read(node_ws / "exit_code").strip()
         code = int(code_text) if code_text.lstrip("-").isdigit() else None
-        profilers, profiler_failures = _profiler_outcomes(item.chain, node_ws)
+        profilers, profiler_failures = profiler_outcomes(item.chain, node_ws)
         failures += [f"{host}: {f}" for f in profiler_failures]
         if code is None:
             failures.append(f"{host}: the workload did not finish (no exit code recorded)")
@@ -296,7 +292,7 @@ def _finish(item: Planned, job: JobSettings, ctx: AdditionalContext, opts: RunOp
         "model": card.name, "n_gpus": ranks, "nnodes": job.nodes, "gpus_per_node": job.ranks_per_node,
         "training_precision": card.training_precision, "pipeline": "", "args": card.args, "tags": ",".join(card.tags),
         "docker_file": "", "base_docker": "", "docker_sha": "", "docker_image": "",
-        "git_commit": _git_commit(opts.model_root), "machine_name": final.nodes, "deployment_type": "slurm",
+        "git_commit": git_commit(opts.model_root), "machine_name": final.nodes, "deployment_type": "slurm",
         "launcher": "torchrun", "gpu_architecture": device_name or target,
         "performance": performance[0] if performance else "", "metric": performance[1] if performance else "",
         "relative_change": "", "status": status, "build_duration": 0, "test_duration": round(duration, 3),
