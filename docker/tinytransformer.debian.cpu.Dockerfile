@@ -5,6 +5,10 @@
 ARG BASE_DOCKER=madengine-rocprof/cpu-base:latest
 FROM $BASE_DOCKER
 
+# madengine runs `git config` in every container it starts: the image needs git (from Debian's mirror).
+RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends git >/dev/null \
+    && rm -rf /var/lib/apt/lists/* && git --version
+
 # Triton kernels (v3/v4) run in Triton's interpreter on the CPU.
 ENV PYTHONUNBUFFERED=1 \
     TRITON_INTERPRET=1

@@ -49,7 +49,7 @@ NCU_LAUNCHES=${NCU_LAUNCHES:-400}
 run compute_bound 150 rocprofv3_compute_bound --tags tiny_llama_v1:num-steps=3:warmup-steps=1 tiny_llama_v4:num-steps=3:warmup-steps=1 \
   --additional-context "{\"docker_env_vars\": {\"MADENGINE_ROCPROF_NCU_LAUNCH_COUNT\": \"$NCU_LAUNCHES\"}}"
 run multi_gpu 150 rocprofv3_multi_gpu --tags tiny_llama_v1:num-steps=10 \
-  --additional-context '{"docker_gpus": "0,1", "distributed": {"nproc_per_node": 2}}'
+  --additional-context '{"docker_gpus": "0,1", "gpus_per_node": 2, "distributed": {"nproc_per_node": 2}}'
 run lightweight 120 rocprofv3_lightweight --tags tiny_llama_v2 tiny_llama_v3
 
 # perf.csv rows and run outcomes, readable in the reply's output tail.

@@ -30,6 +30,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "wrap",
     "doctor",
     "install",
+    "paths",
 )
 
 

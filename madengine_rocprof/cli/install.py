@@ -1,14 +1,18 @@
 """`madengine-rocprof install --madengine [DIR]`: register our tools, counter files and the wrapper in madengine.
 
-DIR is madengine's source tree or installed package (the folder holding scripts/common/tools.json); without it the
-installed `madengine` Python package is used. tools.json is backed up before it is changed, and every file is
-written atomically, so a failure leaves madengine as it was.
+DIR is madengine's source tree or installed package (the folder holding scripts/common/tools.json). Without it,
+madengine is found the way users have it: the Python given by --madengine-python, this Python, or the Python behind
+the `madengine` command on PATH (madengine usually lives in its own venv). madengine copies that package's
+scripts/common into every run, so what is installed there is what its runs use. tools.json is backed up before it is
+changed, and every file is written atomically, so a failure leaves madengine as it was.
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from madengine_rocprof.errors import UserError
@@ -18,25 +22,59 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("install", help="register our tools, counters and wrapper into an installed madengine")
     p.add_argument("--madengine", nargs="?", const="", metavar="DIR", required=True,
                    help="madengine's directory (default: the installed madengine package)")
+    p.add_argument("--madengine-python", metavar="PYTHON",
+                   help="the Python of madengine's venv "
+                        "(default: this Python, then the one behind `madengine` on PATH)")
     p.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
     p.set_defaults(func=run)
 
 
-def find_madengine(given: str) -> Path:
+_LOCATE = "import os, madengine; print(os.path.dirname(os.path.abspath(madengine.__file__)))"
+
+
+def _package_of(python: str) -> Path | None:
+    """madengine's package folder as `python` imports it (None when it cannot)."""
+    try:
+        out = subprocess.run([python, "-c", _LOCATE], capture_output=True, text=True, timeout=120, cwd="/")
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return Path(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else None
+
+
+def _python_behind_command(name: str = "madengine") -> str | None:
+    """The interpreter on the `#!` line of the `madengine` console script on PATH."""
+    script = shutil.which(name)
+    if not script:
+        return None
+    try:
+        with open(script, "rb") as fh:
+            first = fh.readline().decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    if not first.startswith("#!"):
+        return None
+    words = first[2:].split()
+    if words and words[0].endswith("/env") and len(words) > 1:
+        return shutil.which(words[1])
+    return words[0] if words else None
+
+
+def find_madengine(given: str, python: str | None = None) -> Path:
     candidates = []
     if given:
         root = Path(given).expanduser().resolve()
         candidates = [root, root / "src" / "madengine", root / "madengine"]
     else:
-        try:
-            import madengine  # noqa: F401  (only to find where it lives)
-        except ImportError:
-            raise UserError(
-                "madengine is not installed in this Python environment",
-                where="--madengine",
-                fix="pass its directory: madengine-rocprof install --madengine /path/to/madengine",
-            ) from None
-        candidates = [Path(madengine.__file__).resolve().parent]
+        tried = [python] if python else [p for p in (sys.executable, _python_behind_command()) if p]
+        found = next((p for p in map(_package_of, tried) if p), None)
+        if found is None:
+            where = "--madengine-python" if python else "--madengine"
+            no_command = "" if python or len(tried) > 1 else " (no `madengine` command on PATH)"
+            raise UserError(f"madengine is not importable by {' nor '.join(tried)}{no_command}", where=where,
+                            fix="activate madengine's venv, or pass --madengine-python "
+                                "/path/to/madengine-venv/bin/python, or --madengine /path/to/madengine "
+                                "(its source tree or package folder)")
+        candidates = [found]
     for c in candidates:
         if (c / "scripts" / "common" / "tools.json").is_file():
             return c
@@ -52,7 +90,7 @@ def run(args) -> int:
     from madengine_rocprof.registry import counter_profile_path, list_counter_profiles
     from madengine_rocprof.wrapper import bundle
 
-    root = find_madengine(args.madengine)
+    root = find_madengine(args.madengine, args.madengine_python)
     tools_json = root / "scripts" / "common" / "tools.json"
     tools_dir = root / "scripts" / "common" / "tools"
     current = load_json(tools_json.read_text(encoding="utf-8"), str(tools_json))

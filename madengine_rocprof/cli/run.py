@@ -14,7 +14,8 @@ def register(subparsers) -> None:
                     "directory per model and a madengine perf.csv.")
     p.add_argument("--tags", nargs="+", action="extend", required=True, metavar="TAG",
                    help="model names, tags, 'all', or name:key=value (appends --key value to the model's args)")
-    p.add_argument("--additional-context-file", metavar="FILE", help="madengine additional context JSON file")
+    p.add_argument("--additional-context-file", metavar="FILE",
+                   help="madengine additional context JSON file, or a shipped config's name (madengine-rocprof paths)")
     p.add_argument("--additional-context", metavar="JSON", help="JSON merged deeply over the file")
     p.add_argument("--runner", choices=("auto", "docker", "local", "slurm"), default="auto",
                    help="auto: docker when a Docker engine answers, else local (default); slurm: one SLURM job per "
@@ -24,7 +25,10 @@ def register(subparsers) -> None:
                    "(default: context timeout, else the model card's, else 7200)")
     p.add_argument("--hook-timeout", type=float, default=600.0, metavar="S",
                    help="time limit for each pre/post script (default 600)")
-    p.add_argument("--models", default="models.json", metavar="FILE", help="models file (default models.json)")
+    p.add_argument("--repo", default=".", metavar="DIR",
+                   help="MAD-style model repository: models.json, docker/, scripts/ (default: the current directory)")
+    p.add_argument("--models", default="models.json", metavar="FILE",
+                   help="models file, relative to --repo (default models.json)")
     p.add_argument("--first-tool-outermost", action="store_true",
                    help="reverse madengine's chaining order: the FIRST listed tool becomes the outermost")
     p.add_argument("--quiet", action="store_true", help="do not echo workload output (it is always in logs/)")
@@ -38,6 +42,7 @@ def register(subparsers) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from madengine_rocprof import resources
     from madengine_rocprof.errors import UserError
     from madengine_rocprof.runner.lifecycle import RunOptions, run_models
 
@@ -52,10 +57,11 @@ def _run(args: argparse.Namespace) -> int:
         selection = check_selection(args.escalate_top, args.escalate_min_share, args.escalate_launches_per_kernel,
                                     args.escalate_launch_skip, prefix="escalate-")
     started = time.time()
+    context_file = resources.path_or_shipped(args.additional_context_file) if args.additional_context_file else None
     code = run_models(RunOptions(
-        tags=args.tags, context_file=args.additional_context_file, context_json=args.additional_context,
+        tags=args.tags, context_file=context_file, context_json=args.additional_context,
         runner=args.runner, output_dir=Path(args.output_dir), timeout=args.timeout, hook_timeout=args.hook_timeout,
-        models_file=Path(args.models), first_outermost=args.first_tool_outermost, echo=not args.quiet))
+        models_file=Path(args.repo) / args.models, first_outermost=args.first_tool_outermost, echo=not args.quiet))
     if selection is None:
         return code
     return max(code, _escalate_new_runs(args, Path(args.output_dir), started, selection))
@@ -79,7 +85,7 @@ def _escalate_new_runs(args: argparse.Namespace, out: Path, started: float, sele
         print(f"[escalate] {run_json.parent.name}: second pass", flush=True)
         report, text = escalate(run_json.parent, top=selection[0], min_share=selection[1],
                                 launches=args.escalate_launches_per_kernel, skip=args.escalate_launch_skip,
-                                models=Path(args.models), runner=args.runner, timeout=args.timeout,
+                                models=Path(args.repo) / args.models, runner=args.runner, timeout=args.timeout,
                                 echo=not args.quiet, peak_bandwidth=args.peak_bandwidth, peak_tflops=args.peak_tflops)
         sys.stdout.write(text)
         code = max(code, 0 if all(not p.get("exit_code") for p in report["passes"]) else 1)

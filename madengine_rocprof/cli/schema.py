@@ -4,17 +4,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from madengine_rocprof import resources
 from madengine_rocprof.atomic import atomic_write
 from madengine_rocprof.models.schema import render_schema
-from madengine_rocprof.registry.store import PACKAGE_ROOT
 
-SCHEMA_PATH = PACKAGE_ROOT / "profiling-configs" / "schema.json"
+SCHEMA_PATH = resources.SCHEMA
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("schema", help="print the JSON Schema of profiling configs (additional-context files)",
                               description="Print the JSON Schema generated from the models. --write regenerates "
-                                          f"{SCHEMA_PATH.relative_to(PACKAGE_ROOT)}; --check exits 1 when it is stale.")
+                                          f"{SCHEMA_PATH.relative_to(resources.ROOT)}; "
+                                          "--check exits 1 when it is stale.")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="write profiling-configs/schema.json")
     mode.add_argument("--check", action="store_true", help="exit 1 when profiling-configs/schema.json is stale")

@@ -5,6 +5,7 @@ import json
 import sys
 from pathlib import Path
 
+from madengine_rocprof import resources
 from madengine_rocprof.errors import UserError, UserErrors
 from madengine_rocprof.models._common import parse_json_object, read_text_file
 from madengine_rocprof.models.context import validate_context
@@ -31,7 +32,12 @@ def register(subparsers) -> None:
         "tool definition, any other JSON object an additional-context config, and "
         "'pmc:' text a counter file. Exit 0 when all are valid.",
     )
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="a path, or a shipped config/counter file's name (rocprofv3_lightweight, compute_bound.txt)",
+    )
     p.add_argument(
         "--arch", action="append", metavar="gfxNNN", help="architecture(s) for counter files (default: the file's own)"
     )
@@ -61,13 +67,17 @@ def validate_file(path: str, archs: list[str] | None = None, counter_defs: str |
     kind = detect_kind(path, text)
     if kind == "counters":
         from madengine_rocprof.cli.counters import check_file
-        from madengine_rocprof.registry import load_counter_file
+        from madengine_rocprof.registry import load_catalog, load_counter_file
+        from madengine_rocprof.registry.counter_check import check_known_somewhere
 
-        profile, _ = load_counter_file(path)
+        profile, lines_of = load_counter_file(path)
         if not (archs or profile.architectures):
-            return (
-                f"OK {path}: counter file, {len(profile.passes)} pass(es) (no architecture given: syntax checked only)"
-            )
+            catalog = load_catalog(counter_defs)
+            everywhere = check_known_somewhere(profile, catalog, lines_of, path)
+            on_all = " ".join(everywhere) or "no single architecture"
+            return (f"OK {path}: counter file, {len(profile.passes)} pass(es); every counter exists on some "
+                    f"architecture in {catalog.source} (all of them on: {on_all}); "
+                    "pass --arch gfxNNN to check one architecture and its pass limits")
         return f"OK {path}: counter file\n  " + "\n  ".join(check_file(Path(path), archs, counter_defs))
     if kind == "schema":
         from madengine_rocprof.models.schema import render_schema
@@ -106,6 +116,7 @@ def validate_file(path: str, archs: list[str] | None = None, counter_defs: str |
 def run(args) -> int:
     failed = 0
     for path in args.files:
+        path = resources.path_or_shipped(path)
         try:
             print(validate_file(path, args.arch, args.counter_defs))
         except UserError as err:

@@ -84,6 +84,10 @@ class AdditionalContext(BaseModel):
     docker_cpus: StrictStr | None = None
     docker_build_arg: dict[str, StrictStr] = Field(default_factory=dict)
     distributed: Distributed | None = None
+    gpus_per_node: int | None = Field(
+        default=None, gt=0, strict=True,
+        description="madengine's GPU count for a run: its local Docker runs start this many torchrun ranks "
+                    "(madengine does not read distributed.nproc_per_node there)")
     slurm: Slurm | None = None
     k8s: dict[str, Any] | None = None
     debug: StrictBool = False

@@ -20,6 +20,9 @@ PROFILE_ENV = ENV_PROFILE  # the wrapper reads it as a user override; tools neve
 
 DEFAULT_WRAPPER = "bash ../scripts/common/tools/rocprof_wrapper.sh"
 DEFAULT_COUNTERS_DIR = "../scripts/common/tools/counters"
+# madengine's stock post-script for its profiler tools: copies ./rocprof_output from the run directory (which
+# madengine deletes after the run) to the workspace root. Every rendered profiler entry keeps it.
+MADENGINE_TRACE_POST_SCRIPT = {"path": "scripts/common/post_scripts/trace.sh", "args": "rocprof"}
 
 # rocprofv3 trace domains; each renders as --<name with '-'>-trace.
 TraceDomain = Literal[
@@ -236,14 +239,18 @@ class ToolDefinition(BaseModel):
 
     def madengine_entry(self, wrapper: str = DEFAULT_WRAPPER, counters_dir: str = DEFAULT_COUNTERS_DIR) -> dict:
         """The exact entry for madengine's scripts/common/tools.json: pre_scripts, cmd
-        ("<wrapper> --profile P <rocprofv3 options> --"; "" for samplers), env_vars, post_scripts."""
+        ("<wrapper> --profile P <rocprofv3 options> --"; "" for samplers), env_vars, post_scripts (profilers also
+        get madengine's trace.sh, so their ./rocprof_output survives madengine's clean-up of the run directory)."""
         cmd = ""
+        post_scripts = [s.model_dump(exclude_defaults=True) for s in self.post_scripts]
         if self.profiler == "rocprofv3":
             args = ["--profile", self.profile, *self.rocprofv3_args(counters_dir)]
             cmd = " ".join([wrapper, *(shlex.quote(a) for a in args), "--"])
+            if MADENGINE_TRACE_POST_SCRIPT not in post_scripts:
+                post_scripts.append(dict(MADENGINE_TRACE_POST_SCRIPT))
         return {
             "pre_scripts": [s.model_dump(exclude_defaults=True) for s in self.pre_scripts],
             "cmd": cmd,
             "env_vars": dict(self.env_vars),
-            "post_scripts": [s.model_dump(exclude_defaults=True) for s in self.post_scripts],
+            "post_scripts": post_scripts,
         }

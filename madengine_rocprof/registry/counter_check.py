@@ -72,6 +72,29 @@ def pack_counters(catalog: CounterCatalog, counters: list[str], archs: list[str]
     return [sorted(g, key=order.__getitem__) for g in passes]
 
 
+def check_known_somewhere(profile: CounterProfile, catalog: CounterCatalog, lines_of: dict[str, int] | None = None,
+                          file: str | None = None) -> list[str]:
+    """With no target architecture: every counter must exist on at least one architecture of the catalog.
+
+    Returns the architectures on which all of them exist; raises UserErrors naming every unknown counter."""
+    known = {name for defs in catalog.by_arch.values() for name in defs}
+    lines_of = lines_of or {}
+    errors = []
+    for c in profile.counters:
+        if c not in known:
+            guess = closest(c, known)
+            if not catalog.complete:
+                fix = "install ROCm or set ROCPROFILER_METRICS_PATH to a counter_defs.yaml so all counters are known"
+            else:
+                fix = f"did you mean {guess}?" if guess else "list them with: rocprofv3 --list-avail"
+            errors.append(UserError(f"counter {c} is unknown on every architecture in {catalog.source} "
+                                    "(rocprofv3 would only warn and silently drop it)",
+                                    file=file, line=lines_of.get(c), fix=fix))
+    if errors:
+        raise UserErrors(errors)
+    return [a for a in catalog.architectures() if set(profile.counters) <= catalog.by_arch[a].keys()]
+
+
 def check_counters(profile: CounterProfile, arch: str, catalog: CounterCatalog,
                    lines_of: dict[str, int] | None = None, file: str | None = None) -> CounterCheck:
     """Every counter exists on `arch` and every pass fits; raises UserErrors listing all problems."""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from madengine_rocprof import resources
 from madengine_rocprof.atomic import atomic_write
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.models._common import parse_json_object, read_text_file, unknown_name, validation_errors
@@ -20,8 +21,8 @@ from madengine_rocprof.models.counters import CounterProfile, parse_counter_text
 from madengine_rocprof.models.tool import ToolDefinition
 from madengine_rocprof.registry.builtin import builtin_tool_data
 
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-BUILTIN_COUNTERS_DIR = PACKAGE_ROOT / "counters"
+PACKAGE_ROOT = resources.ROOT  # checkout or installed copy: resources.py decides
+BUILTIN_COUNTERS_DIR = resources.COUNTERS_DIR
 
 
 def user_home() -> Path:

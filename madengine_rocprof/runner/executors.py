@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, cast
 
 if TYPE_CHECKING:
     from docker.models.containers import Container
@@ -149,6 +149,30 @@ def _log_error(tee: Tee, log_path: Path) -> str:
 def _signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, sig)
+
+
+class Executor(Protocol):
+    """Where a run's steps execute. The lifecycle (runner/lifecycle.py) needs only this: paths as the steps see
+    them, steps with a time limit and a streamed log, background samplers, and a close() that always cleans up."""
+
+    kind: str               # "local", "docker", ...
+    workspace: str          # the run directory as the steps see it
+    plugin_home: str        # this plugin (wrapper script, counters) as the steps see it
+    python: str             # the interpreter that runs the samplers
+    state: Path             # host folder for pid and stop files (<run dir>/.runner)
+    image_id: str           # the image the steps run in ("" locally)
+
+    def start(self) -> None: ...
+
+    def run_step(self, name: str, command: str, cwd: str, timeout: float, log_path: Path, echo: bool = True,
+                 env: dict[str, str] | None = None) -> StepResult: ...
+
+    def start_background(self, name: str, argv: list[str], log_path: Path,
+                         env: dict[str, str] | None = None) -> None: ...
+
+    def stop_background(self, name: str, stop_file: Path, grace: float = 5.0) -> int | None: ...
+
+    def close(self) -> None: ...
 
 
 class LocalExecutor:

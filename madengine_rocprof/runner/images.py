@@ -153,7 +153,7 @@ def ensure_image(client: Any, dockerfile: Path, build_args: dict[str, str], log_
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Prebuild a model's image (used by scripts/setup_docker.sh)."""
+    """Prebuild a model's image (used by scripts/setup_docker.sh); prints its tag last."""
     import docker  # the SDK is a runtime dependency of the runner, not of the stdlib parts
     from madengine_rocprof.runner.selection import load_models, select_models
 
@@ -168,10 +168,11 @@ def main(argv: list[str] | None = None) -> int:
         dockerfile = select_dockerfile(repo, card.dockerfile, args.gpu_vendor)
         log_dir = repo / ".cache" / "docker"
         log_dir.mkdir(parents=True, exist_ok=True)
-        ensure_image(docker.from_env(), dockerfile, {}, log_dir / f"build_{dockerfile.name}.log")
+        tag = ensure_image(docker.from_env(), dockerfile, {}, log_dir / f"build_{dockerfile.name}.log")[0]
     except (UserError, BuildFailed) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    print(tag)  # last line: the tag, e.g. for madengine's MAD_CONTAINER_IMAGE
     return 0
 
 

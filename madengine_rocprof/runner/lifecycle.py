@@ -3,22 +3,15 @@ samplers, the workload under the tool chain, then ALWAYS: stop samplers, post-sc
 evaluate and write run.json + the perf.csv row, whatever happened (success, failure, timeout, Ctrl-C)."""
 from __future__ import annotations
 
-import datetime
-import json
 import os
 import shlex
 import shutil
 import signal
-import socket
-import subprocess
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from madengine_rocprof.atomic import write_json
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.models import AdditionalContext, ScriptRef, load_context
 from madengine_rocprof.registry.store import BUILTIN_COUNTERS_DIR, PACKAGE_ROOT
@@ -29,11 +22,11 @@ from madengine_rocprof.runner.chain import (
     build_chain,
     distributed_env,
     model_command,
-    profiler_output_dir,
 )
-from madengine_rocprof.runner.executors import DockerExecutor, LocalExecutor, StepResult
+from madengine_rocprof.runner.executors import DockerExecutor, Executor, LocalExecutor, StepResult
 from madengine_rocprof.runner.images import BuildFailed, default_base, ensure_image, select_dockerfile
-from madengine_rocprof.runner.results import append_perf_row, count_lines, find_performance
+from madengine_rocprof.runner.record import RunRecord, git_commit, say, write_results
+from madengine_rocprof.runner.results import count_lines
 from madengine_rocprof.runner.selection import ModelCard, load_models, select_models
 
 DEFAULT_TIMEOUT_S = 7200.0     # madengine's default model timeout
@@ -71,23 +64,6 @@ class Planned:
     hooks: list[tuple[str, ScriptRef, Path]]   # (phase, ref, host file)
 
 
-def say(text: str) -> None:
-    print(text, flush=True)
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-def _git_commit(repo: Path, short: bool = True) -> str:
-    try:
-        argv = ["git", "-C", str(repo), "rev-parse", *(["--short"] if short else []), "HEAD"]
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=10)
-        return out.stdout.strip() if out.returncode == 0 else ""
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-
-
 def _words(text: str, where: str, file: str | None = None) -> list[str]:
     """Arguments split as a shell would (they are quoted again when the command is built)."""
     try:
@@ -95,6 +71,16 @@ def _words(text: str, where: str, file: str | None = None) -> list[str]:
     except ValueError as err:
         raise UserError(f"cannot split arguments {text!r}: {err}", file=file, where=where,
                         fix="close the quote, or quote the argument that contains it") from None
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the models run: the runner kind, its Docker client (docker only) and the GPU vendor."""
+
+    runner: str        # local | docker
+    client: Any        # docker.DockerClient for the docker runner, else None
+    vendor: str        # the vendor used (the context's, or what was detected)
+    detected: str      # what this machine has
 
 
 def confined(root: Path, relative: str, where: str, file: str | None = None) -> Path:
@@ -186,11 +172,13 @@ def run_models(opts: RunOptions) -> int:
 
     Raises:
         UserError: bad input (unknown tag, invalid context, missing Dockerfile), before anything is written.
-        KeyboardInterrupt: Ctrl-C, re-raised once the interrupted model's results are written.
+        KeyboardInterrupt: Ctrl-C, SIGTERM or SIGHUP (stopping.Interrupted, exit code 128 + signal), re-raised
+            once the interrupted model's results are written.
     """
     if opts.runner == "slurm":
         from madengine_rocprof.runner.slurm import run_slurm
-        return run_slurm(opts)
+        with stopping.handled():  # a scheduler's SIGTERM or a closed terminal: cancel the job, keep the results
+            return run_slurm(opts)
     ctx, warnings, planned = plan_runs(opts)
     for w in warnings:
         say(f"warning: {w}")
@@ -210,19 +198,20 @@ def run_models(opts: RunOptions) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     say(f"[run] {len(planned)} model(s), tools: {planned[0].chain.label}, runner: {runner}, target: {vendor}, "
         f"results: {out_dir}")
+    target = Target(runner, client, vendor, detected)
     statuses = []
     with stopping.handled():  # SIGTERM and SIGHUP get Ctrl-C's clean-up
         for item in planned:
-            status = run_one(item, ctx, opts, runner, client, vendor, detected, out_dir, warnings + vendor_notes)
-            statuses.append(status)
+            statuses.append(run_one(item, ctx, opts, target, out_dir, warnings + vendor_notes))
     failed = sum(s != "SUCCESS" for s in statuses)
     say(f"[run] done: {len(statuses) - failed} succeeded, {failed} failed; perf.csv: {out_dir / 'perf.csv'}")
     return 0 if failed == 0 else 1
 
 
-def _executor(runner: str, client: Any, image: str, ws: Path, opts: RunOptions, ctx: AdditionalContext,
-              chain: Chain, vendor: str, base_env: dict[str, str]) -> Any:
-    if runner == "docker":
+def _executor(target: Target, image: str, ws: Path, opts: RunOptions, ctx: AdditionalContext, chain: Chain,
+              base_env: dict[str, str]) -> Executor:
+    vendor = target.vendor
+    if target.runner == "docker":
         plugin = DockerExecutor.plugin_in
         mounts = {
             str(ws): {"bind": DockerExecutor.workspace_in, "mode": "rw"},
@@ -244,7 +233,7 @@ def _executor(runner: str, client: Any, image: str, ws: Path, opts: RunOptions, 
             run_options["cpuset_cpus"] = ctx.docker_cpus
         pythonpath = ":".join(p for p in (plugin, base_env.get("PYTHONPATH")) if p)  # the context's stays, after ours
         env = {**base_env, "PYTHONPATH": pythonpath, "MADENGINE_ROCPROF_PLUGIN": plugin}
-        return DockerExecutor(client, image, ws, mounts, env, run_options,
+        return DockerExecutor(target.client, image, ws, mounts, env, run_options,
                               {"org.madengine-rocprof.run": str(ws)}, say)
     plugin = str(opts.repo)
     env = dict(os.environ)
@@ -278,116 +267,122 @@ def _check_run_dir(out_dir: Path, name: str) -> None:
         raise UserError(f"run directory '{name}' would lie outside {out_dir}", where="models.json name")
 
 
-def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str, client: Any, vendor: str,
-            detected: str, out_dir: Path, warnings: list[str]) -> str:
+def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, target: Target, out_dir: Path,
+            warnings: list[str]) -> str:
+    """One model under its chain: prepare the run directory, run the steps, ALWAYS clean up and write the results.
+    Returns SUCCESS or FAILURE; a stopping signal is re-raised (as stopping.Interrupted) once results are written."""
     card, chain = item.card, item.chain
     ws = out_dir / run_dir_name(item)
-    if ws.exists():
-        shutil.rmtree(ws)  # a rerun replaces the previous run directory (perf.csv keeps every row)
-    logs = ws / "logs"
-    for sub in (logs, ws / "profiler", ws / "samplers"):
-        sub.mkdir(parents=True, exist_ok=True)
-    # symlinks=True: a link in the script folder is copied as a link, never followed out of it
-    shutil.copytree((opts.model_root / card.scripts).parent, ws / SCRIPTS_DIR, symlinks=True,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for _, _, path in item.hooks:
-        shutil.copy2(path, ws / SCRIPTS_DIR / path.name)
-
+    _prepare_run_dir(item, opts, ws)
     say(f"[run] === {card.name} under [{chain.label}] -> {ws}")
-    started_at, t0 = _now(), time.monotonic()
-    steps: list[StepResult] = []
-    failures: list[str] = []
-    sampler_results: list[dict[str, Any]] = []
-    image: dict[str, Any] = {}
-    executor = None
-    started = interrupted = False
-    base_env = {**chain.env, **distributed_env(ctx)}
-    commit = _git_commit(opts.model_root, short=False)
-    if commit:
-        base_env.setdefault("GIT_SHA", commit)  # the workload runs from a copy outside the checkout
+    record = RunRecord(item, ws, out_dir, target.runner, target.vendor, target.detected, warnings)
+    executor: Executor | None = None
+    started = False
     try:
-        image_tag = ""
-        if runner == "docker":
-            image_tag = _image(card, ctx, opts, vendor, client, logs, image)
-        executor = _executor(runner, client, image_tag, ws, opts, ctx, chain, vendor, base_env)
-        workspace, plugin = executor.workspace, executor.plugin_home
-        command = _fill(chain.command, workspace, plugin)
+        image_tag = _image(card, ctx, opts, target, ws / "logs", record.image) if target.runner == "docker" else ""
+        executor = _executor(target, image_tag, ws, opts, ctx, chain, _base_env(ctx, opts, chain))
         executor.start()
         started = True
-        image["id"] = image.get("id") or executor.image_id
-        hooks_ok = True
-        for i, (_phase, ref, path) in enumerate(h for h in item.hooks if h[0] == "pre"):
-            step = _hook(executor, f"pre_{i}_{path.stem}", ref, path, workspace, opts.hook_timeout, opts.echo)
-            steps.append(step)
-            interrupted |= step.interrupted
-            if not step.ok:
-                failures.append(f"pre-script {path.name}: {step.describe()}; workload not started")
-                hooks_ok = False
-                break
-        if hooks_ok and not interrupted:
-            for s in chain.samplers:
-                _start_sampler(executor, s, logs)
-            say(f"[run] workload: {command}  (timeout {item.timeout:g}s)")
-            step = executor.run_step("run", command, workspace, item.timeout, logs / "run.log", opts.echo)
-            steps.append(step)
-            interrupted |= step.interrupted
-            say(f"[run] workload {step.describe()} after {step.duration_s:.1f}s")
+        record.image["id"] = record.image.get("id") or executor.image_id
+        _run_steps(record, executor, opts)
     except BuildFailed as err:
-        failures.append(str(err))
+        record.failures.append(str(err))
         say(f"[run] {err}")
     except KeyboardInterrupt:
-        interrupted = True
-        say(f"[run] interrupted ({_signal_name()}): cleaning up; a second signal hurries it")
+        record.interrupted = True
+        say(f"[run] interrupted ({stopping.name()}): cleaning up; a second signal hurries it")
     except UserError:
         raise
     except Exception as err:  # docker API errors (image missing, daemon gone): recorded, results still written
-        failures.append(f"{type(err).__name__}: {err}")
+        record.failures.append(f"{type(err).__name__}: {err}")
         say(f"[run] error: {type(err).__name__}: {err}")
     finally:
-        try:
-            if started and executor is not None:  # started implies an executor
-                for s in chain.samplers:
-                    sampler_results.append(_stop_sampler(executor, s, ws, logs))
-                if not interrupted:  # post-scripts run after a failure or a timeout too; Ctrl-C means stop now
-                    for i, (_phase, ref, path) in enumerate(h for h in item.hooks if h[0] == "post"):
-                        step = _hook(executor, f"post_{i}_{path.stem}", ref, path, executor.workspace,
-                                     opts.hook_timeout, opts.echo)
-                        steps.append(step)
-                        if not step.ok:
-                            failures.append(f"post-script {path.name}: {step.describe()}")
-        except KeyboardInterrupt:
-            interrupted = True
-        except Exception as err:  # the container died under us: still remove it and write the results
-            failures.append(f"cleanup: {type(err).__name__}: {err}")
-        finally:
-            try:
-                if executor is not None:
-                    executor.close()  # removes the container even when interrupted (its own finally)
-            except KeyboardInterrupt:  # a (second) Ctrl-C while cleaning up: still write the results
-                interrupted = True
-            with stopping.shielded():  # what is known is written whatever signal comes now
-                shutil.rmtree(ws / ".runner", ignore_errors=True)
-                interrupted |= stopping.received() is not None
-                status = _finish(item, ctx, opts, runner, vendor, detected, ws, steps, failures, sampler_results,
-                                 image, started_at, time.monotonic() - t0, interrupted, warnings, out_dir)
-    if interrupted or stopping.received() is not None:
+        status = _clean_up_and_write(record, executor if started else None, executor, ctx, opts)
+    if record.interrupted or stopping.received() is not None:
         raise stopping.Interrupted(stopping.received() or signal.SIGINT)
     return status
 
 
-def _signal_name() -> str:
-    sig = stopping.received()
-    return signal.Signals(sig).name if sig else "Ctrl-C"
+def _prepare_run_dir(item: Planned, opts: RunOptions, ws: Path) -> None:
+    if ws.exists():
+        shutil.rmtree(ws)  # a rerun replaces the previous run directory (perf.csv keeps every row)
+    for sub in (ws / "logs", ws / "profiler", ws / "samplers"):
+        sub.mkdir(parents=True, exist_ok=True)
+    # symlinks=True: a link in the script folder is copied as a link, never followed out of it
+    shutil.copytree((opts.model_root / item.card.scripts).parent, ws / SCRIPTS_DIR, symlinks=True,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for _, _, path in item.hooks:
+        shutil.copy2(path, ws / SCRIPTS_DIR / path.name)
 
 
-def _image(card: ModelCard, ctx: AdditionalContext, opts: RunOptions, vendor: str, client: Any, logs: Path,
+def _base_env(ctx: AdditionalContext, opts: RunOptions, chain: Chain) -> dict[str, str]:
+    env = {**chain.env, **distributed_env(ctx)}
+    commit = git_commit(opts.model_root, short=False)
+    if commit:
+        env.setdefault("GIT_SHA", commit)  # the workload runs from a copy outside the checkout
+    return env
+
+
+def _run_steps(record: RunRecord, executor: Executor, opts: RunOptions) -> None:
+    """Pre-scripts, samplers, then the workload (skipped when a pre-script failed or a signal came)."""
+    item, logs = record.item, record.ws / "logs"
+    for i, (_phase, ref, path) in enumerate(h for h in item.hooks if h[0] == "pre"):
+        step = record.add_step(_hook(executor, f"pre_{i}_{path.stem}", ref, path, opts.hook_timeout, opts.echo))
+        if not step.ok:
+            record.failures.append(f"pre-script {path.name}: {step.describe()}; workload not started")
+            return
+    if record.interrupted:
+        return
+    for s in item.chain.samplers:
+        _start_sampler(executor, s, logs)
+    command = _fill(item.chain.command, executor.workspace, executor.plugin_home)
+    say(f"[run] workload: {command}  (timeout {item.timeout:g}s)")
+    step = record.add_step(executor.run_step("run", command, executor.workspace, item.timeout, logs / "run.log",
+                                             opts.echo))
+    say(f"[run] workload {step.describe()} after {step.duration_s:.1f}s")
+
+
+def _clean_up_and_write(record: RunRecord, started: Executor | None, executor: Executor | None,
+                        ctx: AdditionalContext, opts: RunOptions) -> str:
+    """Samplers stopped, post-scripts (not after a signal), the executor closed, then the results written: a
+    second signal or a dead container never skips what follows."""
+    try:
+        if started is not None:
+            for s in record.item.chain.samplers:
+                record.samplers.append(_stop_sampler(started, s, record.ws))
+            if not record.interrupted:  # post-scripts run after a failure or a timeout too; a signal means stop now
+                for i, (_phase, ref, path) in enumerate(h for h in record.item.hooks if h[0] == "post"):
+                    step = record.add_step(_hook(started, f"post_{i}_{path.stem}", ref, path, opts.hook_timeout,
+                                                 opts.echo))
+                    if not step.ok:
+                        record.failures.append(f"post-script {path.name}: {step.describe()}")
+    except KeyboardInterrupt:
+        record.interrupted = True
+    except Exception as err:  # the container died under us: still remove it and write the results
+        record.failures.append(f"cleanup: {type(err).__name__}: {err}")
+    finally:
+        try:
+            if executor is not None:
+                executor.close()  # removes the container even when interrupted (its own finally)
+        except KeyboardInterrupt:  # a (second) Ctrl-C while cleaning up: still write the results
+            record.interrupted = True
+        with stopping.shielded():  # what is known is written whatever signal comes now
+            shutil.rmtree(record.ws / ".runner", ignore_errors=True)
+            record.interrupted |= stopping.received() is not None
+            status = write_results(record, ctx, opts)
+    return status
+
+
+def _image(card: ModelCard, ctx: AdditionalContext, opts: RunOptions, target: Target, logs: Path,
            image: dict[str, Any]) -> str:
+    vendor = target.vendor
     if ctx.MAD_CONTAINER_IMAGE:
         image.update(tag=ctx.MAD_CONTAINER_IMAGE, dockerfile="", build_duration_s=0.0, base_docker="")
         say(f"[build] using MAD_CONTAINER_IMAGE {ctx.MAD_CONTAINER_IMAGE}: no build")
         return ctx.MAD_CONTAINER_IMAGE
     dockerfile = select_dockerfile(opts.model_root, card.dockerfile, vendor, ctx.guest_os if vendor != "CPU" else None)
-    tag, image_id, seconds = ensure_image(client, dockerfile, dict(ctx.docker_build_arg), logs / "build.log", say)
+    build_log = logs / "build.log"
+    tag, image_id, seconds = ensure_image(target.client, dockerfile, dict(ctx.docker_build_arg), build_log, say)
     image.update(
         tag=tag,
         id=image_id,
@@ -398,18 +393,16 @@ def _image(card: ModelCard, ctx: AdditionalContext, opts: RunOptions, vendor: st
     return tag
 
 
-def _hook(
-    executor: Any, name: str, ref: ScriptRef, path: Path, workspace: str, timeout: float, echo: bool
-) -> StepResult:
+def _hook(executor: Executor, name: str, ref: ScriptRef, path: Path, timeout: float, echo: bool) -> StepResult:
     command = shlex.join(["bash", path.name, *shlex.split(ref.args)])  # args are words, never shell code
     say(f"[run] {name}: {command}")
-    ws_host = Path(executor.state).parent
+    ws_host = executor.state.parent
     return executor.run_step(
-        name, command, f"{workspace}/{SCRIPTS_DIR}", timeout, ws_host / "logs" / f"{name}.log", echo
+        name, command, f"{executor.workspace}/{SCRIPTS_DIR}", timeout, ws_host / "logs" / f"{name}.log", echo
     )
 
 
-def _start_sampler(executor: Any, s: Sampler, logs: Path) -> None:
+def _start_sampler(executor: Executor, s: Sampler, logs: Path) -> None:
     out = f"{executor.workspace}/samplers/{s.output_name}"
     stop = f"{executor.workspace}/.runner/stop_{s.tool}"
     argv = [executor.python, "-m", "madengine_rocprof.samplers", s.mode, "--output", out, "--stop-file", stop]
@@ -417,7 +410,7 @@ def _start_sampler(executor: Any, s: Sampler, logs: Path) -> None:
     executor.start_background(s.tool, argv, logs / f"sampler_{s.tool}.log", env=s.env)
 
 
-def _stop_sampler(executor: Any, s: Sampler, ws: Path, logs: Path) -> dict[str, Any]:
+def _stop_sampler(executor: Executor, s: Sampler, ws: Path) -> dict[str, Any]:
     code = executor.stop_background(s.tool, ws / ".runner" / f"stop_{s.tool}")
     csv_path = ws / "samplers" / s.output_name
     rows = max(0, count_lines(csv_path) - 1) if csv_path.exists() else 0
@@ -431,137 +424,3 @@ def _stop_sampler(executor: Any, s: Sampler, ws: Path, logs: Path) -> dict[str, 
     return result
 
 
-def _profiler_outcomes(chain: Chain, ws: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    outcomes, failures = [], []
-    for tool in chain.profiler_tools:
-        out = Path(profiler_output_dir(str(ws), tool, len(chain.profiler_tools)))
-        manifest = out / "manifest.json"
-        rel = str(out.relative_to(ws))
-        if not manifest.is_file():
-            outcomes.append({"tool": tool, "output_dir": rel, "outcome": "no_manifest"})
-            failures.append(f"profiler {tool}: no manifest.json in {rel} (the wrapper did not finish)")
-            continue
-        try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError) as err:
-            outcomes.append({"tool": tool, "output_dir": rel, "outcome": "bad_manifest"})
-            failures.append(f"profiler {tool}: unreadable manifest.json: {err}")
-            continue
-        outcome = data.get("outcome", "?")
-        entry = {"tool": tool, "output_dir": rel, "outcome": outcome, "profiler": data.get("profiler", {}),
-                 "outputs": len(data.get("outputs") or []), "dispatch_count": data.get("dispatch_count"),
-                 "exit_code": data.get("exit_code")}
-        outcomes.append(entry)
-        if outcome != "ok":
-            failures.append(f"profiler {tool}: {outcome}")
-        elif not data.get("outputs"):
-            failures.append(f"profiler {tool}: captured nothing (no output files)")
-    return outcomes, failures
-
-
-def _finish(item: Planned, ctx: AdditionalContext, opts: RunOptions, runner: str, vendor: str, detected: str,
-            ws: Path, steps: list[StepResult], failures: list[str], samplers: list[dict[str, Any]],
-            image: dict[str, Any], started_at: str, duration: float, interrupted: bool, warnings: list[str],
-            out_dir: Path) -> str:
-    card, chain = item.card, item.chain
-    run_step = next((s for s in steps if s.name == "run"), None)
-    performance = None
-    if run_step is None:
-        if interrupted:
-            failures.append("interrupted before the workload started")
-        elif not failures:
-            failures.append("the workload did not run")
-    else:
-        if run_step.interrupted:
-            failures.append("workload interrupted (Ctrl-C)" if stopping.received() in (None, signal.SIGINT)
-                            else f"workload interrupted ({_signal_name()})")
-        elif run_step.timed_out:
-            failures.append(f"workload timed out after {item.timeout:g}s")
-        elif run_step.exit_code != 0:
-            failures.append(f"workload exit code {run_step.exit_code}")
-        performance = find_performance(ws / "logs" / "run.log")
-        if performance is None and run_step.ok:
-            failures.append("no 'performance: <value> <metric>' line in the workload output")
-    profilers, profiler_failures = _profiler_outcomes(chain, ws) if run_step else ([], [])
-    failures.extend(profiler_failures)
-    result_file = ws / "workload_result.json"
-    device_name = ""
-    if result_file.is_file():
-        try:
-            result = json.loads(result_file.read_text(encoding="utf-8"))
-            if result.get("status") == "failed":
-                failures.append("workload_result.json says status failed")
-            device = result.get("device") or {}
-            device_name = str(device.get("arch") or device.get("name") or "") if device.get("type") != "cpu" else ""
-        except (OSError, ValueError, RecursionError, AttributeError):
-            failures.append("workload_result.json is unreadable")
-    failures.extend(f"{s.name}: {s.log_error}" for s in steps if s.log_error)
-    status = "SUCCESS" if not failures else "FAILURE"
-    n_gpus = (
-        ctx.distributed.nproc_per_node if ctx.distributed and ctx.distributed.nproc_per_node else None
-    ) or card.n_gpus
-    manifest = {
-        "schema_version": SCHEMA_VERSION, "tool": "madengine-rocprof run", "model": card.name, "card": card.raw,
-        "args": card.args, "status": status, "failures": failures, "warnings": warnings,
-        "started_at": started_at, "duration_s": round(duration, 3), "runner": runner,
-        "gpu_vendor": {"requested": ctx.gpu_vendor, "detected": detected, "used": vendor},
-        "context": ctx.model_dump(mode="json", by_alias=True, exclude_none=True),
-        "image": image,
-        "chain": {"tools": chain.tools, "order": "first listed outermost" if opts.first_outermost else
-                  "last listed outermost (madengine)", "command": chain.command, "env": chain.env,
-                  "profilers": chain.profiler_tools, "samplers": [s.tool for s in chain.samplers],
-                  "pre_scripts": [r.model_dump() for r in chain.pre_scripts],
-                  "post_scripts": [r.model_dump() for r in chain.post_scripts], "notes": chain.notes},
-        "timeout_s": item.timeout,
-        "steps": [{"name": s.name, "exit_code": s.exit_code, "duration_s": round(s.duration_s, 3),
-                   "timed_out": s.timed_out, "interrupted": s.interrupted, "outcome": s.describe(),
-                   "log": str(Path(s.log).relative_to(ws)) if s.log else ""} for s in steps],
-        "profilers": profilers, "samplers": samplers,
-        "performance": {"value": performance[0], "metric": performance[1]} if performance else None,
-    }
-    written = _keep(ws / "run.json", lambda: write_json(ws / "run.json", manifest))
-    row = {
-        "model": card.name,
-        "n_gpus": n_gpus,
-        "nnodes": 1,
-        "gpus_per_node": n_gpus,
-        "training_precision": card.training_precision,
-        "pipeline": "",
-        "args": card.args,
-        "tags": ",".join(card.tags),
-        "docker_file": image.get("dockerfile", ""),
-        "base_docker": image.get("base_docker", ""),
-        "docker_sha": image.get("id", ""),
-        "docker_image": image.get("tag", ""),
-        "git_commit": _git_commit(opts.model_root),
-        "machine_name": socket.gethostname(),
-        "deployment_type": "local",
-        "launcher": ctx.distributed.launcher if ctx.distributed and ctx.distributed.launcher else "",
-        "gpu_architecture": device_name or vendor,
-        "performance": performance[0] if performance else "",
-        "metric": performance[1] if performance else "",
-        "relative_change": "",
-        "status": status,
-        "build_duration": round(image.get("build_duration_s", 0.0), 3),
-        "test_duration": round(run_step.duration_s, 3) if run_step else "",
-        "dataname": "",
-        "data_provider_type": "",
-        "data_size": "",
-        "data_download_duration": "",
-        "build_number": "0",
-        "additional_docker_run_options": "",
-    }
-    written &= _keep(out_dir / "perf.csv", lambda: append_perf_row(out_dir / "perf.csv", row))
-    mark = "SUCCESS" if status == "SUCCESS" else "FAILURE: " + "; ".join(failures)
-    say(f"[run] {card.name} [{chain.label}]: {mark}")
-    return status if written else "FAILURE"
-
-
-def _keep(path: Path, write: Callable[[], None]) -> bool:
-    """Write one result file; a full disk or a read-only folder is reported, and the other files are still tried."""
-    try:
-        write()
-        return True
-    except OSError as err:
-        say(f"[run] error: cannot write {path}: {err.strerror or err} (the previous file, if any, is unchanged)")
-        return False

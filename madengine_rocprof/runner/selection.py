@@ -43,7 +43,8 @@ def load_models(path: Path) -> list[ModelCard]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError("models file not found", file=str(path),
-                        fix="run from the repository root or pass --models FILE") from None
+                        fix="run from a MAD-style repository (models.json, docker/, scripts/) or pass --repo DIR; "
+                            "`madengine-rocprof paths` shows the shipped TinyTransformer repository") from None
     data = load_json(text, str(path))
     if not isinstance(data, list):
         raise UserError("top level must be a list of model cards", file=str(path), fix="wrap the cards in [ ... ]")

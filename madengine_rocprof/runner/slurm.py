@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -19,17 +20,17 @@ from madengine_rocprof.errors import UserError
 from madengine_rocprof.models import AdditionalContext
 from madengine_rocprof.registry.store import BUILTIN_COUNTERS_DIR
 from madengine_rocprof.runner import slurm_cluster as cluster
+from madengine_rocprof.runner import stopping
 from madengine_rocprof.runner.lifecycle import (
     PACKAGE_DIR,
     SCRIPTS_DIR,
     Planned,
     RunOptions,
-    _git_commit,
-    _now,
-    _profiler_outcomes,
+    _check_run_dir,
     plan_runs,
-    say,
+    run_dir_name,
 )
+from madengine_rocprof.runner.record import git_commit, now, profiler_outcomes, say
 from madengine_rocprof.runner.results import append_perf_row, parse_performance
 from madengine_rocprof.runner.slurm_jobs import JobSettings, batch_script, job_settings, task_script
 
@@ -48,13 +49,17 @@ def run_slurm(opts: RunOptions) -> int:
     partition = cluster.pick_partition(ctx.slurm.partition if ctx.slurm else None, nodes)
     jobs = [job_settings(ctx, item.timeout, partition.gpus) for item in planned]
     out_dir = opts.output_dir.resolve()
-    if not SAFE_PATH.match(str(out_dir)):
-        raise UserError(f"the output directory {out_dir} has characters that job scripts cannot carry safely",
-                        where="--output-dir", fix="use a path of letters, digits and ./_+-@%,:=")
+    for item in planned:  # the run directory appears unquoted in profiler commands: no spaces or shell characters
+        if not SAFE_PATH.match(str(out_dir / run_dir_name(item))):
+            raise UserError(f"the run directory {out_dir / run_dir_name(item)} has characters that job scripts cannot "
+                            "carry safely", where="--output-dir",
+                            fix="use paths and model names of letters, digits and ./_+-@%,:=")
     if ctx.slurm and ctx.slurm.output_dir:
         warnings.append(f"slurm.output_dir {ctx.slurm.output_dir!r} ignored: results go to --output-dir ({out_dir})")
     for w in warnings + jobs[0].notes:
         say(f"warning: {w}")
+    for item in planned:  # a rerun replaces its run directory: it must be a plain folder inside out_dir
+        _check_run_dir(out_dir, run_dir_name(item))
     out_dir.mkdir(parents=True, exist_ok=True)
     say(f"[run] {len(planned)} model(s), tools: {planned[0].chain.label}, runner: slurm, partition {partition.name}, "
         f"{nodes} node(s) x {jobs[0].ranks_per_node} rank(s), results: {out_dir}")
@@ -89,12 +94,12 @@ def _stage(item: Planned, opts: RunOptions, ws: Path) -> Path:
 def run_job(item: Planned, job: JobSettings, ctx: AdditionalContext, opts: RunOptions, out_dir: Path,
             warnings: list[str]) -> str:
     card, chain = item.card, item.chain
-    ws = out_dir / f"{card.name}__{chain.label}"
+    ws = out_dir / run_dir_name(item)
     plugin = _stage(item, opts, ws)
     # {workspace} is each node's own folder, the task's working directory: the wrapper makes `./profiler` absolute
     command = chain.command.replace("{workspace}", ".").replace("{plugin}", str(plugin))
     env = dict(chain.env)
-    commit = _git_commit(opts.model_root, short=False)
+    commit = git_commit(opts.model_root, short=False)
     if commit:
         env.setdefault("GIT_SHA", commit)
     hooks = [(phase, ref, path.name) for phase, ref, path in item.hooks]
@@ -106,7 +111,7 @@ def run_job(item: Planned, job: JobSettings, ctx: AdditionalContext, opts: RunOp
                                    title=title), encoding="utf-8")
 
     say(f"[run] === {title} -> {ws}")
-    started_at, t0 = _now(), time.monotonic()
+    started_at, t0 = now(), time.monotonic()
     failures: list[str] = []
     job_id, final, cancelled_for = "", cluster.JobState("NOT_SUBMITTED"), None
     interrupted = False
@@ -123,7 +128,7 @@ def run_job(item: Planned, job: JobSettings, ctx: AdditionalContext, opts: RunOp
     status = _finish(item, job, ctx, opts, ws, job_id, final, cancelled_for, interrupted, failures, started_at,
                      time.monotonic() - t0, warnings, out_dir)
     if interrupted:
-        raise KeyboardInterrupt
+        raise stopping.Interrupted(stopping.received() or signal.SIGINT)
     return status
 
 
@@ -137,6 +142,9 @@ def follow(job_id: str, timeout: float, log: Path, echo: bool) -> tuple[cluster.
     errors = 0
     while True:
         try:
+            if interrupted and stopping.hurry():  # a second signal (runner/stopping.py): stop waiting
+                say(f"[slurm] not waiting for job {job_id} to end")
+                return state, cancelled_for, interrupted
             try:
                 state = cluster.job_state(job_id)
                 errors = 0
@@ -212,7 +220,7 @@ def _node_results(item: Planned, ws: Path) -> tuple[list[dict[str, Any]], list[s
         host = node_ws.name
         code_text = _read(node_ws / "exit_code").strip()
         code = int(code_text) if code_text.lstrip("-").isdigit() else None
-        profilers, profiler_failures = _profiler_outcomes(item.chain, node_ws)
+        profilers, profiler_failures = profiler_outcomes(item.chain, node_ws)
         failures += [f"{host}: {f}" for f in profiler_failures]
         if code is None:
             failures.append(f"{host}: the workload did not finish (no exit code recorded)")
@@ -296,7 +304,7 @@ def _finish(item: Planned, job: JobSettings, ctx: AdditionalContext, opts: RunOp
         "model": card.name, "n_gpus": ranks, "nnodes": job.nodes, "gpus_per_node": job.ranks_per_node,
         "training_precision": card.training_precision, "pipeline": "", "args": card.args, "tags": ",".join(card.tags),
         "docker_file": "", "base_docker": "", "docker_sha": "", "docker_image": "",
-        "git_commit": _git_commit(opts.model_root), "machine_name": final.nodes, "deployment_type": "slurm",
+        "git_commit": git_commit(opts.model_root), "machine_name": final.nodes, "deployment_type": "slurm",
         "launcher": "torchrun", "gpu_architecture": device_name or target,
         "performance": performance[0] if performance else "", "metric": performance[1] if performance else "",
         "relative_change": "", "status": status, "build_duration": 0, "test_duration": round(duration, 3),

@@ -47,6 +47,12 @@ def received() -> int | None:
     return STATE.received
 
 
+def name() -> str:
+    """The first signal's name for messages: Ctrl-C (SIGINT, or no signal: a KeyboardInterrupt), SIGTERM, SIGHUP."""
+    sig = STATE.received
+    return signal.Signals(sig).name if sig not in (None, signal.SIGINT) else "Ctrl-C"
+
+
 def _on_signal(signum: int, _frame: FrameType | None) -> None:
     if STATE.received is not None:
         STATE.hurry.set()

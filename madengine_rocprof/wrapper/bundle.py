@@ -61,12 +61,12 @@ def build_pyz(dest: str) -> str:
 
 
 def script_source() -> str:
-    """scripts/rocprof_wrapper.sh from the checkout (or the copy shipped inside the package)."""
-    for candidate in (os.path.join(os.path.dirname(_PACKAGE_DIR), "scripts", SCRIPT_NAME),
-                      os.path.join(_PACKAGE_DIR, "wrapper", SCRIPT_NAME)):
-        if os.path.isfile(candidate):
-            return candidate
-    raise FileNotFoundError(f"{SCRIPT_NAME} not found next to the package")
+    """scripts/rocprof_wrapper.sh from the checkout or the installed package's resources."""
+    from madengine_rocprof import resources  # not in the zipapp: only the host side installs the script
+
+    if not resources.WRAPPER_SCRIPT.is_file():
+        raise FileNotFoundError(f"{resources.WRAPPER_SCRIPT} not found: reinstall madengine-rocprof")
+    return str(resources.WRAPPER_SCRIPT)
 
 
 def install_into(tools_dir: str) -> list[str]:

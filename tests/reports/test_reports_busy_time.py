@@ -145,3 +145,13 @@ def test_stats_only_runs_have_no_busy_time(tmp_path):
     )
     run = report_one(tmp_path / "run")
     assert run["timeline"] == [] and run["summary"]["busy_ns"] is None and run["summary"]["gpu_time_ns"] == 10
+
+
+@pytest.mark.parametrize("names", [[GEMM, ADD], [NCCL, COPY]])
+def test_only_compute_or_only_communication(tmp_path, names):
+    rng = random.Random(7)
+    dispatches = [(rng.choice(names), s, e, d) for _, s, e, d in crafted(7, count=100, devices=("Agent 1",))]
+    write_rows(tmp_path / "run" / "h" / "1_kernel_trace.csv", dispatches)
+    [row] = report_one(tmp_path / "run")["timeline"]
+    want = expected(dispatches)["Agent 1"]
+    assert {k: row[k] for k in want} == want

@@ -246,7 +246,8 @@ def test_multi_gpu_profile_runs_torchrun_with_per_rank_outputs(repo, tmp_path):
     out = tmp_path / "out"
     code = cli_main(["run", "--tags", "tiny_llama_v1:num-steps=3", "--runner", "local", "--quiet",
                      "--additional-context-file", str(repo / "profiling-configs" / "rocprofv3_multi_gpu.json"),
-                     "--additional-context", '{"docker_gpus": "0,1", "distributed": {"nproc_per_node": 2}}',
+                     "--additional-context",
+                     '{"docker_gpus": "0,1", "gpus_per_node": 2, "distributed": {"nproc_per_node": 2}}',
                      "--models", str(repo / "models.json"), "--output-dir", str(out)])
     ws = next(out.glob("tiny_llama_v1__rocprofv3_communication+*"))
     manifest = run_json(out, ws.name)
