@@ -35,7 +35,6 @@ CONFIGS_DIR = ROOT / "profiling-configs"
 COUNTERS_DIR = ROOT / "counters"
 SCHEMA = CONFIGS_DIR / "schema.json"
 WRAPPER_SCRIPT = ROOT / "scripts" / "rocprof_wrapper.sh"
-MODELS_FILE = ROOT / "models.json"  # the TinyTransformer repository: `run --repo ROOT`
 
 
 def shipped_configs() -> list[Path]:

@@ -33,7 +33,7 @@ def add_selection_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
         type=int,
         default=10,
         metavar="N",
-        help="ncu: profile at most N launches per chosen kernel (--launch-count = N x kernels; default 10)",
+        help="ncu: about N launches per chosen kernel (--launch-count scaled by the rarest one; default 10)",
     )
     p.add_argument(
         f"--{prefix}launch-skip",
@@ -195,8 +195,6 @@ def escalate(
             runner=runner,
             timeout=timeout,
             echo=echo,
-            launches_per_kernel=launches,
-            launch_skip=skip,
         )
     report = esc.build_report(run_dir, plan, peak_bandwidth, peak_tflops)
     from madengine_rocprof.reports.output import write_text

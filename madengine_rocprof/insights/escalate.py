@@ -112,8 +112,18 @@ def kernel_regex(names: list[str]) -> str:
     return "|".join(regex_literal(n) for n in names)
 
 
-def escalation_tool(profile: str, names: list[str], launches_per_kernel: int, launch_skip: int):
-    """The built-in counter tool of `profile`, limited to `names` (kernel trace kept for the per-kernel time)."""
+def launch_budget(calls: list[int], launches_per_kernel: int) -> int:
+    """ncu's --launch-count for kernels with these first-pass call counts. ncu counts every matching launch in
+    order, so the most frequent kernels would use up `launches_per_kernel x kernels` before the rarest one ran
+    (seen on an H200: 3 of 5 GEMMs got no counters). Launches interleave step by step, so the rarest kernel gets
+    `launches_per_kernel` of them after about that many x (all calls / its calls) matching launches."""
+    rarest = max(1, min(calls))
+    return max(launches_per_kernel * len(calls), -(-launches_per_kernel * sum(calls) // rarest))
+
+
+def escalation_tool(profile: str, names: list[str], launch_count: int, launch_skip: int):
+    """The built-in counter tool of `profile`, limited to `names` (kernel trace kept for the per-kernel time);
+    on ncu at most `launch_count` matching launches are profiled, after `launch_skip`."""
     from madengine_rocprof.registry.store import get_tool, tool_from_data
 
     base = get_tool(BASE_TOOL[profile])
@@ -131,7 +141,7 @@ def escalation_tool(profile: str, names: list[str], launches_per_kernel: int, la
         env_vars={
             **base.env_vars,
             ENV_LAUNCH_SKIP: str(launch_skip),
-            ENV_LAUNCH_COUNT: str(launches_per_kernel * len(names)),
+            ENV_LAUNCH_COUNT: str(launch_count),
         },
         pre_scripts=[],
         post_scripts=[],
@@ -208,9 +218,11 @@ def escalation_dir(run: Path) -> Path:
 def plan_second_pass(run: Path, targets: list[Target], launches_per_kernel: int = 10, launch_skip: int = 0) -> dict:
     info = _read_run_json(run)
     groups: dict[str, list[str]] = {}
+    calls: dict[str, list[int]] = {}
     for t in targets:
         if t.profile:
             groups.setdefault(t.profile, []).append(t.name)
+            calls.setdefault(t.profile, []).append(t.calls)
     if not groups:
         raise UserError(
             "none of the selected kernels can be escalated: "
@@ -220,7 +232,8 @@ def plan_second_pass(run: Path, targets: list[Target], launches_per_kernel: int 
     passes = []
     for profile in ("compute_bound", "memory_bound"):
         if profile in groups:
-            tool = escalation_tool(profile, groups[profile], launches_per_kernel, launch_skip)
+            budget = launch_budget(calls[profile], launches_per_kernel)
+            tool = escalation_tool(profile, groups[profile], budget, launch_skip)
             passes.append(
                 {
                     "profile": profile,
@@ -253,16 +266,18 @@ def run_second_pass(
     runner: str | None = None,
     timeout: float | None = None,
     echo: bool = True,
-    launches_per_kernel: int = 10,
-    launch_skip: int = 0,
 ) -> dict:
-    """One runner call per profile; records each pass's run directory and status in the plan (returned)."""
+    """One runner call per profile, with the plan's launch bounds; records each pass's run directory and status in
+    the plan (returned)."""
     from madengine_rocprof.runner.lifecycle import RunOptions, run_models
 
     out = Path(plan["output_dir"])
     out.mkdir(parents=True, exist_ok=True)
     for step in plan["passes"]:
-        tool = escalation_tool(step["profile"], step["kernels"], launches_per_kernel, launch_skip)
+        bounds = step["env"]
+        tool = escalation_tool(
+            step["profile"], step["kernels"], int(bounds[ENV_LAUNCH_COUNT]), int(bounds[ENV_LAUNCH_SKIP])
+        )
         context = dict(plan["context"], tools=[{"name": tool.name}])
         with registry_with([tool]):
             code = run_models(

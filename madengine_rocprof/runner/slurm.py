@@ -21,7 +21,15 @@ from madengine_rocprof.models import AdditionalContext
 from madengine_rocprof.registry.store import BUILTIN_COUNTERS_DIR
 from madengine_rocprof.runner import slurm_cluster as cluster
 from madengine_rocprof.runner import stopping
-from madengine_rocprof.runner.lifecycle import PACKAGE_DIR, SCRIPTS_DIR, Planned, RunOptions, plan_runs
+from madengine_rocprof.runner.lifecycle import (
+    PACKAGE_DIR,
+    SCRIPTS_DIR,
+    Planned,
+    RunOptions,
+    _check_run_dir,
+    plan_runs,
+    run_dir_name,
+)
 from madengine_rocprof.runner.record import git_commit, now, profiler_outcomes, say
 from madengine_rocprof.runner.results import append_perf_row, parse_performance
 from madengine_rocprof.runner.slurm_jobs import JobSettings, batch_script, job_settings, task_script
@@ -41,13 +49,17 @@ def run_slurm(opts: RunOptions) -> int:
     partition = cluster.pick_partition(ctx.slurm.partition if ctx.slurm else None, nodes)
     jobs = [job_settings(ctx, item.timeout, partition.gpus) for item in planned]
     out_dir = opts.output_dir.resolve()
-    if not SAFE_PATH.match(str(out_dir)):
-        raise UserError(f"the output directory {out_dir} has characters that job scripts cannot carry safely",
-                        where="--output-dir", fix="use a path of letters, digits and ./_+-@%,:=")
+    for item in planned:  # the run directory appears unquoted in profiler commands: no spaces or shell characters
+        if not SAFE_PATH.match(str(out_dir / run_dir_name(item))):
+            raise UserError(f"the run directory {out_dir / run_dir_name(item)} has characters that job scripts cannot "
+                            "carry safely", where="--output-dir",
+                            fix="use paths and model names of letters, digits and ./_+-@%,:=")
     if ctx.slurm and ctx.slurm.output_dir:
         warnings.append(f"slurm.output_dir {ctx.slurm.output_dir!r} ignored: results go to --output-dir ({out_dir})")
     for w in warnings + jobs[0].notes:
         say(f"warning: {w}")
+    for item in planned:  # a rerun replaces its run directory: it must be a plain folder inside out_dir
+        _check_run_dir(out_dir, run_dir_name(item))
     out_dir.mkdir(parents=True, exist_ok=True)
     say(f"[run] {len(planned)} model(s), tools: {planned[0].chain.label}, runner: slurm, partition {partition.name}, "
         f"{nodes} node(s) x {jobs[0].ranks_per_node} rank(s), results: {out_dir}")
@@ -82,7 +94,7 @@ def _stage(item: Planned, opts: RunOptions, ws: Path) -> Path:
 def run_job(item: Planned, job: JobSettings, ctx: AdditionalContext, opts: RunOptions, out_dir: Path,
             warnings: list[str]) -> str:
     card, chain = item.card, item.chain
-    ws = out_dir / f"{card.name}__{chain.label}"
+    ws = out_dir / run_dir_name(item)
     plugin = _stage(item, opts, ws)
     # {workspace} is each node's own folder, the task's working directory: the wrapper makes `./profiler` absolute
     command = chain.command.replace("{workspace}", ".").replace("{plugin}", str(plugin))

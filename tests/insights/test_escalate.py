@@ -420,3 +420,16 @@ def test_a_failed_second_pass_is_reported_and_fails_the_command(tmp_path, model_
     [step] = report["passes"]
     assert step["profile"] == "memory_bound" and step["exit_code"] == 1
     assert json.loads((Path(step["run_dir"]) / "run.json").read_text())["status"] == "FAILURE"
+
+
+def test_launch_budget_reaches_the_rarest_kernel_in_launch_order():
+    # A step launches the frequent GEMM 6 times, then the rare one once (as in eager training steps). ncu profiles
+    # the first `count` matching launches: every chosen kernel must get `per_kernel` of them.
+    steps, per_kernel = 10, 2
+    launches = (["frequent"] * 6 + ["rare"]) * steps
+    count = esc.launch_budget([launches.count("frequent"), launches.count("rare")], per_kernel)
+    profiled = launches[:count]
+    assert profiled.count("rare") >= per_kernel and profiled.count("frequent") >= per_kernel
+    assert count < len(launches)  # still a bound, not every launch
+    # equal frequencies keep the plain N x kernels
+    assert esc.launch_budget([8, 8], per_kernel) == 2 * per_kernel

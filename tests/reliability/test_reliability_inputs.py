@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from madengine_rocprof.cli import main as cli_main
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "rocprofv3" / "docs-data"
+DOCS_DATA = Path(__file__).resolve().parents[1] / "fixtures" / "rocprofv3" / "docs-data"  # real rocprofv3 outputs
 DEEP = "[" * 100_000 + "]" * 100_000
 BAD_CHARS = st.sampled_from(["\x00", "\ud800", "\udfff", "\udc80"])
 FIELDS = st.sampled_from([("env_vars", "X"), ("docker_env_vars", "Y"), ("model_args", None),
@@ -57,7 +57,7 @@ def test_a_models_file_with_a_nul_is_refused(models, tmp_path, capsys):
 def _tiny_run(root: Path) -> Path:
     run = root / "run"
     run.mkdir()
-    shutil.copy(SHARED / "kernel_trace.csv", run / "kernel_trace.csv")
+    shutil.copy(DOCS_DATA / "kernel_trace.csv", run / "kernel_trace.csv")
     return run
 
 

@@ -35,6 +35,7 @@ def run_cli(*argv):
     return cli_main(["run", "--runner", "docker", "--quiet", *argv])
 
 
+@pytest.mark.slow
 def test_tinytransformer_v1_lightweight_in_a_container(docker_client, cpu_base_image, repo, tmp_path):
     out = tmp_path / "out"
     code = run_cli("--tags", "tiny_llama_v1:num-steps=3", "--output-dir", str(out),

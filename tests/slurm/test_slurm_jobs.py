@@ -100,3 +100,28 @@ def test_no_sbatch_on_path_is_refused_before_anything_is_written(tmp_path):
     assert result.returncode == 2
     assert "no sbatch" in result.stderr and "--runner slurm" in result.stderr and "fix:" in result.stderr
     assert not out.exists()
+
+
+def test_task_script_runs_hooks_and_records_the_exit_code(tmp_path):
+    """task.sh as one node runs it (SLURM's variables set by hand): pre-script, workload, failing post-script."""
+    ctx = _ctx('{"slurm": {"nodes": 1}, "pre_scripts": [{"path": "pre.sh", "args": "a; b"}], '
+               '"post_scripts": [{"path": "post.sh"}]}')
+    job = job_settings(ctx, 60, False)
+    chain = build_chain(ctx, "bash model_scripts/run.sh", workspace="{workspace}", plugin_home="{plugin}")
+    scripts = tmp_path / "model_scripts"
+    scripts.mkdir()
+    (scripts / "run.sh").write_text('echo "performance: 1.5 things"; cat pre_ran\n')
+    (scripts / "pre.sh").write_text('printf "%s|" "$@" > ../nodes/$(hostname)/pre_ran\n')
+    (scripts / "post.sh").write_text("exit 4\n")
+    hooks = [("pre", chain.pre_scripts[0], "pre.sh"), ("post", chain.post_scripts[0], "post.sh")]
+    text = task_script(job, chain, workspace=str(tmp_path), plugin="/nonexistent", command=chain.command,
+                       hooks=hooks, hook_timeout=30)
+    (tmp_path / "task.sh").write_text(text)
+    env = {**os.environ, "SLURM_NODEID": "0", "MASTER_ADDR": "localhost", "MASTER_PORT": "29500"}
+    done = subprocess.run(["bash", str(tmp_path / "task.sh")], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    node = next((tmp_path / "nodes").iterdir())
+    assert (node / "exit_code").read_text() == "0\n"
+    # the pre-script args are split into words, never run as code
+    assert (node / "logs" / "run.log").read_text() == "performance: 1.5 things\na;|b|"
+    assert (node / "hook_failures").read_text().split() == ["post_0_post"]
