@@ -20,6 +20,7 @@ from madengine_rocprof.reports.analysis import merge_kernels
 from madengine_rocprof.reports.categories import classify
 from madengine_rocprof.reports.discover import iter_dispatches, load_run
 from madengine_rocprof.reports.model import KernelStats
+from madengine_rocprof.wrapper.contracts import WorkloadResult
 
 SCHEMA_VERSION = 1
 RUN_MARKERS = ("run.json", "workload_result.json")
@@ -66,8 +67,8 @@ def find_runs(root: Path) -> list[Path]:
     return found or [root]
 
 
-def _step_times(workload: dict | None, run: Path) -> list[float]:
-    values = (workload or {}).get("step_times_ms")
+def _step_times(workload: WorkloadResult | None, run: Path) -> list[float]:
+    values = workload.get("step_times_ms") if workload else None
     if values is None:
         return []
     if not isinstance(values, list) or not all(

@@ -20,9 +20,11 @@ import os
 import shlex
 import shutil
 import tempfile
+from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.insights.peaks import Peak, device_peak
@@ -412,9 +414,9 @@ def bound(metrics: dict) -> str:
     return f"latency/occupancy: nothing near peak, highest {label} {pct:.0f}%{missing}"
 
 
-def _device(run: RunData) -> dict:
+def _device(run: RunData) -> Mapping[str, Any]:
     """The workload's device record (workload_result.json), {} when absent."""
-    device = (run.workload or {}).get("device")
+    device = run.workload.get("device") if run.workload else None
     return device if isinstance(device, dict) else {}
 
 

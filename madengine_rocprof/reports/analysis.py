@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -139,13 +140,14 @@ def _workload_summary(run: RunData) -> dict | None:
 
 def _performance_from_run_json(run: RunData) -> dict | None:
     """Without workload_result.json, the runner's run.json still has madengine's `performance:` value."""
-    performance = (run.run_info or {}).get("performance")
+    run_info: Mapping[str, Any] = run.run_info or {}
+    performance = run_info.get("performance")
     if not isinstance(performance, dict) or _number(performance.get("value")) is None:
         return None
     per_token = "token" in str(performance.get("metric", "")).lower()
     return {
         "file": "run.json",
-        "model": (run.run_info or {}).get("model"),
+        "model": run_info.get("model"),
         "version": None,
         "status": None,
         "device": None,
@@ -261,7 +263,7 @@ def analyze_run(run: RunData) -> dict:
     ]
     fmts = sorted({s.fmt for s in run.timing})
     notes = list(run.notes)
-    manifest = run.manifest or {}
+    manifest: Mapping[str, Any] = run.manifest or {}  # any folder: the wrapper's manifest may be absent
     if isinstance(manifest.get("dispatch_count"), int) and run.timing and manifest["dispatch_count"] != dispatches:
         notes.append(
             f"the wrapper's manifest says {manifest['dispatch_count']} dispatches, the files hold {dispatches}"
@@ -282,7 +284,7 @@ def analyze_run(run: RunData) -> dict:
         "path": str(run.path),
         "profiler": profiler,
         "outcome": manifest.get("outcome"),
-        "run_status": (run.run_info or {}).get("status"),
+        "run_status": run.run_info.get("status") if run.run_info else None,
         "sources": [
             {
                 "file": s.rel,

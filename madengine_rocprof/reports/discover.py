@@ -14,12 +14,14 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import cast
 
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import csv_readers, json_reader, rocpd_reader
 from madengine_rocprof.reports.csv_tables import first_value, normalize, read_header
 from madengine_rocprof.reports.model import CounterSource, KernelStats, RunData, TimingSource
 from madengine_rocprof.wrapper import file_kinds
+from madengine_rocprof.wrapper.contracts import Manifest, RunJson, WorkloadResult
 
 # file kind (the wrapper's vocabulary) -> the format a report reads it as
 FORMATS = {
@@ -150,13 +152,13 @@ def load_run(path: Path, label: str) -> RunData:
     _choose_timing(run, timing)
     derive_timing_from_counters(run)
     for name, (_, file) in run_files.items():
-        value = _read_json_object(file)
+        value = _read_json_object(file)  # typed as the contract says; readers still check each value they use
         if name == "workload_result.json":
-            run.workload, run.workload_path = value, file.relative_to(path).as_posix()
+            run.workload, run.workload_path = cast(WorkloadResult, value), file.relative_to(path).as_posix()
         elif name == "run.json":
-            run.run_info = value
+            run.run_info = cast(RunJson, value)
         else:
-            run.manifest = value
+            run.manifest = cast(Manifest, value)
     if not run.timing and not run.counters and run.workload is None:
         raise UserError(
             f"no profiler output found below {path}",

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from madengine_rocprof.wrapper.contracts import Manifest, RunJson, WorkloadResult
+
 
 @dataclass
 class KernelStats:
@@ -136,8 +138,8 @@ class RunData:
     skipped_timing: list[TimingSource] = field(default_factory=list)  # other passes / duplicate formats
     counters: list[CounterSource] = field(default_factory=list)
     copies: dict[str, CopyStats] = field(default_factory=dict)
-    workload: dict | None = None  # workload_result.json
+    workload: WorkloadResult | None = None  # workload_result.json (as found: readers check each value)
     workload_path: str | None = None
-    run_info: dict | None = None  # runner's run.json
-    manifest: dict | None = None  # wrapper's manifest.json
+    run_info: RunJson | None = None  # runner's run.json
+    manifest: Manifest | None = None  # wrapper's manifest.json
     notes: list[str] = field(default_factory=list)

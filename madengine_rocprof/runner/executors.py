@@ -426,6 +426,6 @@ class DockerExecutor:
             try:
                 self.container.remove(force=True)
                 self.say(f"[run] container {self.container.name} removed")
-            except Exception as err:
+            except Exception as err:  # docker API or connection errors: said, and the run's results still written
                 self.say(f"[run] could not remove container {self.container.name}: {err}")
             self.container = None

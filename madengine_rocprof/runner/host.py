@@ -38,14 +38,16 @@ def effective_vendor(requested: str | None, detected: str) -> tuple[str, list[st
                       f"{'no GPU' if detected == 'CPU' else detected + ' GPUs'}: running for {detected}"]
 
 
-def docker_client(timeout: int = 10) -> Any | None:
-    """A docker SDK client whose daemon answers a ping, else None."""
+def docker_client(timeout: int = 10, why: list[str] | None = None) -> Any | None:
+    """A docker SDK client whose daemon answers a ping, else None (and the reason appended to `why`)."""
     try:
         import docker  # runtime dependency, imported lazily so `--runner local` works without it
         client = docker.from_env(timeout=timeout)
         client.ping()
         return client
-    except Exception:
+    except Exception as err:  # broad: ImportError, DockerException, requests' errors all mean "no engine here"
+        if why is not None:
+            why.append(f"{type(err).__name__}: {err}")
         return None
 
 

@@ -100,7 +100,7 @@ def local_image_id(client: Any, ref: str) -> str:
         return ""
     try:
         return client.images.get(ref).id
-    except Exception:  # not here (yet): the build pulls it, the hash then changes only if the base did
+    except Exception:  # broad (ImageNotFound, API errors): no local id; the build that follows pulls it or says why
         return ""
 
 

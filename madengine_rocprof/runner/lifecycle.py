@@ -153,9 +153,10 @@ def choose_runner(kind: str) -> tuple[str, Any]:
         raise UserError(f"unknown runner '{kind}'", where="--runner", fix="use auto, docker, local or slurm")
     if kind == "local":
         return "local", None
-    client = host.docker_client()
+    why: list[str] = []
+    client = host.docker_client(why=why)
     if client is None and kind == "docker":
-        raise UserError("no Docker engine answers", where="--runner docker",
+        raise UserError("no Docker engine answers" + "".join(f" ({w})" for w in why), where="--runner docker",
                         fix="start one (sudo bash scripts/setup.sh --docker) or use --runner local")
     return ("docker", client) if client is not None else ("local", None)
 

@@ -17,6 +17,14 @@ from madengine_rocprof.runner import stopping
 from madengine_rocprof.runner.chain import Chain, profiler_output_dir
 from madengine_rocprof.runner.executors import StepResult
 from madengine_rocprof.runner.results import append_perf_row, find_performance
+from madengine_rocprof.wrapper.contracts import (
+    Manifest,
+    ProfilerEntry,
+    RunJson,
+    RunStatus,
+    WorkloadResult,
+    missing_keys,
+)
 
 if TYPE_CHECKING:
     from madengine_rocprof.models import AdditionalContext
@@ -67,8 +75,9 @@ class RunRecord:
         return step
 
 
-def profiler_outcomes(chain: Chain, ws: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    outcomes, failures = [], []
+def profiler_outcomes(chain: Chain, ws: Path) -> tuple[list[ProfilerEntry], list[str]]:
+    outcomes: list[ProfilerEntry] = []
+    failures: list[str] = []
     for tool in chain.profiler_tools:
         out = Path(profiler_output_dir(str(ws), tool, len(chain.profiler_tools)))
         manifest = out / "manifest.json"
@@ -78,19 +87,24 @@ def profiler_outcomes(chain: Chain, ws: Path) -> tuple[list[dict[str, Any]], lis
             failures.append(f"profiler {tool}: no manifest.json in {rel} (the wrapper did not finish)")
             continue
         try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
+            data: Manifest = json.loads(manifest.read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError) as err:
             outcomes.append({"tool": tool, "output_dir": rel, "outcome": "bad_manifest"})
             failures.append(f"profiler {tool}: unreadable manifest.json: {err}")
             continue
-        outcome = data.get("outcome", "?")
-        entry = {"tool": tool, "output_dir": rel, "outcome": outcome, "profiler": data.get("profiler", {}),
-                 "outputs": len(data.get("outputs") or []), "dispatch_count": data.get("dispatch_count"),
-                 "exit_code": data.get("exit_code")}
+        missing = missing_keys(data, Manifest)
+        if missing:  # a manifest of another shape: say which keys, rather than guess
+            outcomes.append({"tool": tool, "output_dir": rel, "outcome": "bad_manifest"})
+            failures.append(f"profiler {tool}: manifest.json lacks {', '.join(missing)}")
+            continue
+        outcome = data["outcome"]
+        entry: ProfilerEntry = {"tool": tool, "output_dir": rel, "outcome": outcome, "profiler": data["profiler"],
+                                "outputs": len(data["outputs"]), "dispatch_count": data["dispatch_count"],
+                                "exit_code": data["exit_code"]}
         outcomes.append(entry)
         if outcome != "ok":
             failures.append(f"profiler {tool}: {outcome}")
-        elif not data.get("outputs"):
+        elif not data["outputs"]:
             failures.append(f"profiler {tool}: captured nothing (no output files)")
     return outcomes, failures
 
@@ -125,7 +139,7 @@ def write_results(record: RunRecord, ctx: AdditionalContext, opts: RunOptions) -
     device_name = ""
     if result_file.is_file():
         try:
-            result = json.loads(result_file.read_text(encoding="utf-8"))
+            result: WorkloadResult = json.loads(result_file.read_text(encoding="utf-8"))
             if result.get("status") == "failed":
                 failures.append("workload_result.json says status failed")
             device = result.get("device") or {}
@@ -133,11 +147,11 @@ def write_results(record: RunRecord, ctx: AdditionalContext, opts: RunOptions) -
         except (OSError, ValueError, RecursionError, AttributeError):
             failures.append("workload_result.json is unreadable")
     failures.extend(f"{s.name}: {s.log_error}" for s in steps if s.log_error)
-    status = "SUCCESS" if not failures else "FAILURE"
+    status: RunStatus = "SUCCESS" if not failures else "FAILURE"
     n_gpus = (
         ctx.distributed.nproc_per_node if ctx.distributed and ctx.distributed.nproc_per_node else None
     ) or card.n_gpus
-    manifest = {
+    manifest: RunJson = {
         "schema_version": SCHEMA_VERSION, "tool": "madengine-rocprof run", "model": card.name, "card": card.raw,
         "args": card.args, "status": status, "failures": failures, "warnings": warnings,
         "started_at": record.started_at, "duration_s": round(duration, 3), "runner": record.runner,

@@ -33,6 +33,7 @@ from madengine_rocprof.runner.lifecycle import (
 from madengine_rocprof.runner.record import git_commit, now, profiler_outcomes, say
 from madengine_rocprof.runner.results import append_perf_row, parse_performance
 from madengine_rocprof.runner.slurm_jobs import JobSettings, batch_script, job_settings, task_script
+from madengine_rocprof.wrapper.contracts import RunJson, RunStatus, WorkloadResult
 
 POLL_S = 2.0
 CANCEL_WAIT_S = 90.0           # after scancel: KillWait (SIGTERM -> SIGKILL) plus the time to clean up
@@ -270,16 +271,16 @@ def _finish(item: Planned, job: JobSettings, ctx: AdditionalContext, opts: RunOp
     device_name = ""
     if result_file is not None:
         try:
-            result = json.loads(result_file.read_text(encoding="utf-8"))
+            result: WorkloadResult = json.loads(result_file.read_text(encoding="utf-8"))
             if result.get("status") == "failed":
                 failures.append(f"{result_file.relative_to(ws)} says status failed")
             device = result.get("device") or {}
             device_name = str(device.get("arch") or device.get("name") or "") if device.get("type") != "cpu" else ""
         except (OSError, json.JSONDecodeError, AttributeError):
             failures.append(f"{result_file.relative_to(ws)} is unreadable")
-    status = "SUCCESS" if not failures else "FAILURE"
+    status: RunStatus = "SUCCESS" if not failures else "FAILURE"
     target = "CPU" if job.gpus_per_node is None else (ctx.gpu_vendor or "GPU")
-    manifest = {
+    manifest: RunJson = {
         "schema_version": SCHEMA_VERSION, "tool": "madengine-rocprof run", "model": card.name, "card": card.raw,
         "args": card.args, "status": status, "failures": failures, "warnings": warnings,
         "started_at": started_at, "duration_s": round(duration, 3), "runner": "slurm",

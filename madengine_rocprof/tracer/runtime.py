@@ -139,7 +139,7 @@ class _Tracer:
                 self.sync = torch.cuda.synchronize
                 backend.start()
                 self.prof = backend
-            except Exception as exc:
+            except Exception as exc:  # broad: CUPTI raises its own types; the tracer falls back, never breaks the app
                 self.sync = None
                 print(f"{TAG} warning: CUPTI backend failed to start ({exc!r}); using torch.profiler",
                       file=sys.stderr)
@@ -206,7 +206,7 @@ class _Tracer:
                         print(f"{TAG} warning: cannot wait for the GPU before stopping: {exc!r}", file=sys.stderr)
                 self.prof.stop()
                 self._write()
-            except Exception as exc:
+            except Exception as exc:  # broad: at exit the app's result must stand; the error is printed
                 print(f"{TAG} error: could not write the trace: {exc!r}{_disk_full_hint(self.out)}", file=sys.stderr)
             finally:
                 self.writer = None
@@ -288,7 +288,7 @@ class TorchBackend:
                 prof.start()
                 self.prof = prof
                 return
-            except Exception as exc:
+            except Exception as exc:  # broad: torch versions raise TypeError, ValueError or RuntimeError here
                 print(f"{TAG} warning: cannot filter GPU activities to {t.gpu_activities} ({exc!r});"
                       " recording all of them", file=sys.stderr)
         self.prof = profile(activities=activities, **extra)
@@ -327,7 +327,7 @@ class _TorchImportHook(importlib.abc.MetaPathFinder):
             original(module)
             try:
                 callback()
-            except Exception as exc:
+            except Exception as exc:  # broad: inside torch's import, a tracer error must not fail the app's import
                 print(f"{TAG} error: cannot start torch.profiler: {exc!r}", file=sys.stderr)
 
         # wrapping the loader's method is the hook itself: torch's module body runs, then the callback

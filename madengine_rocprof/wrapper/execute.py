@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from madengine_rocprof.atomic import write_json
 from madengine_rocprof.wrapper import nvidia, outputs
+from madengine_rocprof.wrapper.contracts import Manifest, WrapperOutcome
 from madengine_rocprof.wrapper.planner import EXIT_FILE_ENV, Plan
 
 SCHEMA_VERSION = 1
@@ -42,11 +43,11 @@ PROFILER_FAILURE = re.compile(
 @dataclass
 class Result:
     exit_code: int
-    manifest: dict
+    manifest: Manifest
     plan: Plan
 
     @property
-    def outcome(self) -> str:
+    def outcome(self) -> WrapperOutcome:
         return self.manifest["outcome"]
 
 
@@ -179,6 +180,7 @@ def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, n
     messages.extend(notes or [])
     files, dispatches = outputs.collect(out, before)
     tracer = outputs.tracer_summary(out, files)
+    outcome: WrapperOutcome
     if start_error:
         outcome = "profiler_failed"
         messages.append(start_error)
@@ -199,10 +201,11 @@ def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, n
     exit_code = code
     if outcome == "no_output" and plan.settings.get("fail_on_no_output"):
         exit_code = 3
-    manifest = {
+    found = plan.profiler.to_json()
+    manifest: Manifest = {
         "schema_version": SCHEMA_VERSION,
         "tool": "madengine-rocprof-wrapper",
-        "profiler": {k: plan.profiler.to_json()[k] for k in ("name", "path", "version", "why")},
+        "profiler": {"name": found["name"], "path": found["path"], "version": found["version"], "why": found["why"]},
         "profile": plan.profile,
         "argv": plan.argv,
         "app_argv": plan.app_argv,
@@ -223,7 +226,7 @@ def _finish(plan: Plan, out: str, before: dict, started, t0: float, code: int, n
     return Result(exit_code, manifest, plan)
 
 
-def _write_manifest(out: str, manifest: dict) -> None:
+def _write_manifest(out: str, manifest: Manifest) -> None:
     """The manifest is written whole or not at all; a full disk is a message, never a changed exit code."""
     try:
         write_json(os.path.join(out, outputs.MANIFEST), manifest)
@@ -236,7 +239,7 @@ def no_profiler_manifest(out: str, app_argv: list[str], message: str) -> Result:
     """The run never started because the asked-for profiler is missing: still leave a manifest saying so."""
     from madengine_rocprof.wrapper.detect import EXIT_NO_PROFILER, Profiler
 
-    manifest = {
+    manifest: Manifest = {
         "schema_version": SCHEMA_VERSION, "tool": "madengine-rocprof-wrapper",
         "profiler": {"name": None, "path": None, "version": None, "why": message}, "profile": None,
         "argv": [], "app_argv": app_argv, "env_added": {}, "output_dir": out,

@@ -4,7 +4,10 @@ from __future__ import annotations
 import csv
 import json
 import os
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from madengine_rocprof.wrapper.contracts import OutputFile, TracerSummary
 from madengine_rocprof.wrapper.file_kinds import kind_of
 
 MANIFEST = "manifest.json"
@@ -48,14 +51,14 @@ def dispatches_in(path: str, kind: str) -> int | None:
     return None
 
 
-def collect(out: str, before: dict[str, tuple]) -> tuple[list[dict], int | None]:
+def collect(out: str, before: dict[str, tuple]) -> tuple[list[OutputFile], int | None]:
     """Files created or changed since `before`, and the total dispatch count (traces first, else counters)."""
-    outputs = []
+    outputs: list[OutputFile] = []
     for rel, stat in sorted(snapshot(out).items()):
         if rel in (MANIFEST, FILTERED_LOG) or before.get(rel) == stat or os.path.basename(rel).startswith(".tmp_"):
             continue
         kind = kind_of(rel)
-        entry = {"path": rel, "size_bytes": stat[0], "kind": kind}
+        entry: OutputFile = {"path": rel, "size_bytes": stat[0], "kind": kind}
         if rel.endswith(".csv"):
             entry["rows"] = count_rows(os.path.join(out, rel))
         outputs.append(entry)
@@ -72,7 +75,7 @@ def collect(out: str, before: dict[str, tuple]) -> tuple[list[dict], int | None]
 TRACER_SUMMARY = "tracer_summary"  # kind of <pid>_tracer_summary.json, written by the embedded tracer
 
 
-def tracer_summary(out: str, files: list[dict]) -> dict | None:
+def tracer_summary(out: str, files: Sequence[Mapping[str, Any]]) -> TracerSummary | None:
     """The embedded tracer's per-process summaries in this run: backends used and dropped records (None: unknown,
     as with torch.profiler, which does not report them). None when the run has no summary."""
     per_process = []

@@ -16,7 +16,8 @@ from madengine_rocprof.cli import main as cli_main
 from madengine_rocprof.runner.lifecycle import RunOptions, run_models
 
 # A stand-in for scripts/rocprof_wrapper.sh with the wrapper's contract: runs the app after `--`, then writes
-# OUT/manifest.json (OUT from -d) with the outcome chosen by FAKE_OUTCOME and the app's exit code.
+# OUT/manifest.json (OUT from -d, every key of contracts.Manifest) with the outcome chosen by FAKE_OUTCOME and the
+# app's exit code.
 FAKE_WRAPPER = r"""
     out=""; while [ $# -gt 0 ]; do case "$1" in -d) out="$2"; shift 2;; --) shift; break;; *) shift;; esac; done
     mkdir -p "$out/host"
@@ -25,7 +26,11 @@ FAKE_WRAPPER = r"""
     outputs='[{"path": "host/1_kernel_trace.csv", "size_bytes": 10, "kind": "kernel_trace", "rows": 1}]'
     if [ "$outcome" = no_output ]; then outputs='[]'; else echo "Kernel_Name" > "$out/host/1_kernel_trace.csv"; fi
     [ "$outcome" = no_manifest ] && exit $code
-    printf '{"schema_version": 1, "outcome": "%s", "exit_code": %d, "outputs": %s}\n' "$outcome" $code "$outputs" \
+    printf '{"schema_version": 1, "tool": "madengine-rocprof-wrapper", "profiler": {"name": "rocprofv3", "path": null,
+    "version": null, "why": "fake"}, "profile": null, "argv": [], "app_argv": [], "env_added": {}, "output_dir": "%s",
+    "started_at": "2026-01-01T00:00:00+00:00", "duration_s": 0.1, "exit_code": %d, "app_exit_code": %d,
+    "outcome": "%s", "outputs": %s, "dispatch_count": null, "messages": []}\n' \
+        "$out" $code $code "$outcome" "$outputs" \
         > "$out/manifest.json"
     exit $code
 """
