@@ -73,12 +73,14 @@ def _escalate_new_runs(args: argparse.Namespace, out: Path, started: float, sele
     import sys
 
     from madengine_rocprof.cli.escalate import escalate
+    from madengine_rocprof.wrapper.contracts import RunJson
 
     code = 0
     for run_json in sorted(out.glob("*/run.json")):
         if run_json.stat().st_mtime < started:
             continue
-        if json.loads(run_json.read_text(encoding="utf-8")).get("status") != "SUCCESS":
+        info: RunJson = json.loads(run_json.read_text(encoding="utf-8"))  # written by this invocation's runner
+        if info["status"] != "SUCCESS":
             print(f"[escalate] {run_json.parent.name}: first pass failed, not escalated", file=sys.stderr)
             code = 1
             continue
