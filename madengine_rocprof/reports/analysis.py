@@ -16,6 +16,7 @@ from madengine_rocprof.reports import multinode
 from madengine_rocprof.reports.categories import CATEGORIES, classify
 from madengine_rocprof.reports.model import CounterStats, KernelStats, RunData
 from madengine_rocprof.reports.roles import roles_of
+from madengine_rocprof.wrapper.contracts import Report, ReportRun
 
 SCHEMA_VERSION = 1
 COUNTERS_PER_KERNEL = 8  # counter columns kept per top kernel
@@ -194,7 +195,7 @@ def timeline_rows(run: RunData) -> list[dict]:
     return rows
 
 
-def analyze_run(run: RunData) -> dict:
+def analyze_run(run: RunData) -> ReportRun:
     """Everything the report says about one run, computed once for every renderer.
 
     Args:
@@ -374,7 +375,7 @@ def _ratio(numerator, denominator):
     return numerator / denominator
 
 
-def compare(runs: list[dict], baseline: dict) -> list[dict]:
+def compare(runs: list[ReportRun], baseline: ReportRun) -> list[dict[str, Any]]:
     """One row per run; speedups are against the baseline (>1 means faster than the baseline)."""
     base_summary, base_work = baseline["summary"], baseline["workload"] or {}
     base_gpu = base_summary["gpu_time_ns"] if base_summary["has_kernel_data"] else None
@@ -419,7 +420,7 @@ def pick_baseline(runs: list[RunData], baseline: str | None) -> int:
     )
 
 
-def build_report(runs: list[RunData], baseline: str | None = None) -> dict:
+def build_report(runs: list[RunData], baseline: str | None = None) -> Report:
     index = pick_baseline(runs, baseline)
     analyzed = [analyze_run(run) for run in runs]
     return {

@@ -8,6 +8,7 @@ from html import escape
 from madengine_rocprof.reports import sections
 from madengine_rocprof.reports.formatting import FORMATS, shorten
 from madengine_rocprof.reports.svg import CATEGORY_COLORS, hbars, stacked_hbars
+from madengine_rocprof.wrapper.contracts import Report
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1100px;
@@ -80,7 +81,7 @@ def _block(block: sections.Block, name_width: int) -> str:
                          block.value_text, normalize=block.normalize)
 
 
-def render(report: dict, top: int = 15, name_width: int = 240) -> str:
+def render(report: Report, top: int = 15, name_width: int = 240) -> str:
     runs = report["runs"]
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",

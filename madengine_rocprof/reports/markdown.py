@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from madengine_rocprof.reports import sections
 from madengine_rocprof.reports.formatting import FORMATS, display_name, shorten
+from madengine_rocprof.wrapper.contracts import Report
 
 
 def _cell(text) -> str:
@@ -38,7 +39,7 @@ def _lines(block: sections.Lines) -> list[str]:
     return [f"- {line}" for line in block.lines] + [""]
 
 
-def render(report: dict, top: int = 10, name_width: int = 70) -> str:
+def render(report: Report, top: int = 10, name_width: int = 70) -> str:
     out = ["# Profiling report", ""]
     for section in sections.build(report, top):
         body: list[str] = []

@@ -19,6 +19,7 @@ from madengine_rocprof.reports.categories import categorize
 from madengine_rocprof.reports.formatting import DASH, ms, number, pct
 from madengine_rocprof.reports.model import RunData
 from madengine_rocprof.reports.sections import Column, Lines, Section, Table
+from madengine_rocprof.wrapper.contracts import ReportRun
 
 RANK_PREFIX = re.compile(r"^rank(\d+)_(\d+)$")
 STEP_MARK = "Optimizer.step#"
@@ -99,7 +100,7 @@ def straggler(ranks: list[dict]) -> dict | None:
                           "vs_median": (r[key] / median - 1) if median else None} for r in ranks]}
 
 
-def section(run: dict, top: int) -> Section | None:
+def section(run: ReportRun, top: int) -> Section | None:
     """Per node, per rank and straggler tables (a report section; the renderers format the typed columns)."""
     data = run.get("multi_node")
     if not data:

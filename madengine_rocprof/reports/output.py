@@ -6,6 +6,7 @@ from pathlib import Path
 
 from madengine_rocprof import atomic
 from madengine_rocprof.errors import UserError
+from madengine_rocprof.wrapper.contracts import Report
 
 
 @contextmanager
@@ -31,7 +32,7 @@ def write_text(path: Path, text: str) -> None:
         fh.write(text)
 
 
-def write_json(path: Path, data: dict) -> None:
+def write_json(path: Path, data: Report) -> None:
     """The report JSON (indent 1 keeps big reports small)."""
     path = Path(path)
     with _as_user_error(path):

@@ -6,12 +6,15 @@ Roles come from reports/categories.py (built-in rules plus the user's rules file
 
 from __future__ import annotations
 
+from typing import Any
+
 from madengine_rocprof.reports.categories import CATEGORIES
+from madengine_rocprof.wrapper.contracts import ReportRun
 
 
-def roles_of(kernel_rows: list[dict], gpu_time_ns: float | None) -> list[dict]:
+def roles_of(kernel_rows: list[dict[str, Any]], gpu_time_ns: float | None) -> list[dict[str, Any]]:
     """[{role, category, kernels, calls, total_ns, share}] in category order, then by time (largest first)."""
-    by_role: dict[str, dict] = {}
+    by_role: dict[str, dict[str, Any]] = {}
     for row in kernel_rows:
         entry = by_role.setdefault(
             row["role"],
@@ -32,7 +35,7 @@ def roles_of(kernel_rows: list[dict], gpu_time_ns: float | None) -> list[dict]:
     return sorted(by_role.values(), key=lambda e: (CATEGORIES.index(e["category"]), -(e["total_ns"] or 0), e["role"]))
 
 
-def role_table(runs: list[dict], baseline: str) -> tuple[list[str], list[list]]:
+def role_table(runs: list[ReportRun], baseline: str) -> tuple[list[str], list[list]]:
     """Rows (role, category, then per run its time in ns and its ratio run/baseline time) for every role any run has."""
     base = next((r for r in runs if r["label"] == baseline), runs[0])
     per_run = [{e["role"]: e for e in r["roles"]} for r in runs]

@@ -17,6 +17,7 @@ from typing import Literal
 from madengine_rocprof.reports.categories import CATEGORIES
 from madengine_rocprof.reports.formatting import DASH, count, display_name, gib, ms, number, pct, times
 from madengine_rocprof.reports.roles import role_table
+from madengine_rocprof.wrapper.contracts import Report, ReportRun
 
 # how a column's values are shown: formatting.FORMATS maps each to a function; `kernel` is a full kernel name
 # (Markdown shows a short display name, HTML the full name on hover), `label` a run label, `text` as given
@@ -74,11 +75,11 @@ class Section:
     anchor: str | None = None
 
 
-def _timed(runs: list[dict]) -> list[dict]:
+def _timed(runs: list[ReportRun]) -> list[ReportRun]:
     return [r for r in runs if r["summary"]["has_kernel_data"] and r["summary"]["gpu_time_ns"] is not None]
 
 
-def category_table(runs: list[dict]) -> Table:
+def category_table(runs: list[ReportRun]) -> Table:
     """Run x category kernel time (categories in their fixed order, those empty in every run left out)."""
     totals = [{c["category"]: c["total_ns"] for c in r["categories"]} for r in runs]
     present = [name for name in CATEGORIES if any(t.get(name) for t in totals)]
@@ -88,17 +89,17 @@ def category_table(runs: list[dict]) -> Table:
     )
 
 
-def _category_segments(run: dict) -> list[tuple[str, float]]:
+def _category_segments(run: ReportRun) -> list[tuple[str, float]]:
     by_name = {c["category"]: c["total_ns"] for c in run["categories"]}
     return [(c, (by_name.get(c) or 0) / 1e6) for c in CATEGORIES]
 
 
-def _compares(report: dict) -> bool:
+def _compares(report: Report) -> bool:
     """The cross-run sections are shown with several runs, or with one that has workload numbers."""
     return len(report["runs"]) > 1 or any(r["workload"] for r in report["runs"])
 
 
-def comparison(report: dict, top: int) -> Section | None:
+def comparison(report: Report, top: int) -> Section | None:
     if not _compares(report):
         return None
     rows = report["comparison"]
@@ -140,7 +141,7 @@ def comparison(report: dict, top: int) -> Section | None:
     return section
 
 
-def category_comparison(report: dict, top: int) -> Section | None:
+def category_comparison(report: Report, top: int) -> Section | None:
     timed = _timed(report["runs"])
     if not timed or not _compares(report):
         return None
@@ -158,7 +159,7 @@ def category_comparison(report: dict, top: int) -> Section | None:
     return section
 
 
-def role_comparison(report: dict, top: int) -> Section | None:
+def role_comparison(report: Report, top: int) -> Section | None:
     """Kernel time by role across runs: runs on different GPUs compare by what their kernels do (docs/reports.md)."""
     timed = _timed(report["runs"])
     if len(timed) < 2:
@@ -180,7 +181,7 @@ def role_comparison(report: dict, top: int) -> Section | None:
     )
 
 
-def throughput(report: dict, top: int) -> Section | None:
+def throughput(report: Report, top: int) -> Section | None:
     rows = [r for r in report["comparison"] if r["tokens_per_second"] is not None]
     if not rows:
         return None
@@ -205,7 +206,7 @@ def throughput(report: dict, top: int) -> Section | None:
     )
 
 
-def run_header(run: dict, top: int) -> Section:
+def run_header(run: ReportRun, top: int) -> Section:
     """The run's heading: where it came from, the workload's numbers, the kernel summary, notes."""
     summary = run["summary"]
     facts = [f"directory: `{run['path']}`"]
@@ -247,7 +248,7 @@ def run_header(run: dict, top: int) -> Section:
     return section
 
 
-def top_kernels(run: dict, top: int) -> Section | None:
+def top_kernels(run: ReportRun, top: int) -> Section | None:
     kernels = run["kernels"][:top]
     if not kernels:
         return None
@@ -309,7 +310,7 @@ def top_kernels(run: dict, top: int) -> Section | None:
     )
 
 
-def categories(run: dict, top: int) -> Section | None:
+def categories(run: ReportRun, top: int) -> Section | None:
     if not run["kernels"] or run["summary"]["gpu_time_ns"] is None:
         return None
     rows = sorted((c for c in run["categories"] if c["kernels"]), key=lambda c: (-(c["total_ns"] or 0), c["category"]))
@@ -333,7 +334,7 @@ def categories(run: dict, top: int) -> Section | None:
     )
 
 
-def timeline(run: dict, top: int) -> Section | None:
+def timeline(run: ReportRun, top: int) -> Section | None:
     """Busy time per process and device (issue: the sum of durations double-counts overlapping kernels)."""
     rows = run.get("timeline") or []
     if not rows:
@@ -391,7 +392,7 @@ def timeline(run: dict, top: int) -> Section | None:
 COUNTER_ROWS = 25  # counters listed per run in Markdown/HTML; the JSON report has all of them
 
 
-def counters(run: dict, top: int) -> Section | None:
+def counters(run: ReportRun, top: int) -> Section | None:
     rows = run["counters"]
     if not rows:
         return None
@@ -438,7 +439,7 @@ def counters(run: dict, top: int) -> Section | None:
     return section
 
 
-def memory_copies(run: dict, top: int) -> Section | None:
+def memory_copies(run: ReportRun, top: int) -> Section | None:
     if not run["memory_copies"]:
         return None
     return Section(
@@ -453,7 +454,7 @@ def memory_copies(run: dict, top: int) -> Section | None:
 
 
 # sections across runs (shown once, before the runs), then per run, in page order
-REPORT_SECTIONS: list[Callable[[dict, int], Section | None]] = [
+REPORT_SECTIONS: list[Callable[[Report, int], Section | None]] = [
     comparison,
     category_comparison,
     role_comparison,
@@ -461,14 +462,14 @@ REPORT_SECTIONS: list[Callable[[dict, int], Section | None]] = [
 ]
 
 
-def multi_node(run: dict, top: int) -> Section | None:
+def multi_node(run: ReportRun, top: int) -> Section | None:
     """Per node, per rank and stragglers: reports/multinode.py (imported here: it builds on the classes above)."""
     from madengine_rocprof.reports import multinode
 
     return multinode.section(run, top)
 
 
-RUN_SECTIONS: list[Callable[[dict, int], Section | None]] = [
+RUN_SECTIONS: list[Callable[[ReportRun, int], Section | None]] = [
     run_header,
     top_kernels,
     categories,
@@ -479,7 +480,7 @@ RUN_SECTIONS: list[Callable[[dict, int], Section | None]] = [
 ]
 
 
-def build(report: dict, top: int) -> list[Section]:
+def build(report: Report, top: int) -> list[Section]:
     sections = [s for make in REPORT_SECTIONS if (s := make(report, top)) is not None]
     for run in report["runs"]:
         sections += [s for make in RUN_SECTIONS if (s := make(run, top)) is not None]

@@ -200,10 +200,10 @@ class ReportRun(TypedDict):
     timeline: list[dict[str, Any]]
     kernels: list[dict[str, Any]]
     categories: list[dict[str, Any]]
-    roles: Any
+    roles: list[dict[str, Any]]
     counters: list[dict[str, Any]]
     derived_metrics: list[dict[str, Any]]
-    kernel_counters: Any
+    kernel_counters: dict[str, dict[str, float]]
     memory_copies: list[dict[str, Any]]
     workload: dict[str, Any] | None
     multi_node: dict[str, Any] | None

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from madengine_rocprof.reports import build_report, load_runs
+from madengine_rocprof.wrapper.contracts import ReportRun
 
 # rocprofv3 7.x and 6.2 kernel_trace.csv headers (docs/reference rocprofv3.md; real samples in tests/fixtures/rocprofv3)
 HEADER_7 = ["Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id", "Kernel_Name",
@@ -54,7 +55,7 @@ def place(src: Path, dest: Path) -> Path:
     return dest
 
 
-def report_one(run_dir: Path) -> dict:
+def report_one(run_dir: Path) -> ReportRun:
     return build_report(load_runs([run_dir]))["runs"][0]
 
 

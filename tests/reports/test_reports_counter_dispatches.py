@@ -7,6 +7,7 @@ import json
 import pytest
 
 from madengine_rocprof.cli import main
+from madengine_rocprof.wrapper.contracts import ReportRun
 
 from .reports_builders import dict_rows, place, random_dispatches, report_one, write_csv, write_trace
 
@@ -40,7 +41,7 @@ def counter_rows(dispatches, counters, first_id=1, ncu_durations=None, relative=
     return rows
 
 
-def kernel_calls_and_totals(run: dict) -> dict[str, tuple]:
+def kernel_calls_and_totals(run: ReportRun) -> dict[str, tuple]:
     return {k["name"]: (k["calls"], k["total_ns"]) for k in run["kernels"]}
 
 

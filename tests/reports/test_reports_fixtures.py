@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from madengine_rocprof.wrapper.contracts import ReportRun
+
 from .reports_builders import dict_rows, place, report_one
 
 
@@ -16,7 +18,7 @@ def expected_kernels(path: Path) -> dict[str, tuple[int, int, int, int]]:
     return {n: (len(d), sum(d), min(d), max(d)) for n, d in durations.items()}
 
 
-def assert_kernels_match(run: dict, expected: dict) -> None:
+def assert_kernels_match(run: ReportRun, expected: dict) -> None:
     got = {k["name"]: (k["calls"], k["total_ns"], k["min_ns"], k["max_ns"]) for k in run["kernels"]}
     assert got == expected
     assert run["summary"]["dispatches"] == sum(v[0] for v in expected.values())

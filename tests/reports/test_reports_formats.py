@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from madengine_rocprof.reports import build_report, load_runs
+from madengine_rocprof.wrapper.contracts import ReportRun
 
 from .reports_builders import (
     HEADER_62,
@@ -24,11 +25,11 @@ NAMES = ["Cijk_Alik_Bljk_SB_MT128x128x16", "void at::native::vectorized_elementw
          "_attn_fwd_kernel", "__amd_rocclr_copyBuffer", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"]
 
 
-def report_one(run_dir: Path) -> dict:
+def report_one(run_dir: Path) -> ReportRun:
     return build_report(load_runs([run_dir]))["runs"][0]
 
 
-def kernel_table(run: dict) -> dict:
+def kernel_table(run: ReportRun) -> dict:
     return {k["name"]: (k["calls"], k["total_ns"], k["min_ns"], k["max_ns"]) for k in run["kernels"]}
 
 

@@ -52,6 +52,7 @@ def two_node_run(tmp_path: Path) -> Path:
 def test_per_node_per_rank_and_straggler(two_node_run):
     report = build_report(load_runs([two_node_run]))
     section = report["runs"][0]["multi_node"]
+    assert section is not None
     assert [(n["host"], n["ranks"], n["dispatches"], n["gpu_time_ns"]) for n in section["nodes"]] == \
         [("nodeA", 1, 4, 4_000_000), ("nodeB", 1, 3, 5_000_000)]
     ranks = {r["label"]: r for r in section["ranks"]}
@@ -78,6 +79,7 @@ def test_without_step_annotations_the_straggler_is_judged_on_gpu_time(two_node_r
     for trace in two_node_run.rglob("*_perfetto_trace.json"):
         trace.unlink()
     section = build_report(load_runs([two_node_run]))["runs"][0]["multi_node"]
+    assert section is not None
     assert all(r["step_time_ms"] is None for r in section["ranks"])
     s = section["straggler"]
     assert (s["by"], s["slowest"], s["median"]) == ("GPU time (ms)", "rank 1", 4_500_000)
