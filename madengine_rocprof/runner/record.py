@@ -109,6 +109,21 @@ def profiler_outcomes(chain: Chain, ws: Path) -> tuple[list[ProfilerEntry], list
     return outcomes, failures
 
 
+def chain_summary(chain: Chain, first_outermost: bool) -> dict[str, Any]:
+    """run.json's `chain`: the tools, their order, the final command and what wraps it (local, docker and slurm)."""
+    return {
+        "tools": chain.tools,
+        "order": "first listed outermost" if first_outermost else "last listed outermost (madengine)",
+        "command": chain.command,
+        "env": chain.env,
+        "profilers": chain.profiler_tools,
+        "samplers": [s.tool for s in chain.samplers],
+        "pre_scripts": [r.model_dump() for r in chain.pre_scripts],
+        "post_scripts": [r.model_dump() for r in chain.post_scripts],
+        "notes": chain.notes,
+    }
+
+
 def write_results(record: RunRecord, ctx: AdditionalContext, opts: RunOptions) -> str:
     """Evaluate a run (steps, profiler manifests, workload_result.json) and write run.json and its perf.csv row.
     Returns SUCCESS or FAILURE; a file that cannot be written (full disk) is reported and makes it FAILURE."""
@@ -158,11 +173,7 @@ def write_results(record: RunRecord, ctx: AdditionalContext, opts: RunOptions) -
         "gpu_vendor": {"requested": ctx.gpu_vendor, "detected": record.detected, "used": vendor},
         "context": ctx.model_dump(mode="json", by_alias=True, exclude_none=True),
         "image": image,
-        "chain": {"tools": chain.tools, "order": "first listed outermost" if opts.first_outermost else
-                  "last listed outermost (madengine)", "command": chain.command, "env": chain.env,
-                  "profilers": chain.profiler_tools, "samplers": [s.tool for s in chain.samplers],
-                  "pre_scripts": [r.model_dump() for r in chain.pre_scripts],
-                  "post_scripts": [r.model_dump() for r in chain.post_scripts], "notes": chain.notes},
+        "chain": chain_summary(chain, opts.first_outermost),
         "timeout_s": item.timeout,
         "steps": [{"name": s.name, "exit_code": s.exit_code, "duration_s": round(s.duration_s, 3),
                    "timed_out": s.timed_out, "interrupted": s.interrupted, "outcome": s.describe(),

@@ -30,7 +30,7 @@ from madengine_rocprof.runner.lifecycle import (
     plan_runs,
     run_dir_name,
 )
-from madengine_rocprof.runner.record import git_commit, now, profiler_outcomes, say
+from madengine_rocprof.runner.record import chain_summary, git_commit, now, profiler_outcomes, say
 from madengine_rocprof.runner.results import append_perf_row, parse_performance
 from madengine_rocprof.runner.slurm_jobs import JobSettings, batch_script, job_settings, task_script
 from madengine_rocprof.wrapper.contracts import RunJson, RunStatus, WorkloadResult
@@ -285,11 +285,7 @@ def _finish(item: Planned, job: JobSettings, ctx: AdditionalContext, opts: RunOp
         "args": card.args, "status": status, "failures": failures, "warnings": warnings,
         "started_at": started_at, "duration_s": round(duration, 3), "runner": "slurm",
         "context": ctx.model_dump(mode="json", by_alias=True, exclude_none=True),
-        "chain": {"tools": chain.tools, "order": "first listed outermost" if opts.first_outermost else
-                  "last listed outermost (madengine)", "command": chain.command, "env": chain.env,
-                  "profilers": chain.profiler_tools, "samplers": [s.tool for s in chain.samplers],
-                  "pre_scripts": [r.model_dump() for r in chain.pre_scripts],
-                  "post_scripts": [r.model_dump() for r in chain.post_scripts], "notes": chain.notes},
+        "chain": chain_summary(chain, opts.first_outermost),
         "timeout_s": item.timeout,
         "slurm": {"job_id": job_id, "state": final.state, "exit_code": final.exit_code, "state_from": final.source,
                   "nodelist": final.nodes, "partition": job.partition, "nodes": job.nodes,

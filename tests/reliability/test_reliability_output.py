@@ -24,7 +24,7 @@ from madengine_rocprof.wrapper.execute import PROFILER_FAILURE, _Filter
 from ..runner.test_runner_lifecycle import FAKE_WRAPPER
 from .reliability_helpers import REPO
 
-SHARED = REPO.parent / "shared" / "fixtures" / "rocprofv3" / "docs-data"
+FIXTURES = REPO / "tests" / "fixtures" / "rocprofv3" / "docs-data"
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -120,7 +120,7 @@ def test_a_signal_during_tracer_start_up_is_not_a_profiler_failure(tmp_path):
 def test_report_shows_control_bytes_as_escapes(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()
-    with open(SHARED / "kernel_trace.csv", newline="") as fh:
+    with open(FIXTURES / "kernel_trace.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     for row in rows:
         row["Kernel_Name"] = "evil\x1b]0;owned\x07\x1b[2J\rkernel"
