@@ -12,6 +12,8 @@ from madengine_rocprof import resources
 from madengine_rocprof.cli import main
 from madengine_rocprof.registry import get_tool
 
+from .package_helpers import mad_repo
+
 
 def run(capsys, *argv):
     code = main(list(argv))
@@ -72,30 +74,8 @@ def counter_defs(rocprof_fixtures):
     return rocprof_fixtures / "counter_defs.yaml"
 
 
-def _mad_repo(root):
-    (root / "scripts" / "m").mkdir(parents=True)
-    (root / "scripts" / "m" / "run.sh").write_text('echo "performance: 42 samples_per_second"\n')
-    (root / "models.json").write_text(
-        json.dumps(
-            [
-                {
-                    "name": "m1",
-                    "dockerfile": "docker/m",
-                    "scripts": "scripts/m/run.sh",
-                    "n_gpus": "1",
-                    "owner": "t",
-                    "training_precision": "fp32",
-                    "tags": ["t"],
-                    "args": "",
-                }
-            ]
-        )
-    )
-    return root
-
-
 def test_run_uses_the_current_directory_or_repo(tmp_path, capsys, monkeypatch):
-    repo = _mad_repo(tmp_path / "mad")
+    repo = mad_repo(tmp_path / "mad", performance=42)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
@@ -184,7 +164,7 @@ def test_multi_gpu_config_sets_the_rank_count_madengine_reads(repo):
 
 
 def test_rank_counts_that_disagree_are_refused(tmp_path, capsys):
-    repo = _mad_repo(tmp_path / "mad")
+    repo = mad_repo(tmp_path / "mad", performance=42)
     ctx = json.dumps({"gpus_per_node": 2, "distributed": {"launcher": "torchrun", "nproc_per_node": 4}})
     code, _, err = run(
         capsys,

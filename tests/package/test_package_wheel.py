@@ -14,6 +14,8 @@ import pytest
 
 from madengine_rocprof import resources
 
+from .package_helpers import mad_repo
+
 pytestmark = pytest.mark.slow
 FAKES = Path(__file__).resolve().parents[1] / "wrapper" / "fakes"
 
@@ -111,24 +113,7 @@ def test_installed_commands_work_from_an_empty_directory(installed, tmp_path):
     assert "kernel" in report.lower()
 
     repo = tmp_path / "mad"  # any MAD-style repository, by --repo or as the current directory
-    (repo / "scripts" / "m").mkdir(parents=True)
-    (repo / "scripts" / "m" / "run.sh").write_text('echo "performance: 7 samples_per_second"\n')
-    (repo / "models.json").write_text(
-        json.dumps(
-            [
-                {
-                    "name": "m1",
-                    "dockerfile": "docker/m",
-                    "scripts": "scripts/m/run.sh",
-                    "n_gpus": "1",
-                    "owner": "t",
-                    "training_precision": "fp32",
-                    "tags": ["t"],
-                    "args": "",
-                }
-            ]
-        )
-    )
+    mad_repo(repo, performance=7)
     mr(
         "run",
         "--repo",
