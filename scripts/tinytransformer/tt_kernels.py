@@ -215,7 +215,10 @@ def tt_swiglu_fwd(gu_ptr, out_ptr, n_elem, F, BLOCK: tl.constexpr, ACC: tl.const
 
 
 @triton.jit
-def tt_swiglu_bwd(gu_ptr, dout_ptr, dgu_ptr, n_elem, F, BLOCK: tl.constexpr, ACC: tl.constexpr):
+def tt_swiglu_bwd(gu_ptr, dout_ptr, dgu_ptr, act_ptr, n_elem, F, STORE_ACT: tl.constexpr, BLOCK: tl.constexpr,
+                  ACC: tl.constexpr):
+    """d(gate_up) from d(out); with STORE_ACT also writes out = silu(gate) * up again (the recompute the fused
+    down projection needs for its weight gradient, from the same loads)."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n_elem
     row = offs // F
@@ -228,6 +231,8 @@ def tt_swiglu_bwd(gu_ptr, dout_ptr, dgu_ptr, n_elem, F, BLOCK: tl.constexpr, ACC
     du = do * g * s
     tl.store(dgu_ptr + row * 2 * F + col, dg.to(dgu_ptr.dtype.element_ty), mask=mask)
     tl.store(dgu_ptr + row * 2 * F + F + col, du.to(dgu_ptr.dtype.element_ty), mask=mask)
+    if STORE_ACT:
+        tl.store(act_ptr + offs, (g * s * u).to(act_ptr.dtype.element_ty), mask=mask)
 
 
 def _swiglu_fwd(gu):
@@ -239,13 +244,14 @@ def _swiglu_fwd(gu):
     return out
 
 
-def _swiglu_bwd(gu, dout):
+def _swiglu_bwd(gu, dout, act=None):
+    """d(gate_up); writes silu(gate) * up into `act` too when given."""
     F = gu.shape[-1] // 2
     dgu = torch.empty_like(gu)
     n = dout.numel()
     block = 16384 if INTERPRET else 1024
-    _launch(tt_swiglu_bwd, (triton.cdiv(n, block),), gu, dout.contiguous(), dgu, n, F, BLOCK=block,
-            ACC=_acc_type(gu))
+    _launch(tt_swiglu_bwd, (triton.cdiv(n, block),), gu, dout.contiguous(), dgu, dgu if act is None else act, n, F,
+            STORE_ACT=act is not None, BLOCK=block, ACC=_acc_type(gu))
     return dgu
 
 
@@ -585,8 +591,8 @@ def rope_attention(qkv, cos, sin, n_heads):
 
 # ------------------------------------------------------------------------------------------ SwiGLU + down projection
 class TritonSwiGLUDown(torch.autograd.Function):
-    """out = swiglu(gate_up) @ w_down.T without keeping swiglu's output alive: the backward recomputes it (one
-    elementwise kernel) instead of saving a (tokens x ffn_dim) activation per layer."""
+    """out = swiglu(gate_up) @ w_down.T without keeping swiglu's output alive: the backward's SwiGLU kernel recomputes
+    it from the loads it makes anyway, instead of saving a (tokens x ffn_dim) activation per layer."""
 
     @staticmethod
     def forward(ctx, gate_up, w_down):
@@ -600,10 +606,10 @@ class TritonSwiGLUDown(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout):
         gu, w = ctx.saved_tensors
-        act = _swiglu_fwd(gu)  # recomputed, not saved
         dout2 = dout.reshape(-1, dout.shape[-1])
+        act = torch.empty(gu.shape[:-1] + (gu.shape[-1] // 2,), dtype=gu.dtype, device=gu.device)
+        dgu = _swiglu_bwd(gu, (dout2 @ w).view(act.shape), act)  # act: recomputed here, not saved
         dw = (dout2.t() @ act.reshape(-1, act.shape[-1])).to(ctx.w_dtype)
-        dgu = _swiglu_bwd(gu, (dout2 @ w).view(act.shape))
         return dgu, dw
 
 
@@ -672,33 +678,57 @@ def cross_entropy(logits, targets):
 
 # ------------------------------------------------------------------------------------------------------- AdamW
 @triton.jit
-def tt_adamw(master_ptr, grad_ptr, m_ptr, v_ptr, param_ptr, step_ptr, n, lr, beta1, beta2, log2_beta1, log2_beta2,
-             eps, weight_decay, BLOCK: tl.constexpr):
-    """One AdamW step (torch.optim.AdamW's formulas) over flat buffers: fp32 master weights and moments, low-precision
-    gradients in, the new low-precision parameters out. step_ptr holds the step number (already incremented)."""
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
+def tt_adamw(master_ptr, grad_addr_ptr, chunk_ptr, m_ptr, v_ptr, param_ptr, step_ptr, lr, beta1, beta2, log2_beta1,
+             log2_beta2, eps, weight_decay, GRAD_TY: tl.constexpr, GRAD_BYTES: tl.constexpr, ALIGN: tl.constexpr,
+             BLOCK: tl.constexpr):
+    """One AdamW step (torch.optim.AdamW's formulas) for every parameter: fp32 master weights and moments in flat
+    buffers, the low-precision gradients read where autograd left them (no gather copy), the new low-precision
+    parameters written into the flat buffer the model's parameters view. Program i updates chunk i; a chunk table row
+    is (gradient index, first element within that gradient, its flat offset, element count <= BLOCK); grad_addr_ptr
+    holds each gradient's address. ALIGN divides every offset and address (in elements): it lets loads vectorise.
+    step_ptr holds the step number (already incremented)."""
+    row = chunk_ptr + tl.program_id(0) * 4
+    start = tl.multiple_of(tl.load(row + 1), ALIGN)
+    flat0 = tl.multiple_of(tl.load(row + 2), ALIGN)
+    count = tl.load(row + 3)
+    gaddr = tl.multiple_of(tl.load(grad_addr_ptr + tl.load(row)) + start * GRAD_BYTES, ALIGN * GRAD_BYTES)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < count
+    flat = flat0 + offs
     t = tl.load(step_ptr)
-    p = tl.load(master_ptr + offs, mask=mask, other=0.0)
-    g = tl.load(grad_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    m = tl.load(m_ptr + offs, mask=mask, other=0.0)
-    v = tl.load(v_ptr + offs, mask=mask, other=0.0)
+    g = tl.load(gaddr.to(tl.pointer_type(GRAD_TY)) + offs, mask=mask, other=0.0).to(tl.float32)
+    p = tl.load(master_ptr + flat, mask=mask, other=0.0)
+    m = tl.load(m_ptr + flat, mask=mask, other=0.0)
+    v = tl.load(v_ptr + flat, mask=mask, other=0.0)
     p = p * (1.0 - lr * weight_decay)
     m = beta1 * m + (1.0 - beta1) * g
     v = beta2 * v + (1.0 - beta2) * g * g
     bias1 = 1.0 - tl.exp2(t * log2_beta1)
     bias2 = 1.0 - tl.exp2(t * log2_beta2)
     p = p - (lr / bias1) * m / (tl.sqrt(v) / tl.sqrt(bias2) + eps)
-    tl.store(master_ptr + offs, p, mask=mask)
-    tl.store(m_ptr + offs, m, mask=mask)
-    tl.store(v_ptr + offs, v, mask=mask)
-    tl.store(param_ptr + offs, p.to(param_ptr.dtype.element_ty), mask=mask)
+    tl.store(master_ptr + flat, p, mask=mask)
+    tl.store(m_ptr + flat, m, mask=mask)
+    tl.store(v_ptr + flat, v, mask=mask)
+    tl.store(param_ptr + flat, p.to(param_ptr.dtype.element_ty), mask=mask)
 
 
-def adamw_step(master, grad, m, v, param, step, lr, beta1, beta2, eps, weight_decay):
-    """All parameters in one launch: flat fp32 master/m/v, flat gradient and parameter buffers, step a 1-element
+ADAMW_BLOCK = 2048
+
+
+def adamw_chunk_block() -> int:
+    """Elements per AdamW program (large under the interpreter, whose cost is per program)."""
+    return 65536 if INTERPRET else ADAMW_BLOCK
+
+
+def adamw_step(master, grad_addrs, chunks, align, grad_dtype, m, v, param, step, lr, beta1, beta2, eps,
+               weight_decay):
+    """All parameters in one launch: flat fp32 master/m/v and low-precision parameter buffers; grad_addrs (int64,
+    one address per gradient) and chunks (int64 (n_chunks, 4) table, see tt_adamw) on the device; step a 1-element
     fp32 device tensor (graph-capturable: nothing is read back to the host)."""
-    n = master.numel()
-    block = 65536 if INTERPRET else 2048
-    _launch(tt_adamw, (triton.cdiv(n, block),), master, grad, m, v, param, step, n, lr, beta1, beta2,
-            math.log2(beta1), math.log2(beta2), eps, weight_decay, BLOCK=block, num_warps=8 if not INTERPRET else 1)
+    _launch(tt_adamw, (chunks.shape[0],), master, grad_addrs, chunks, m, v, param, step, lr, beta1, beta2,
+            math.log2(beta1), math.log2(beta2), eps, weight_decay, GRAD_TY=_TL_DTYPES[grad_dtype],
+            GRAD_BYTES=grad_dtype.itemsize, ALIGN=align,
+            BLOCK=adamw_chunk_block(), num_warps=8 if not INTERPRET else 1)
+
+
+_TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}

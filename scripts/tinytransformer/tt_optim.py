@@ -2,10 +2,12 @@
 
 use_low_precision_params() turns a model's parameters into bf16 views of ONE flat buffer, so autocast has no weight to
 cast in the forward and no gradient to cast back in the backward. MasterAdamW keeps the fp32 master weights and the
-AdamW moments in flat fp32 buffers; its step gathers the bf16 gradients into one flat buffer and updates every
-parameter, writing the new bf16 weights, in one Triton kernel (tt_kernels.adamw_step)."""
+AdamW moments in flat fp32 buffers; its step updates every parameter, reading the bf16 gradients where autograd left
+them (a table of their addresses, no gather copy) and writing the new bf16 weights, in one Triton kernel
+(tt_kernels.adamw_step)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -50,8 +52,45 @@ class MasterAdamW(torch.optim.Optimizer):
         self.weights = weights
         self.exp_avg = torch.zeros_like(weights.master)
         self.exp_avg_sq = torch.zeros_like(weights.master)
-        self.flat_grad = torch.empty_like(weights.low)
         self.step_count = torch.zeros(1, dtype=torch.float32, device=weights.master.device)
+        self.chunks, self.align = self._chunk_table(weights, tt_kernels.adamw_chunk_block())
+        self.grad_addrs = torch.zeros(len(weights.params), dtype=torch.int64, device=weights.master.device)
+        self._addrs: tuple[int, ...] | None = None  # what grad_addrs holds, when known
+        self._captured_tables: list[torch.Tensor] = []  # host tables CUDA graphs copy from at every replay
+
+    @staticmethod
+    def _chunk_table(weights: MasterWeights, block: int) -> tuple[torch.Tensor, int]:
+        """(n_chunks, 4) int64 device table (parameter index, first element, flat offset, count) and the largest
+        power of two <= 8 that divides every flat offset (the kernel's alignment hint)."""
+        rows, offset, align = [], 0, 8
+        for i, p in enumerate(weights.params):
+            n = p.numel()
+            rows += [(i, j, offset + j, min(block, n - j)) for j in range(0, n, block)]
+            align = math.gcd(align, offset)
+            offset += n
+        return torch.tensor(rows, dtype=torch.int64).to(weights.master.device), align
+
+    def _point_at(self, grads: list[torch.Tensor]) -> int:
+        """Load the gradients' addresses into grad_addrs (only when they changed, or while a CUDA graph is captured:
+        the graph then copies them at every replay); returns the alignment hint valid for these addresses."""
+        align = self.align
+        for g in grads:
+            if not g.is_contiguous() or g.dtype != grads[0].dtype:
+                raise RuntimeError("MasterAdamW: gradients must be contiguous and of one dtype, got "
+                                   f"{g.dtype} with strides {g.stride()}")
+            align = math.gcd(align, g.data_ptr() // g.element_size())
+        addrs = tuple(g.data_ptr() for g in grads)
+        capturing = self.grad_addrs.is_cuda and torch.cuda.is_current_stream_capturing()
+        if addrs != self._addrs or capturing:
+            host = torch.tensor(addrs, dtype=torch.int64)
+            if self.grad_addrs.is_cuda:
+                host = host.pin_memory()
+            if capturing:
+                self._captured_tables.append(host)  # the captured copy reads this buffer at every replay
+            self.grad_addrs.copy_(host, non_blocking=True)
+            # after a capture, replays overwrite grad_addrs: eager steps must copy every time
+            self._addrs = None if capturing or self._captured_tables else addrs
+        return align
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -60,9 +99,11 @@ class MasterAdamW(torch.optim.Optimizer):
         if missing:
             raise RuntimeError(f"MasterAdamW: {len(missing)} parameter(s) have no gradient (first: index {missing[0]})"
                                "; every parameter must train")
-        torch.cat([g.reshape(-1) for g in grads if g is not None], out=self.flat_grad)  # one gather kernel
+        present = [g for g in grads if g is not None]
+        align = self._point_at(present)
         self.step_count += 1
         group = self.param_groups[0]
         beta1, beta2 = group["betas"]
-        self.kernels.adamw_step(self.weights.master, self.flat_grad, self.exp_avg, self.exp_avg_sq, self.weights.low,
-                                self.step_count, group["lr"], beta1, beta2, group["eps"], group["weight_decay"])
+        self.kernels.adamw_step(self.weights.master, self.grad_addrs, self.chunks, align, present[0].dtype,
+                                self.exp_avg, self.exp_avg_sq, self.weights.low, self.step_count, group["lr"], beta1,
+                                beta2, group["eps"], group["weight_decay"])

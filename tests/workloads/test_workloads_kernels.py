@@ -202,10 +202,15 @@ def test_kernels_record_profiler_ranges_under_interpreter():
     assert "triton::tt_rmsnorm_fwd" in {e.name for e in prof.events()}
 
 
-def test_master_adamw_matches_torch_adamw_and_writes_bf16_params():
+@pytest.mark.parametrize("block", [None, 64])
+def test_master_adamw_matches_torch_adamw_and_writes_bf16_params(block, monkeypatch):
     """One Triton kernel for every parameter: fp32 master weights follow torch.optim.AdamW given the same (bf16)
-    gradients; the model's parameters are bf16 views of one buffer holding the rounded master weights."""
+    gradients, read in place through the address table (new gradient tensors and gradients overwritten in place
+    alike); the model's parameters are bf16 views of one buffer holding the rounded master weights. block=64 splits
+    every parameter into several chunks, the last one partial (1200 = 18 * 64 + 48)."""
     import tt_optim
+    if block is not None:
+        monkeypatch.setattr(tt_kernels, "adamw_chunk_block", lambda: block)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(40, 30, bias=False), torch.nn.Linear(30, 7)).to(DEV)
     ref = [p.detach().clone().requires_grad_() for p in model.parameters()]
@@ -214,17 +219,26 @@ def test_master_adamw_matches_torch_adamw_and_writes_bf16_params():
     assert all(p.dtype == torch.bfloat16 and p.data_ptr() >= weights.low.data_ptr() for p in params)
     opt = tt_optim.MasterAdamW(weights, lr=1e-2, weight_decay=0.1)
     ref_opt = torch.optim.AdamW(ref, lr=1e-2, weight_decay=0.1)
-    for _ in range(4):
+    for i in range(4):
         for p, r in zip(params, ref, strict=True):
             g = torch.randn(r.shape, device=DEV).to(torch.bfloat16)
-            p.grad, r.grad = g, g.float()
+            if i % 2 and p.grad is not None:
+                p.grad.copy_(g)  # same addresses as the step before: the table is not reloaded
+            else:
+                p.grad = g
+            r.grad = g.float()
+        grads_before = [p.grad.clone() for p in params]
         opt.step()
         ref_opt.step()
-    want = torch.cat([r.detach().reshape(-1) for r in ref])
-    torch.testing.assert_close(weights.master, want, rtol=1e-5, atol=1e-6)
+        assert all(torch.equal(p.grad, g) for p, g in zip(params, grads_before, strict=True))
+        want = torch.cat([r.detach().reshape(-1) for r in ref])
+        torch.testing.assert_close(weights.master, want, rtol=1e-5, atol=1e-6)
     # the kernel wrote the master weights in bf16: within one bf16 step (the interpreter truncates, GPUs round)
     step = weights.master.abs() * 2.0 ** -7
     assert bool(((weights.low.float() - weights.master).abs() <= step).all())
+    params[0].grad = params[0].grad.t().contiguous().t()  # same values, transposed layout
+    with pytest.raises(RuntimeError, match="contiguous"):
+        opt.step()
     for p in params:
         p.grad = None
     with pytest.raises(RuntimeError, match="no gradient"):
