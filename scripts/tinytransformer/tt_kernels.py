@@ -331,6 +331,36 @@ def rope(x, cos, sin):
 
 
 # ---------------------------------------------------------------------------------------------- flash attention
+# Causal loops run in two stages: key blocks wholly before the query block's first row need no causal mask and no
+# bounds check (that row is < S); only the blocks at the diagonal are masked.
+@triton.jit
+def _attn_fwd_stage(acc, l_i, m_i, q, k_base, v_base, sks, svs, offs_m, offs_d, dmask, lo, hi, S, qk_scale,
+                    MASKED: tl.constexpr, BLOCK_N: tl.constexpr, ACC: tl.constexpr):
+    offs_n = tl.arange(0, BLOCK_N)
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        if MASKED:
+            kt = tl.load(k_base + cols[None, :] * sks + offs_d[:, None], mask=dmask[:, None] & (cols[None, :] < S),
+                         other=0.0)
+        else:
+            kt = tl.load(k_base + cols[None, :] * sks + offs_d[:, None], mask=dmask[:, None], other=0.0)
+        qk = tl.dot(q, kt).to(ACC) * qk_scale  # log2-domain scores
+        if MASKED:
+            qk = tl.where((offs_m[:, None] >= cols[None, :]) & (cols[None, :] < S), qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.exp2(qk - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        if MASKED:
+            v = tl.load(v_base + cols[:, None] * svs + offs_d[None, :], mask=(cols[:, None] < S) & dmask[None, :],
+                        other=0.0)
+        else:
+            v = tl.load(v_base + cols[:, None] * svs + offs_d[None, :], mask=dmask[None, :], other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v).to(ACC)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
 @triton.jit
 def tt_attn_fwd(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
                 sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sob, sos, soh,
@@ -343,7 +373,6 @@ def tt_attn_fwd(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
     h = bh % H
     hk = h // GROUP
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     dmask = offs_d < D
     q = tl.load(q_ptr + b * sqb + h * sqh + offs_m[:, None] * sqs + offs_d[None, :],
@@ -354,26 +383,40 @@ def tt_attn_fwd(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
     l_i = tl.zeros([BLOCK_M], dtype=ACC)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=ACC)
     # Causal block skipping: key blocks past the last query row of this block are never visited.
-    hi = tl.minimum((start_m + 1) * BLOCK_M, S)
-    for start_n in range(0, hi, BLOCK_N):
-        cols = start_n + offs_n
-        kt = tl.load(k_base + cols[None, :] * sks + offs_d[:, None], mask=(cols[None, :] < S) & dmask[:, None],
-                     other=0.0)
-        qk = tl.dot(q, kt).to(ACC) * qk_scale  # log2-domain scores
-        keep = (offs_m[:, None] >= cols[None, :]) & (cols[None, :] < S)
-        qk = tl.where(keep, qk, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
-        p = tl.exp2(qk - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_base + cols[:, None] * svs + offs_d[None, :], mask=(cols[:, None] < S) & dmask[None, :],
-                    other=0.0)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v).to(ACC)
-        m_i = m_new
+    diag = (start_m * BLOCK_M // BLOCK_N) * BLOCK_N  # key blocks before it lie wholly before row start_m * BLOCK_M
+    acc, l_i, m_i = _attn_fwd_stage(acc, l_i, m_i, q, k_base, v_base, sks, svs, offs_m, offs_d, dmask, 0, diag, S,
+                                    qk_scale, False, BLOCK_N, ACC)
+    acc, l_i, m_i = _attn_fwd_stage(acc, l_i, m_i, q, k_base, v_base, sks, svs, offs_m, offs_d, dmask, diag,
+                                    tl.minimum((start_m + 1) * BLOCK_M, S), S, qk_scale, True, BLOCK_N, ACC)
     acc = acc / l_i[:, None]
     tl.store(o_ptr + b * sob + h * soh + offs_m[:, None] * sos + offs_d[None, :], acc.to(o_ptr.dtype.element_ty),
              mask=(offs_m[:, None] < S) & dmask[None, :])
     tl.store(lse_ptr + bh * S + offs_m, m_i + tl.log2(l_i), mask=offs_m < S)
+
+
+@triton.jit
+def _attn_dkdv_stage(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqs, sdos, offs_n, offs_d, dmask, lo, hi,
+                     S, qk_scale, MASKED: tl.constexpr, BLOCK_M: tl.constexpr, ACC: tl.constexpr):
+    """Query blocks [lo, hi) of one query head against one key block. Rows past S load as zeros (q, dO, lse, delta),
+    which makes their terms zero, so only the causal stage needs a mask."""
+    for start_m in range(lo, hi, BLOCK_M):
+        offs_m = start_m + tl.arange(0, BLOCK_M)
+        mmask = offs_m < S
+        qt = tl.load(q_base + offs_m[None, :] * sqs + offs_d[:, None], mask=mmask[None, :] & dmask[:, None],
+                     other=0.0)
+        dot_ = tl.load(do_base + offs_m[None, :] * sdos + offs_d[:, None], mask=mmask[None, :] & dmask[:, None],
+                       other=0.0)
+        lse = tl.load(lse_base + offs_m, mask=mmask, other=0.0)
+        delta = tl.load(delta_base + offs_m, mask=mmask, other=0.0)
+        qkt = tl.dot(k, qt).to(ACC) * qk_scale
+        pt = tl.exp2(qkt - lse[None, :])
+        if MASKED:
+            pt = tl.where((offs_m[None, :] >= offs_n[:, None]) & mmask[None, :], pt, 0.0)
+        dv += tl.dot(pt.to(dot_.dtype), tl.trans(dot_)).to(ACC)
+        dpt = tl.dot(v, dot_).to(ACC)
+        dst = pt * (dpt - delta[None, :])
+        dk += tl.dot(dst.to(qt.dtype), tl.trans(qt)).to(ACC)
+    return dk, dv
 
 
 @triton.jit
@@ -397,28 +440,44 @@ def tt_attn_bwd_dkdv(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=ACC)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=ACC)
     lo = (start_n * BLOCK_N // BLOCK_M) * BLOCK_M
+    mid = tl.minimum(tl.cdiv((start_n + 1) * BLOCK_N, BLOCK_M) * BLOCK_M, S)  # first row past every key here
     for g in range(GROUP):
         h = hk * GROUP + g
-        for start_m in range(lo, S, BLOCK_M):
-            offs_m = start_m + tl.arange(0, BLOCK_M)
-            mmask = offs_m < S
-            qt = tl.load(q_ptr + b * sqb + h * sqh + offs_m[None, :] * sqs + offs_d[:, None],
-                         mask=mmask[None, :] & dmask[:, None], other=0.0)
-            dot_ = tl.load(do_ptr + b * sdob + h * sdoh + offs_m[None, :] * sdos + offs_d[:, None],
-                           mask=mmask[None, :] & dmask[:, None], other=0.0)
-            lse = tl.load(lse_ptr + (b * H + h) * S + offs_m, mask=mmask, other=0.0)
-            delta = tl.load(delta_ptr + (b * H + h) * S + offs_m, mask=mmask, other=0.0)
-            qkt = tl.dot(k, qt).to(ACC) * qk_scale
-            keep = (offs_m[None, :] >= offs_n[:, None]) & mmask[None, :]
-            pt = tl.where(keep, tl.exp2(qkt - lse[None, :]), 0.0)
-            dv += tl.dot(pt.to(dot_.dtype), tl.trans(dot_)).to(ACC)
-            dpt = tl.dot(v, dot_).to(ACC)
-            dst = pt * (dpt - delta[None, :])
-            dk += tl.dot(dst.to(qt.dtype), tl.trans(qt)).to(ACC)
+        q_base = q_ptr + b * sqb + h * sqh
+        do_base = do_ptr + b * sdob + h * sdoh
+        lse_base = lse_ptr + (b * H + h) * S
+        delta_base = delta_ptr + (b * H + h) * S
+        dk, dv = _attn_dkdv_stage(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqs, sdos, offs_n, offs_d,
+                                  dmask, lo, mid, S, qk_scale, True, BLOCK_M, ACC)
+        dk, dv = _attn_dkdv_stage(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqs, sdos, offs_n, offs_d,
+                                  dmask, mid, S, S, qk_scale, False, BLOCK_M, ACC)
     dk *= sm_scale
     out = b * sdkb + hk * sdkh + offs_n[:, None] * sdks + offs_d[None, :]
     tl.store(dk_ptr + out, dk.to(dk_ptr.dtype.element_ty), mask=nmask)
     tl.store(dv_ptr + out, dv.to(dv_ptr.dtype.element_ty), mask=nmask)
+
+
+@triton.jit
+def _attn_dq_stage(dq, q, do, lse, delta, k_base, v_base, sks, svs, offs_m, offs_d, dmask, lo, hi, S, qk_scale,
+                   MASKED: tl.constexpr, BLOCK_N: tl.constexpr, ACC: tl.constexpr):
+    offs_n = tl.arange(0, BLOCK_N)
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        if MASKED:
+            cmask = dmask[:, None] & (cols[None, :] < S)
+            kt = tl.load(k_base + cols[None, :] * sks + offs_d[:, None], mask=cmask, other=0.0)
+            vt = tl.load(v_base + cols[None, :] * svs + offs_d[:, None], mask=cmask, other=0.0)
+        else:
+            kt = tl.load(k_base + cols[None, :] * sks + offs_d[:, None], mask=dmask[:, None], other=0.0)
+            vt = tl.load(v_base + cols[None, :] * svs + offs_d[:, None], mask=dmask[:, None], other=0.0)
+        qk = tl.dot(q, kt).to(ACC) * qk_scale
+        p = tl.exp2(qk - lse[:, None])
+        if MASKED:
+            p = tl.where((offs_m[:, None] >= cols[None, :]) & (cols[None, :] < S) & (offs_m[:, None] < S), p, 0.0)
+        dp = tl.dot(do, vt).to(ACC)
+        ds = p * (dp - delta[:, None])
+        dq += tl.dot(ds.to(kt.dtype), tl.trans(kt)).to(ACC)
+    return dq
 
 
 @triton.jit
@@ -433,7 +492,6 @@ def tt_attn_bwd_dq(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
     h = bh % H
     hk = h // GROUP
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     dmask = offs_d < D
     mmask = offs_m < S
@@ -444,18 +502,13 @@ def tt_attn_bwd_dq(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
     lse = tl.load(lse_ptr + bh * S + offs_m, mask=mmask, other=0.0)
     delta = tl.load(delta_ptr + bh * S + offs_m, mask=mmask, other=0.0)
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=ACC)
-    hi = tl.minimum((start_m + 1) * BLOCK_M, S)
-    for start_n in range(0, hi, BLOCK_N):
-        cols = start_n + offs_n
-        cmask = (cols[None, :] < S) & dmask[:, None]
-        kt = tl.load(k_ptr + b * skb + hk * skh + cols[None, :] * sks + offs_d[:, None], mask=cmask, other=0.0)
-        vt = tl.load(v_ptr + b * svb + hk * svh + cols[None, :] * svs + offs_d[:, None], mask=cmask, other=0.0)
-        qk = tl.dot(q, kt).to(ACC) * qk_scale
-        keep = (offs_m[:, None] >= cols[None, :]) & (cols[None, :] < S) & mmask[:, None]
-        p = tl.where(keep, tl.exp2(qk - lse[:, None]), 0.0)
-        dp = tl.dot(do, vt).to(ACC)
-        ds = p * (dp - delta[:, None])
-        dq += tl.dot(ds.to(kt.dtype), tl.trans(kt)).to(ACC)
+    k_base = k_ptr + b * skb + hk * skh
+    v_base = v_ptr + b * svb + hk * svh
+    diag = (start_m * BLOCK_M // BLOCK_N) * BLOCK_N  # key blocks before it lie wholly before row start_m * BLOCK_M
+    dq = _attn_dq_stage(dq, q, do, lse, delta, k_base, v_base, sks, svs, offs_m, offs_d, dmask, 0, diag, S, qk_scale,
+                        False, BLOCK_N, ACC)
+    dq = _attn_dq_stage(dq, q, do, lse, delta, k_base, v_base, sks, svs, offs_m, offs_d, dmask, diag,
+                        tl.minimum((start_m + 1) * BLOCK_M, S), S, qk_scale, True, BLOCK_N, ACC)
     dq *= sm_scale
     tl.store(dq_ptr + b * sdqb + h * sdqh + offs_m[:, None] * sdqs + offs_d[None, :], dq.to(dq_ptr.dtype.element_ty),
              mask=mmask[:, None] & dmask[None, :])
