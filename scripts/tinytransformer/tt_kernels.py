@@ -99,6 +99,7 @@ def tt_rmsnorm_bwd(dy_ptr, dh_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dr_ptr, dw_ac
 
 # RMSNorm backward programs per multiprocessor (H200 probe_kernels.py: 16 about 1.5x faster than 2 at 16384 x 512)
 NORM_BWD_PROGRAMS_PER_SM = 16
+NORM_BWD_WARPS = 4
 
 
 def _norm_rows(block: int) -> int:
@@ -173,7 +174,7 @@ class TritonRMSNorm(torch.autograd.Function):
         dw = torch.empty(n_cols, dtype=weight.dtype, device=h2.device)
         _launch(tt_rmsnorm_bwd, (n_prog,), dy2, dh2, h2, weight, rstd, dx, dr, scratch, scratch[n_cols:].view(
             torch.int32), dw, n_rows, n_cols, tiles_per_prog, n_prog, HAS_DH=has_dh, HAS_DR=has_dr, ROWS=rows,
-                BLOCK=block, ACC=acc, num_warps=4)
+                BLOCK=block, ACC=acc, num_warps=NORM_BWD_WARPS)
         dx = dx.view(ctx.shape)
         if ctx.has_res:
             return dx, dw, (dr.view(ctx.shape) if has_dr else dx), None
@@ -521,11 +522,11 @@ INTERPRET_ATTN_BLOCK = 32  # attention tile under the interpreter (tests lower i
 def _attn_blocks(D):
     if INTERPRET:
         b = INTERPRET_ATTN_BLOCK
-        return dict(fwd=(b, b, 1, 1), bwd=(b, b, 1, 1))
+        return dict(fwd=(b, b, 1, 1), dkdv=(b, b, 1, 1), dq=(b, b, 1, 1))
     # (BLOCK_M, BLOCK_N, num_warps, num_stages); tuned for head_dim 64 on H100/H200-class GPUs.
     if D <= 64:
-        return dict(fwd=(128, 64, 4, 3), bwd=(64, 64, 4, 2))
-    return dict(fwd=(64, 64, 4, 2), bwd=(32, 64, 4, 2))
+        return dict(fwd=(128, 64, 4, 3), dkdv=(64, 64, 4, 2), dq=(64, 64, 4, 2))
+    return dict(fwd=(64, 64, 4, 2), dkdv=(32, 64, 4, 2), dq=(32, 64, 4, 2))
 
 
 @triton.jit
@@ -571,13 +572,15 @@ def _flash_bwd(q, k, v, o, lse, do, dq, dk, dv):
     _launch(tt_attn_bwd_delta, (triton.cdiv(B * S * H, rows),), o, do, delta, B * S * H, S, H, D=D, ROWS=rows,
             BLOCK_D=block_d, ACC=acc)
     sm_scale = 1.0 / math.sqrt(D)
-    bm, bn, warps, stages = _attn_blocks(D)["bwd"]
+    blocks = _attn_blocks(D)
     strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2))
     assert dk.stride() == dv.stride()
+    bm, bn, warps, stages = blocks["dkdv"]
     _launch(tt_attn_bwd_dkdv, (triton.cdiv(S, bn), B * HKV), q, k, v, do, lse, delta, dk, dv, *strides,
             dk.stride(0), dk.stride(1), dk.stride(2), S, H, HKV, H // HKV, sm_scale * _LOG2E, sm_scale,
             D=D, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=block_d, ACC=acc, num_warps=warps, num_stages=stages)
+    bm, bn, warps, stages = blocks["dq"]
     _launch(tt_attn_bwd_dq, (triton.cdiv(S, bm), B * H), q, k, v, do, lse, delta, dq, *strides,
             dq.stride(0), dq.stride(1), dq.stride(2), S, H, H // HKV, sm_scale * _LOG2E, sm_scale,
             D=D, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=block_d, ACC=acc, num_warps=warps, num_stages=stages)

@@ -56,7 +56,10 @@ class MasterAdamW(torch.optim.Optimizer):
         self.chunks, self.align = self._chunk_table(weights, tt_kernels.adamw_chunk_block())
         self.grad_addrs = torch.zeros(len(weights.params), dtype=torch.int64, device=weights.master.device)
         self._addrs: tuple[int, ...] | None = None  # what grad_addrs holds, when known
-        self._captured_tables: list[torch.Tensor] = []  # host tables CUDA graphs copy from at every replay
+        # Pinned host tables that captured CUDA graphs copy into grad_addrs at every replay (kept for good), and one
+        # spare for the next capture: it is allocated in an eager step, since a capture must not allocate pinned memory.
+        self._graph_tables: dict[tuple[int, ...], torch.Tensor] = {}
+        self._spare: torch.Tensor | None = None
 
     @staticmethod
     def _chunk_table(weights: MasterWeights, block: int) -> tuple[torch.Tensor, int]:
@@ -71,8 +74,9 @@ class MasterAdamW(torch.optim.Optimizer):
         return torch.tensor(rows, dtype=torch.int64).to(weights.master.device), align
 
     def _point_at(self, grads: list[torch.Tensor]) -> int:
-        """Load the gradients' addresses into grad_addrs (only when they changed, or while a CUDA graph is captured:
-        the graph then copies them at every replay); returns the alignment hint valid for these addresses."""
+        """Load the gradients' addresses into grad_addrs; returns the alignment hint valid for them. Eager steps copy
+        only when the addresses changed (and always once a graph exists: its replays overwrite grad_addrs); a CUDA
+        graph capture records a copy from a pinned table that stays as it is for the graph's life."""
         align = self.align
         for g in grads:
             if not g.is_contiguous() or g.dtype != grads[0].dtype:
@@ -80,16 +84,24 @@ class MasterAdamW(torch.optim.Optimizer):
                                    f"{g.dtype} with strides {g.stride()}")
             align = math.gcd(align, g.data_ptr() // g.element_size())
         addrs = tuple(g.data_ptr() for g in grads)
-        capturing = self.grad_addrs.is_cuda and torch.cuda.is_current_stream_capturing()
-        if addrs != self._addrs or capturing:
-            host = torch.tensor(addrs, dtype=torch.int64)
-            if self.grad_addrs.is_cuda:
-                host = host.pin_memory()
-            if capturing:
-                self._captured_tables.append(host)  # the captured copy reads this buffer at every replay
+        on_gpu = self.grad_addrs.is_cuda
+        if on_gpu and torch.cuda.is_current_stream_capturing():
+            host = self._graph_tables.get(addrs)
+            if host is None:
+                if self._spare is None:
+                    raise RuntimeError("MasterAdamW: run one eager step before capturing a CUDA graph (it allocates "
+                                       "the pinned address table the graph copies from)")
+                host, self._spare = self._spare, None
+                host.copy_(torch.tensor(addrs, dtype=torch.int64))
+                self._graph_tables[addrs] = host
             self.grad_addrs.copy_(host, non_blocking=True)
-            # after a capture, replays overwrite grad_addrs: eager steps must copy every time
-            self._addrs = None if capturing or self._captured_tables else addrs
+            return align
+        if on_gpu and self._spare is None:
+            self._spare = torch.empty(len(addrs), dtype=torch.int64, pin_memory=True)
+        if addrs != self._addrs or self._graph_tables:
+            host = torch.tensor(addrs, dtype=torch.int64)
+            self.grad_addrs.copy_(host.pin_memory() if on_gpu else host, non_blocking=True)
+            self._addrs = addrs
         return align
 
     @torch.no_grad()

@@ -133,9 +133,10 @@ def test_flash_attention_values_and_grads(S, H, HKV):
 
 @pytest.mark.parametrize("fwd,bwd", [((32, 16), (16, 32)), ((16, 32), (32, 16))])
 def test_flash_attention_with_unequal_tiles(fwd, bwd, monkeypatch):
-    """Query and key tiles of different sizes: the unmasked stage of each causal loop must stop at the last key block
-    wholly before the query block (S=45: three to four blocks, a partial last one)."""
-    monkeypatch.setattr(tt_kernels, "_attn_blocks", lambda D: dict(fwd=fwd + (1, 1), bwd=bwd + (1, 1)))
+    """Query and key tiles of different sizes (and the two backward kernels with different tiles): the unmasked stage
+    of each causal loop must stop at the last key block wholly before the query block (S=45: a partial last block)."""
+    monkeypatch.setattr(tt_kernels, "_attn_blocks",
+                        lambda D: dict(fwd=fwd + (1, 1), dkdv=bwd + (1, 1), dq=bwd[::-1] + (1, 1)))
     torch.manual_seed(11)
     q = torch.randn(1, 45, 2, 16, **f64, requires_grad=True)
     k = torch.randn(1, 45, 1, 16, **f64, requires_grad=True)
@@ -232,24 +233,25 @@ def test_master_adamw_matches_torch_adamw_and_writes_bf16_params(block, monkeypa
     assert all(p.dtype == torch.bfloat16 and p.data_ptr() >= weights.low.data_ptr() for p in params)
     opt = tt_optim.MasterAdamW(weights, lr=1e-2, weight_decay=0.1)
     ref_opt = torch.optim.AdamW(ref, lr=1e-2, weight_decay=0.1)
+    grads: list[torch.Tensor] = []
     for i in range(4):
-        for p, r in zip(params, ref, strict=True):
-            g = torch.randn(r.shape, device=DEV).to(torch.bfloat16)
-            if i % 2 and p.grad is not None:
-                p.grad.copy_(g)  # same addresses as the step before: the table is not reloaded
-            else:
-                p.grad = g
-            r.grad = g.float()
-        grads_before = [p.grad.clone() for p in params]
+        if i % 2:  # same tensors (same addresses) as the step before: the address table is not reloaded
+            for g in grads:
+                g.copy_(torch.randn(g.shape, device=DEV).to(torch.bfloat16))
+        else:
+            grads = [torch.randn(r.shape, device=DEV).to(torch.bfloat16) for r in ref]
+        for p, r, g in zip(params, ref, grads, strict=True):
+            p.grad, r.grad = g, g.float()
+        grads_before = [g.clone() for g in grads]
         opt.step()
         ref_opt.step()
-        assert all(torch.equal(p.grad, g) for p, g in zip(params, grads_before, strict=True))
+        assert all(torch.equal(g, g0) for g, g0 in zip(grads, grads_before, strict=True))
         want = torch.cat([r.detach().reshape(-1) for r in ref])
         torch.testing.assert_close(weights.master, want, rtol=1e-5, atol=1e-6)
     # the kernel wrote the master weights in bf16: within one bf16 step (the interpreter truncates, GPUs round)
     step = weights.master.abs() * 2.0 ** -7
     assert bool(((weights.low.float() - weights.master).abs() <= step).all())
-    params[0].grad = params[0].grad.t().contiguous().t()  # same values, transposed layout
+    params[0].grad = grads[0].t().contiguous().t()  # same values, transposed layout
     with pytest.raises(RuntimeError, match="contiguous"):
         opt.step()
     for p in params:
