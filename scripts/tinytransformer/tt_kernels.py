@@ -64,10 +64,11 @@ def tt_rmsnorm_fwd(x_ptr, r_ptr, h_ptr, hs_ptr, y_ptr, w_ptr, rstd_ptr, n_rows, 
 @triton.jit
 def tt_rmsnorm_bwd(dy_ptr, dh_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dr_ptr, dw_acc_ptr, count_ptr, dw_ptr, n_rows,
                    n_cols, tiles_per_prog, n_prog, HAS_DH: tl.constexpr, HAS_DR: tl.constexpr, ROWS: tl.constexpr,
-                   BLOCK: tl.constexpr, ACC: tl.constexpr):
-    """Each program walks `tiles_per_prog` tiles of ROWS rows and adds its partial dw atomically into dw_acc (zeroed,
-    ACC dtype); the last program to finish (counted in count_ptr) writes dw in the weight's dtype. One launch, no
-    separate reduction or cast kernel."""
+                   BLOCK: tl.constexpr, SLOTS: tl.constexpr, ACC: tl.constexpr):
+    """Each program walks `tiles_per_prog` tiles of ROWS rows and adds its partial dw atomically into one of SLOTS
+    rows of dw_acc (zeroed, ACC dtype; program p uses row p % SLOTS, so that SLOTS times fewer atomics meet on each
+    address); the last program to finish (counted in count_ptr) sums the rows and writes dw in the weight's dtype.
+    One launch, no separate reduction or cast kernel."""
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     cmask = cols < n_cols
@@ -90,16 +91,21 @@ def tt_rmsnorm_bwd(dy_ptr, dh_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dr_ptr, dw_ac
         if HAS_DR:
             tl.store(dr_ptr + offs, dx.to(dr_ptr.dtype.element_ty), mask=mask)
         dw += tl.sum(dy * xhat, axis=0)
-    tl.atomic_add(dw_acc_ptr + cols, dw, mask=cmask, sem="release")
+    tl.atomic_add(dw_acc_ptr + (pid % SLOTS) * n_cols + cols, dw, mask=cmask, sem="release")
     done = tl.atomic_add(count_ptr, 1, sem="acq_rel")
     if done == n_prog - 1:  # every other program's dw is in dw_acc (acquire pairs with their release)
-        total = tl.atomic_add(dw_acc_ptr + cols, tl.zeros([BLOCK], dtype=ACC), mask=cmask, sem="acquire")
+        total = tl.zeros([BLOCK], dtype=ACC)
+        for slot in tl.static_range(SLOTS):
+            total += tl.atomic_add(dw_acc_ptr + slot * n_cols + cols, tl.zeros([BLOCK], dtype=ACC), mask=cmask,
+                                   sem="acquire")
         tl.store(dw_ptr + cols, total.to(dw_ptr.dtype.element_ty), mask=cmask)
 
 
 # RMSNorm backward programs per multiprocessor (H200 probe_kernels.py: 16 about 1.5x faster than 2 at 16384 x 512)
 NORM_BWD_PROGRAMS_PER_SM = 16
 NORM_BWD_WARPS = 4
+# dw accumulator rows: with one, all programs' atomics meet on the same 512 addresses (2,048 programs at B32 S512)
+NORM_BWD_SLOTS = 8
 
 
 def _norm_rows(block: int) -> int:
@@ -168,13 +174,14 @@ class TritonRMSNorm(torch.autograd.Function):
         n_prog = min(n_tiles, 2 if INTERPRET else NORM_BWD_PROGRAMS_PER_SM * _sm_count(h2.device))
         tiles_per_prog = triton.cdiv(n_tiles, n_prog)
         n_prog = triton.cdiv(n_tiles, tiles_per_prog)
-        # dw accumulator (ACC dtype) and the programs-done counter share one zeroed buffer: one memset.
+        # dw accumulator rows (ACC dtype) and the programs-done counter share one zeroed buffer: one memset.
         acc_dtype = torch.float64 if acc == tl.float64 else torch.float32
-        scratch = torch.zeros(n_cols + 2, dtype=acc_dtype, device=h2.device)
+        slots = NORM_BWD_SLOTS
+        scratch = torch.zeros(slots * n_cols + 2, dtype=acc_dtype, device=h2.device)
         dw = torch.empty(n_cols, dtype=weight.dtype, device=h2.device)
-        _launch(tt_rmsnorm_bwd, (n_prog,), dy2, dh2, h2, weight, rstd, dx, dr, scratch, scratch[n_cols:].view(
-            torch.int32), dw, n_rows, n_cols, tiles_per_prog, n_prog, HAS_DH=has_dh, HAS_DR=has_dr, ROWS=rows,
-                BLOCK=block, ACC=acc, num_warps=NORM_BWD_WARPS)
+        _launch(tt_rmsnorm_bwd, (n_prog,), dy2, dh2, h2, weight, rstd, dx, dr, scratch,
+                scratch[slots * n_cols:].view(torch.int32), dw, n_rows, n_cols, tiles_per_prog, n_prog, HAS_DH=has_dh,
+                HAS_DR=has_dr, ROWS=rows, BLOCK=block, SLOTS=slots, ACC=acc, num_warps=NORM_BWD_WARPS)
         dx = dx.view(ctx.shape)
         if ctx.has_res:
             return dx, dw, (dr.view(ctx.shape) if has_dr else dx), None
@@ -332,8 +339,9 @@ def rope(x, cos, sin):
 
 
 # ---------------------------------------------------------------------------------------------- flash attention
-# Causal loops run in two stages: key blocks wholly before the query block's first row need no causal mask and no
-# bounds check (that row is < S); only the blocks at the diagonal are masked.
+# The forward's causal loop runs in two stages: key blocks wholly before the query block's first row need no causal
+# mask and no bounds check (that row is < S); only the blocks at the diagonal are masked. (The same split made the
+# dK/dV kernel 13% slower on an H200, so the backward kernels keep one masked loop.)
 @triton.jit
 def _attn_fwd_stage(acc, l_i, m_i, q, k_base, v_base, sks, svs, offs_m, offs_d, dmask, lo, hi, S, qk_scale,
                     MASKED: tl.constexpr, BLOCK_N: tl.constexpr, ACC: tl.constexpr):
@@ -396,31 +404,6 @@ def tt_attn_fwd(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
 
 
 @triton.jit
-def _attn_dkdv_stage(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqs, sdos, offs_n, offs_d, dmask, lo, hi,
-                     S, qk_scale, MASKED: tl.constexpr, BLOCK_M: tl.constexpr, ACC: tl.constexpr):
-    """Query blocks [lo, hi) of one query head against one key block. Rows past S load as zeros (q, dO, lse, delta),
-    which makes their terms zero, so only the causal stage needs a mask."""
-    for start_m in range(lo, hi, BLOCK_M):
-        offs_m = start_m + tl.arange(0, BLOCK_M)
-        mmask = offs_m < S
-        qt = tl.load(q_base + offs_m[None, :] * sqs + offs_d[:, None], mask=mmask[None, :] & dmask[:, None],
-                     other=0.0)
-        dot_ = tl.load(do_base + offs_m[None, :] * sdos + offs_d[:, None], mask=mmask[None, :] & dmask[:, None],
-                       other=0.0)
-        lse = tl.load(lse_base + offs_m, mask=mmask, other=0.0)
-        delta = tl.load(delta_base + offs_m, mask=mmask, other=0.0)
-        qkt = tl.dot(k, qt).to(ACC) * qk_scale
-        pt = tl.exp2(qkt - lse[None, :])
-        if MASKED:
-            pt = tl.where((offs_m[None, :] >= offs_n[:, None]) & mmask[None, :], pt, 0.0)
-        dv += tl.dot(pt.to(dot_.dtype), tl.trans(dot_)).to(ACC)
-        dpt = tl.dot(v, dot_).to(ACC)
-        dst = pt * (dpt - delta[None, :])
-        dk += tl.dot(dst.to(qt.dtype), tl.trans(qt)).to(ACC)
-    return dk, dv
-
-
-@triton.jit
 def tt_attn_bwd_dkdv(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
                      sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sdob, sdos, sdoh, sdkb, sdks, sdkh,
                      S, H, HKV, GROUP, qk_scale, sm_scale,
@@ -441,44 +424,28 @@ def tt_attn_bwd_dkdv(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=ACC)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=ACC)
     lo = (start_n * BLOCK_N // BLOCK_M) * BLOCK_M
-    mid = tl.minimum(tl.cdiv((start_n + 1) * BLOCK_N, BLOCK_M) * BLOCK_M, S)  # first row past every key here
     for g in range(GROUP):
         h = hk * GROUP + g
-        q_base = q_ptr + b * sqb + h * sqh
-        do_base = do_ptr + b * sdob + h * sdoh
-        lse_base = lse_ptr + (b * H + h) * S
-        delta_base = delta_ptr + (b * H + h) * S
-        dk, dv = _attn_dkdv_stage(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqs, sdos, offs_n, offs_d,
-                                  dmask, lo, mid, S, qk_scale, True, BLOCK_M, ACC)
-        dk, dv = _attn_dkdv_stage(dk, dv, k, v, q_base, do_base, lse_base, delta_base, sqs, sdos, offs_n, offs_d,
-                                  dmask, mid, S, S, qk_scale, False, BLOCK_M, ACC)
+        for start_m in range(lo, S, BLOCK_M):
+            offs_m = start_m + tl.arange(0, BLOCK_M)
+            mmask = offs_m < S
+            qt = tl.load(q_ptr + b * sqb + h * sqh + offs_m[None, :] * sqs + offs_d[:, None],
+                         mask=mmask[None, :] & dmask[:, None], other=0.0)
+            dot_ = tl.load(do_ptr + b * sdob + h * sdoh + offs_m[None, :] * sdos + offs_d[:, None],
+                           mask=mmask[None, :] & dmask[:, None], other=0.0)
+            lse = tl.load(lse_ptr + (b * H + h) * S + offs_m, mask=mmask, other=0.0)
+            delta = tl.load(delta_ptr + (b * H + h) * S + offs_m, mask=mmask, other=0.0)
+            qkt = tl.dot(k, qt).to(ACC) * qk_scale
+            keep = (offs_m[None, :] >= offs_n[:, None]) & mmask[None, :]
+            pt = tl.where(keep, tl.exp2(qkt - lse[None, :]), 0.0)
+            dv += tl.dot(pt.to(dot_.dtype), tl.trans(dot_)).to(ACC)
+            dpt = tl.dot(v, dot_).to(ACC)
+            dst = pt * (dpt - delta[None, :])
+            dk += tl.dot(dst.to(qt.dtype), tl.trans(qt)).to(ACC)
     dk *= sm_scale
     out = b * sdkb + hk * sdkh + offs_n[:, None] * sdks + offs_d[None, :]
     tl.store(dk_ptr + out, dk.to(dk_ptr.dtype.element_ty), mask=nmask)
     tl.store(dv_ptr + out, dv.to(dv_ptr.dtype.element_ty), mask=nmask)
-
-
-@triton.jit
-def _attn_dq_stage(dq, q, do, lse, delta, k_base, v_base, sks, svs, offs_m, offs_d, dmask, lo, hi, S, qk_scale,
-                   MASKED: tl.constexpr, BLOCK_N: tl.constexpr, ACC: tl.constexpr):
-    offs_n = tl.arange(0, BLOCK_N)
-    for start_n in range(lo, hi, BLOCK_N):
-        cols = start_n + offs_n
-        if MASKED:
-            cmask = dmask[:, None] & (cols[None, :] < S)
-            kt = tl.load(k_base + cols[None, :] * sks + offs_d[:, None], mask=cmask, other=0.0)
-            vt = tl.load(v_base + cols[None, :] * svs + offs_d[:, None], mask=cmask, other=0.0)
-        else:
-            kt = tl.load(k_base + cols[None, :] * sks + offs_d[:, None], mask=dmask[:, None], other=0.0)
-            vt = tl.load(v_base + cols[None, :] * svs + offs_d[:, None], mask=dmask[:, None], other=0.0)
-        qk = tl.dot(q, kt).to(ACC) * qk_scale
-        p = tl.exp2(qk - lse[:, None])
-        if MASKED:
-            p = tl.where((offs_m[:, None] >= cols[None, :]) & (cols[None, :] < S) & (offs_m[:, None] < S), p, 0.0)
-        dp = tl.dot(do, vt).to(ACC)
-        ds = p * (dp - delta[:, None])
-        dq += tl.dot(ds.to(kt.dtype), tl.trans(kt)).to(ACC)
-    return dq
 
 
 @triton.jit
@@ -493,6 +460,7 @@ def tt_attn_bwd_dq(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
     h = bh % H
     hk = h // GROUP
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     dmask = offs_d < D
     mmask = offs_m < S
@@ -503,13 +471,18 @@ def tt_attn_bwd_dq(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
     lse = tl.load(lse_ptr + bh * S + offs_m, mask=mmask, other=0.0)
     delta = tl.load(delta_ptr + bh * S + offs_m, mask=mmask, other=0.0)
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=ACC)
-    k_base = k_ptr + b * skb + hk * skh
-    v_base = v_ptr + b * svb + hk * svh
-    diag = (start_m * BLOCK_M // BLOCK_N) * BLOCK_N  # key blocks before it lie wholly before row start_m * BLOCK_M
-    dq = _attn_dq_stage(dq, q, do, lse, delta, k_base, v_base, sks, svs, offs_m, offs_d, dmask, 0, diag, S, qk_scale,
-                        False, BLOCK_N, ACC)
-    dq = _attn_dq_stage(dq, q, do, lse, delta, k_base, v_base, sks, svs, offs_m, offs_d, dmask, diag,
-                        tl.minimum((start_m + 1) * BLOCK_M, S), S, qk_scale, True, BLOCK_N, ACC)
+    hi = tl.minimum((start_m + 1) * BLOCK_M, S)
+    for start_n in range(0, hi, BLOCK_N):
+        cols = start_n + offs_n
+        cmask = (cols[None, :] < S) & dmask[:, None]
+        kt = tl.load(k_ptr + b * skb + hk * skh + cols[None, :] * sks + offs_d[:, None], mask=cmask, other=0.0)
+        vt = tl.load(v_ptr + b * svb + hk * svh + cols[None, :] * svs + offs_d[:, None], mask=cmask, other=0.0)
+        qk = tl.dot(q, kt).to(ACC) * qk_scale
+        keep = (offs_m[:, None] >= cols[None, :]) & (cols[None, :] < S) & mmask[:, None]
+        p = tl.where(keep, tl.exp2(qk - lse[:, None]), 0.0)
+        dp = tl.dot(do, vt).to(ACC)
+        ds = p * (dp - delta[:, None])
+        dq += tl.dot(ds.to(kt.dtype), tl.trans(kt)).to(ACC)
     dq *= sm_scale
     tl.store(dq_ptr + b * sdqb + h * sdqh + offs_m[:, None] * sdqs + offs_d[None, :], dq.to(dq_ptr.dtype.element_ty),
              mask=mmask[:, None] & dmask[None, :])
@@ -734,25 +707,24 @@ def cross_entropy(logits, targets):
 
 # ------------------------------------------------------------------------------------------------------- AdamW
 @triton.jit
-def tt_adamw(master_ptr, grad_addr_ptr, chunk_ptr, m_ptr, v_ptr, param_ptr, step_ptr, lr, beta1, beta2, log2_beta1,
-             log2_beta2, eps, weight_decay, GRAD_TY: tl.constexpr, GRAD_BYTES: tl.constexpr, ALIGN: tl.constexpr,
-             BLOCK: tl.constexpr):
+def tt_adamw(master_ptr, grad_ptr, grad_off_ptr, chunk_ptr, m_ptr, v_ptr, param_ptr, step_ptr, lr, beta1, beta2,
+             log2_beta1, log2_beta2, eps, weight_decay, ALIGN: tl.constexpr, BLOCK: tl.constexpr):
     """One AdamW step (torch.optim.AdamW's formulas) for every parameter: fp32 master weights and moments in flat
     buffers, the low-precision gradients read where autograd left them (no gather copy), the new low-precision
     parameters written into the flat buffer the model's parameters view. Program i updates chunk i; a chunk table row
-    is (gradient index, first element within that gradient, its flat offset, element count <= BLOCK); grad_addr_ptr
-    holds each gradient's address. ALIGN divides every offset and address (in elements): it lets loads vectorise.
-    step_ptr holds the step number (already incremented)."""
+    is (gradient index, first element within that gradient, its flat offset, element count <= BLOCK). grad_ptr is the
+    first gradient and grad_off_ptr holds each gradient's distance from it in elements (a typed base pointer plus an
+    offset, so that loads vectorise). ALIGN divides every offset, distance and count (in elements): masks and
+    addresses are then constant / aligned over ALIGN elements. step_ptr holds the step number (already incremented)."""
     row = chunk_ptr + tl.program_id(0) * 4
-    start = tl.multiple_of(tl.load(row + 1), ALIGN)
+    g_start = tl.multiple_of(tl.load(grad_off_ptr + tl.load(row)) + tl.load(row + 1), ALIGN)
     flat0 = tl.multiple_of(tl.load(row + 2), ALIGN)
-    count = tl.load(row + 3)
-    gaddr = tl.multiple_of(tl.load(grad_addr_ptr + tl.load(row)) + start * GRAD_BYTES, ALIGN * GRAD_BYTES)
+    count = tl.multiple_of(tl.load(row + 3), ALIGN)
     offs = tl.arange(0, BLOCK)
     mask = offs < count
     flat = flat0 + offs
     t = tl.load(step_ptr)
-    g = tl.load(gaddr.to(tl.pointer_type(GRAD_TY)) + offs, mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(grad_ptr + g_start + offs, mask=mask, other=0.0).to(tl.float32)
     p = tl.load(master_ptr + flat, mask=mask, other=0.0)
     m = tl.load(m_ptr + flat, mask=mask, other=0.0)
     v = tl.load(v_ptr + flat, mask=mask, other=0.0)
@@ -776,15 +748,10 @@ def adamw_chunk_block() -> int:
     return 65536 if INTERPRET else ADAMW_BLOCK
 
 
-def adamw_step(master, grad_addrs, chunks, align, grad_dtype, m, v, param, step, lr, beta1, beta2, eps,
-               weight_decay):
-    """All parameters in one launch: flat fp32 master/m/v and low-precision parameter buffers; grad_addrs (int64,
-    one address per gradient) and chunks (int64 (n_chunks, 4) table, see tt_adamw) on the device; step a 1-element
-    fp32 device tensor (graph-capturable: nothing is read back to the host)."""
-    _launch(tt_adamw, (chunks.shape[0],), master, grad_addrs, chunks, m, v, param, step, lr, beta1, beta2,
-            math.log2(beta1), math.log2(beta2), eps, weight_decay, GRAD_TY=_TL_DTYPES[grad_dtype],
-            GRAD_BYTES=grad_dtype.itemsize, ALIGN=align,
-            BLOCK=adamw_chunk_block(), num_warps=8 if not INTERPRET else 1)
-
-
-_TL_DTYPES = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}
+def adamw_step(master, grad_base, grad_offsets, chunks, align, m, v, param, step, lr, beta1, beta2, eps, weight_decay):
+    """All parameters in one launch: flat fp32 master/m/v and low-precision parameter buffers; grad_base the first
+    gradient, grad_offsets (int64, each gradient's distance from it in elements) and chunks (int64 (n_chunks, 4), see
+    tt_adamw) on the device; step a 1-element fp32 device tensor (graph-capturable: nothing is read back)."""
+    _launch(tt_adamw, (chunks.shape[0],), master, grad_base, grad_offsets, chunks, m, v, param, step, lr, beta1, beta2,
+            math.log2(beta1), math.log2(beta2), eps, weight_decay, ALIGN=align, BLOCK=adamw_chunk_block(),
+            num_warps=8 if not INTERPRET else 1)
