@@ -28,6 +28,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_report  # noqa: E402
+
 METHODS = ["scan", "tuples", "sqlite3", "adbc-1", "adbc-ranges", "connectorx-1", "connectorx-2"]
 QUERY = "SELECT kernel_id, agent_id, start, `end` FROM rocpd_kernel_dispatch"
 COLUMNS = ["kernel_id", "agent_id", "start", "end"]
@@ -82,6 +85,13 @@ def child(method: str, db: Path) -> None:
     print(json.dumps({"wall_s": time.perf_counter() - start, "rows": rows, "total": total}))
 
 
+def available_version(package: str) -> str | None:
+    """The version of a package the child processes can import (PYTHONPATH included), else None."""
+    probe = [sys.executable, "-c", f"import {package}; print({package}.__version__)"]
+    done = subprocess.run(probe, capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
 def available(method: str) -> bool:
     if not method.startswith("connectorx"):
         return True
@@ -131,7 +141,9 @@ def main() -> int:
             f"peak RSS {max(peaks):.0f} MiB (load {load:.1f}); {got['rows']:,} rows, sums checked"
         )
     if args.json:
-        args.json.write_text(json.dumps({"python": platform.python_version(), "results": results}, indent=2) + "\n")
+        found = bench_report.versions() | {package: available_version(package) for package in ("connectorx", "pyarrow")}
+        summary_doc = {"cpus": os.cpu_count(), "python": platform.python_version(), "versions": found}
+        args.json.write_text(json.dumps(summary_doc | {"results": results}, indent=2) + "\n")
     return 0
 
 
