@@ -11,7 +11,7 @@ Inputs are generated once under --work (make_kernel_trace.py, make_rocpd.py), wi
 wrote; every run's JSON report must give exactly that dispatch count and kernel time (the independent check), or
 the benchmark fails. Each run writes Markdown (-q), JSON and HTML. Prints min/median/max wall time and the peak RSS
 of the report process (after one untimed run that warms the page cache). Exit 1 if a target is missed.
---sqlite-reader stdlib times rocpd with the stdlib sqlite3 fallback (as on Python 3.10 or without adbc-driver-sqlite).
+--sqlite-reader stdlib times rocpd with the stdlib sqlite3 fallback (as without adbc-driver-sqlite).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Columns of a large SQLite table (or view) as one polars DataFrame, read fast.
 
 Python's sqlite3 builds a Python object per value: 10M rows x 4 columns take about 9 s on a 2-core machine before
-polars sees them. With ADBC's SQLite driver (`adbc-driver-sqlite`, Python >= 3.11) rows are decoded in C straight
+polars sees them. With ADBC's SQLite driver (`adbc-driver-sqlite`, a pinned requirement) rows are decoded in C straight
 into Arrow batches, which polars takes through the Arrow C stream interface; the driver releases the GIL, so the
 table is read as ranges of its integer key, one connection and thread per range (measurements:
 benchmarks/reports/README.md). Without the driver, the stdlib reader below gives the same frame, slower.
@@ -22,7 +22,7 @@ try:
     import adbc_driver_sqlite
 
     ARROW = True
-except ImportError:  # Python 3.10 (no wheel) or an install without it: the stdlib reader
+except ImportError:  # installed without it (pip --no-deps, a carried wheel set): the stdlib reader
     ARROW = False
 
 BATCH = 100_000  # rows per batch (Arrow) or per fetchmany (stdlib)
