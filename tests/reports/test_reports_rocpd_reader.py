@@ -45,7 +45,7 @@ def kernel_table(run) -> dict:
 
 def test_arrow_reader_is_installed():
     """requirements.txt pins adbc-driver-sqlite: a set-up machine (and CI) must use the fast reader."""
-    assert sqlite_frames.ARROW
+    assert sqlite_frames.ARROW, "adbc-driver-sqlite is missing: run 'bash scripts/setup.sh' (requirements changed)"
 
 
 @pytest.mark.parametrize("agents", [1, 3])
