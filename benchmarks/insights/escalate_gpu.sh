@@ -49,6 +49,10 @@ FIRST=$(ls -d "$RUNS"/first/*__rocprofv3_lightweight | head -1)
 timed escalation "$PY" -m madengine_rocprof escalate "$FIRST" --runner local --quiet --top 5 \
   --launches-per-kernel 10 --launch-skip 20 --json "$OUT/escalation.json" --markdown "$OUT/escalation.md"
 cp "$FIRST.escalate/escalation_plan.json" "$OUT/" 2>/dev/null
+# the first pass's kernel names and calls (CUPTI's spelling) and the second pass's small files (logs, manifests)
+mkdir -p "$OUT/first_pass" "$OUT/second_pass"
+cp "$FIRST"/profiler/*/*_kernel_stats.csv "$FIRST/run.json" "$OUT/first_pass/" 2>/dev/null
+(cd "$FIRST.escalate" && find . -type f -size -1M ! -name '*.ncu-rep' -exec cp --parents {} "$OUT/second_pass/" \;)
 # ncu's spellings of what it profiled, per name base (the join and the filter are checked against these in tests)
 for rep in "$FIRST".escalate/*/profiler/*/ncu_*.ncu-rep; do
   [ -f "$rep" ] || continue
