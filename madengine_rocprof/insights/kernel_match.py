@@ -113,7 +113,7 @@ def filter_regex(targets: list[str], first_pass: Iterable[str]) -> str:
     for name in targets:
         key = kernel_key(name)
         peers = [k for k in keys if k.function == key.function]
-        part = f"(?:^|[ :]){regex_literal(key.function)}(?=[<(]|$)"
+        part = f"(?:^|[ :]){regex_literal(key.function)}(?=[<( ]|$)"
         part += "".join(_token_regex(t) for t in _separating_tokens(key, peers))
         alternatives.append(part)
     return "|".join(dict.fromkeys(alternatives))

@@ -201,9 +201,9 @@ def test_amd_fp32_rate_from_valu_counters_and_peaks_by_name():
 
 
 # The filters, written out: each kernel's function name as a whole identifier (kernel_match.filter_regex)
-GEMM_FILTER = r"(?:^|[ :])Cijk_Alik_Bljk_SB_MT128x128x16_MI32x32x2x1_SN_1LDSB0_GRVW4_K1(?=[<(]|$)"
-ADD_FILTER = r"(?:^|[ :])addition_kernel(?=[<(]|$)"
-SUB_FILTER = r"(?:^|[ :])subtract_kernel(?=[<(]|$)"
+GEMM_FILTER = r"(?:^|[ :])Cijk_Alik_Bljk_SB_MT128x128x16_MI32x32x2x1_SN_1LDSB0_GRVW4_K1(?=[<( ]|$)"
+ADD_FILTER = r"(?:^|[ :])addition_kernel(?=[<( ]|$)"
+SUB_FILTER = r"(?:^|[ :])subtract_kernel(?=[<( ]|$)"
 
 
 def _memory_regex() -> str:
