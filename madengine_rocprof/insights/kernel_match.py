@@ -35,6 +35,7 @@ _SPECIAL = set("\\^$.|?*+()[]{}")
 class KernelKey:
     function: str  # the bare function name: `Kernel2`, `sm80_xmma_gemm_..._cublas`, `Cijk_...`
     args: frozenset[str]  # normalised tokens of its template arguments (empty when it has none)
+    arity: int = 0  # how many template arguments (tells `f<float>` from `f<float, float>`)
 
 
 def _template_args(name: str, function: str) -> str:
@@ -61,11 +62,26 @@ def _normal_token(token: str) -> str | None:
     return token
 
 
+def _arity(args: str) -> int:
+    """Top-level template arguments: commas outside any bracket, plus one."""
+    if not args.strip():
+        return 0
+    depth, commas = 0, 0
+    for c in args:
+        if c in "<([{":
+            depth += 1
+        elif c in ">)]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            commas += 1
+    return commas + 1
+
+
 def kernel_key(name: str) -> KernelKey:
     function = truncate_name(name)
-    args = _QUALIFIER.sub("", _template_args(name, function))
-    tokens = {_normal_token(t) for t in _TOKEN.findall(args)}
-    return KernelKey(function, frozenset(t for t in tokens if t))
+    args = _template_args(name, function)
+    tokens = {_normal_token(t) for t in _TOKEN.findall(_QUALIFIER.sub("", args))}
+    return KernelKey(function, frozenset(t for t in tokens if t), _arity(args))
 
 
 # ---- the kernel filter ------------------------------------------------------------------------------------------

@@ -450,3 +450,23 @@ def test_launch_budget_reaches_the_rarest_kernel_in_launch_order():
     assert count < len(launches)  # still a bound, not every launch
     # equal frequencies keep the plain N x kernels
     assert esc.launch_budget([8, 8], per_kernel) == 2 * per_kernel
+
+
+def test_ncu_name_fitting_two_first_pass_kernels_is_reported_not_guessed(tmp_path, model_repo, fake_path, capsys):
+    # the first pass has two kernels that differ only by namespace; ncu's spelling (namespace dropped) fits both
+    twin = ADD.replace("void addition_kernel", "void other_ns::addition_kernel")
+    fake_path("ncu", FAKE_DISPATCHES="8")
+    run = first_pass(tmp_path, {ADD: [30_000] * 10, twin: [25_000] * 10, SUB: [20_000] * 10})
+    out_json = tmp_path / "esc.json"
+    assert main(["escalate", str(run), "--models", str(model_repo), "--runner", "local", "--json", str(out_json)]) == 0
+    text = capsys.readouterr().out
+    report = json.loads(out_json.read_text())
+    rows = {k["name"]: k for k in report["kernels"]}
+    assert rows[ADD]["counters"] == {} == rows[twin]["counters"]
+    assert "fit this one and others equally" in rows[ADD]["reason"]
+    [entry] = report["not_joined"]
+    assert entry["name"] == NCU_NAMES["demangled"][0] and entry["reason"].startswith("ambiguous")
+    assert sorted(entry["candidates"]) == sorted([ADD, twin])
+    # the unambiguous kernel still gets its counters, joined by key
+    assert [j["how"] for j in rows[SUB]["joined_from"]] == ["key"] and rows[SUB]["counters"]
+    assert "not joined: `void addition_kernel<float>(T1 *" in text

@@ -152,3 +152,10 @@ def test_launch_budget_counts_the_other_instantiations_the_filter_selects():
     # target gets its 5 launches after 5 x (30 + 10 + 60) / 10 matching launches
     assert esc.launch_budget([30, 10], 5, others=60) == 50
     assert esc.launch_budget([30, 10], 5) == 20
+
+
+def test_argument_count_tells_apart_instantiations_with_the_same_tokens():
+    one, two = "void k<float>(float*)", "void k<float, float>(float*, float*)"
+    assert kernel_key(one) != kernel_key(two)
+    assert match_name("void k<float, float>(T1 *, T2 *)", [one, two]).kernel == two
+    assert match_name("void k<float>(T1 *)", [one, two]).kernel == one
