@@ -155,14 +155,15 @@ def render_markdown(report: dict, name_width: int = 60) -> str:
         ["#", "kernel", "category", "role", "calls", "total (ms)", "share", "profile", "derived metrics", "bound"], rows
     )
     notes = [
-        f"- #{k['rank']}: counters of `{shorten(j['name'], name_width)}` joined by "
+        f"- #{k['rank']}: counters of `{shorten(display_name(j['name']), name_width)}` "
+        f"({j['dispatches']} dispatches) joined by "
         + ("function name only (template arguments spelled differently)" if j["how"] == "function" else "key")
         for k in report["kernels"]
         for j in k.get("joined_from", [])
         if j["how"] != "exact"
     ]
     notes += [
-        f"- not joined: `{shorten(n['name'], name_width)}` ({n['dispatches']} dispatches): {n['reason']}"
+        f"- not joined: `{shorten(display_name(n['name']), name_width)}` ({n['dispatches']} dispatches): {n['reason']}"
         for n in report.get("not_joined", [])
     ]
     if notes:

@@ -469,4 +469,4 @@ def test_ncu_name_fitting_two_first_pass_kernels_is_reported_not_guessed(tmp_pat
     assert sorted(entry["candidates"]) == sorted([ADD, twin])
     # the unambiguous kernel still gets its counters, joined by key
     assert [j["how"] for j in rows[SUB]["joined_from"]] == ["key"] and rows[SUB]["counters"]
-    assert "not joined: `void addition_kernel<float>(T1 *" in text
+    assert "not joined: `addition_kernel<…>` (4 dispatches): ambiguous" in text

@@ -159,3 +159,26 @@ def test_argument_count_tells_apart_instantiations_with_the_same_tokens():
     assert kernel_key(one) != kernel_key(two)
     assert match_name("void k<float, float>(T1 *, T2 *)", [one, two]).kernel == two
     assert match_name("void k<float>(T1 *)", [one, two]).kernel == one
+
+
+RUN3 = REPO / "benchmarks/insights/results_h200/run3_namekey"
+
+
+def test_real_ncu_names_of_the_h200_check_are_selected_and_joined_to_their_top_kernels():
+    """benchmarks/insights/results_h200/run3_namekey: the filter the plan sent to the real ncu 2025.3.1 and ncu's
+    own spellings of the launches it profiled (--print-kernel-base demangled / function)."""
+    plan = json.loads((RUN3 / "escalation_plan.json").read_text())
+    tops = [t["name"] for t in plan["targets"]]
+    [step] = plan["passes"]
+    pattern = ncu_wrapped(step["kernel_include_regex"])
+    demangled = (RUN3 / "ncu_names_demangled.txt").read_text().splitlines()
+    functions = (RUN3 / "ncu_names_function.txt").read_text().splitlines()
+    assert len(demangled) == 5 and any(n.endswith("(T1::Params)") for n in demangled)
+    for name in demangled:
+        assert re.search(pattern, name)
+        found = match_name(name, tops)
+        assert found.kernel in tops and found.how in ("exact", "key")
+        assert kernel_key(name).function in functions  # ncu's function base is the key's function
+    assert sorted(str(match_name(n, tops).kernel) for n in demangled) == sorted(tops)  # one each, none twice
+    # and the three Kernel2 instantiations cannot be told apart by ncu's function base alone
+    assert functions.count("Kernel2") == 1
