@@ -182,3 +182,46 @@ def test_real_ncu_names_of_the_h200_check_are_selected_and_joined_to_their_top_k
     assert sorted(str(match_name(n, tops).kernel) for n in demangled) == sorted(tops)  # one each, none twice
     # and the three Kernel2 instantiations cannot be told apart by ncu's function base alone
     assert functions.count("Kernel2") == 1
+
+
+def _kernel_names(csv_path: Path) -> list[str]:
+    import csv
+
+    with open(csv_path, newline="") as fh:
+        return list(dict.fromkeys(row["Kernel_Name"] for row in csv.DictReader(fh)))
+
+
+def test_real_rocprofv3_names_full_and_truncated():
+    """rocprofv3's own names (tests/fixtures/rocprofv3/docs-data: the same run with and without -T). rocprofv3 runs
+    std::regex_search on its formatted (possibly truncated) name: the filter selects each kernel either way, and a
+    truncated first pass joins the full second-pass names by function name, marked as such."""
+    data = REPO / "tests/fixtures/rocprofv3/docs-data"
+    full, truncated = _kernel_names(data / "kernel_trace.csv"), _kernel_names(data / "kernel_trace_truncated.csv")
+    assert len(full) == len(truncated) == 4
+    for name in full:
+        pattern = filter_regex([name], full)
+        assert [n for n in full if re.search(pattern, n)] == [name]
+        [short] = [t for t in truncated if re.search(pattern, t)]
+        # a template instantiation's arguments are gone from the truncated name: joined by function, and said so
+        assert match_name(name, truncated) == Match(short, "function" if kernel_key(name).args else "key")
+        assert match_name(name, full) == Match(name, "exact")
+
+
+def test_plan_lists_and_budgets_an_instantiation_the_filter_cannot_rule_out(tmp_path):
+    """Two real ATen kernels (H200 v1 trace) whose argument tokens nest: the pow lambda #2 instantiation has no
+    token the #1 one lacks, so escalating #2 also selects #1; the plan names it and the launch budget counts it."""
+    seen = json.loads(TT_RESULTS[1].read_text())["results"]["B8_S128/v1"]["result"]["validation"]["kernels"]
+    pow1, pow2 = sorted(n for n in seen["gpu_kernels_seen"] if "pow_tensor_scalar_kernel_impl" in n)
+    assert "{lambda(float)#1}" in pow1 and "{lambda(float)#2}" in pow2
+    assert kernel_key(pow2).args < kernel_key(pow1).args
+    run = tmp_path / "first"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"model": "m", "context": {"tools": []}, "card": {"args": ""}}))
+    target = esc.Target(pow2, "elementwise", "elementwise", 40, 4_000.0, 0.5, "memory_bound")
+    plan = esc.plan_second_pass(run, [target], {pow2: 40, pow1: 120}, launches_per_kernel=5)
+    [step] = plan["passes"]
+    assert step["kernels"] == [pow2] and step["also_selected"] == [pow1]
+    assert re.search(step["kernel_include_regex"], pow1)
+    # the rarest chosen kernel gets its 5 launches after 5 x (40 + 120) / 40 matching ones
+    assert step["env"][esc.ENV_LAUNCH_COUNT] == "20"
+    assert match_name(pow1, [pow1, pow2]).kernel == pow1  # the join still tells them apart
