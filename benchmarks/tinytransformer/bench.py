@@ -1,7 +1,8 @@
 """TinyTransformer v1-v4 benchmark: validation gates on the device, then every version x both configs in one process
 (one run, so ratios are fair), a short table last, and one JSON with every result.
 
-    python benchmarks/tinytransformer/bench.py --out DIR [--gates] [--diagnose] [--configs B8_S128,B32_S512] [--smoke]
+    python benchmarks/tinytransformer/bench.py --out DIR [--gates] [--diagnose] [--configs B8_S128,B32_S512]
+        [--only B8_S128/v4,B32_S512/v1,...] [--smoke]
 
 Configs (hidden 512, 8 layers, 8 heads / 4 kv heads, vocab 1000): B8 S128 and B32 S512.
 Exits non-zero when a run or a gate fails; the targets are reported, not enforced (see README.md)."""
@@ -100,6 +101,8 @@ def main(argv=None) -> int:
     p.add_argument("--gates", action="store_true", help="run the validation gates (B8 S128 runs)")
     p.add_argument("--diagnose", action="store_true", help="print v4's top kernels per config")
     p.add_argument("--configs", default=",".join(CONFIGS))
+    p.add_argument("--only", help="run only these CONFIG/version keys (e.g. B8_S128/v4,B32_S512/v4-sdpa); a config's "
+                   "memory ratio needs its v1 run")
     p.add_argument("--smoke", action="store_true", help="tiny model, few steps (checks the script on a CPU)")
     args = p.parse_args(argv)
     global SMOKE
@@ -109,11 +112,17 @@ def main(argv=None) -> int:
             c.update(batch=2, seq=16, steps=2, warmup=1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    keys = {f"{c}/{label(v, e)}" for c in CONFIGS for v, e in RUNS}
+    only = set(args.only.split(",")) if args.only else None
+    if only and only - keys:
+        p.error(f"--only: unknown run(s) {', '.join(sorted(only - keys))}; known: {', '.join(sorted(keys))}")
     results = {}
     for cname in args.configs.split(","):
         cfg = CONFIGS[cname]
         for version, extra in RUNS:
             key = f"{cname}/{label(version, extra)}"
+            if only and key not in only:
+                continue
             print(f"\n##### {key}", flush=True)
             results[key] = one_run(version, extra, cfg, out, gates=args.gates and cname == "B8_S128")
     if args.diagnose:

@@ -64,10 +64,11 @@ def tt_rmsnorm_fwd(x_ptr, r_ptr, h_ptr, hs_ptr, y_ptr, w_ptr, rstd_ptr, n_rows, 
 @triton.jit
 def tt_rmsnorm_bwd(dy_ptr, dh_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dr_ptr, dw_acc_ptr, count_ptr, dw_ptr, n_rows,
                    n_cols, tiles_per_prog, n_prog, HAS_DH: tl.constexpr, HAS_DR: tl.constexpr, ROWS: tl.constexpr,
-                   BLOCK: tl.constexpr, ACC: tl.constexpr):
-    """Each program walks `tiles_per_prog` tiles of ROWS rows and adds its partial dw atomically into dw_acc (zeroed,
-    ACC dtype); the last program to finish (counted in count_ptr) writes dw in the weight's dtype. One launch, no
-    separate reduction or cast kernel."""
+                   BLOCK: tl.constexpr, SLOTS: tl.constexpr, ACC: tl.constexpr):
+    """Each program walks `tiles_per_prog` tiles of ROWS rows and adds its partial dw atomically into one of SLOTS
+    rows of dw_acc (zeroed, ACC dtype; program p uses row p % SLOTS, so that SLOTS times fewer atomics meet on each
+    address); the last program to finish (counted in count_ptr) sums the rows and writes dw in the weight's dtype.
+    One launch, no separate reduction or cast kernel."""
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     cmask = cols < n_cols
@@ -90,15 +91,21 @@ def tt_rmsnorm_bwd(dy_ptr, dh_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dr_ptr, dw_ac
         if HAS_DR:
             tl.store(dr_ptr + offs, dx.to(dr_ptr.dtype.element_ty), mask=mask)
         dw += tl.sum(dy * xhat, axis=0)
-    tl.atomic_add(dw_acc_ptr + cols, dw, mask=cmask, sem="release")
+    tl.atomic_add(dw_acc_ptr + (pid % SLOTS) * n_cols + cols, dw, mask=cmask, sem="release")
     done = tl.atomic_add(count_ptr, 1, sem="acq_rel")
     if done == n_prog - 1:  # every other program's dw is in dw_acc (acquire pairs with their release)
-        total = tl.atomic_add(dw_acc_ptr + cols, tl.zeros([BLOCK], dtype=ACC), mask=cmask, sem="acquire")
+        total = tl.zeros([BLOCK], dtype=ACC)
+        for slot in tl.static_range(SLOTS):
+            total += tl.atomic_add(dw_acc_ptr + slot * n_cols + cols, tl.zeros([BLOCK], dtype=ACC), mask=cmask,
+                                   sem="acquire")
         tl.store(dw_ptr + cols, total.to(dw_ptr.dtype.element_ty), mask=cmask)
 
 
 # RMSNorm backward programs per multiprocessor (H200 probe_kernels.py: 16 about 1.5x faster than 2 at 16384 x 512)
 NORM_BWD_PROGRAMS_PER_SM = 16
+NORM_BWD_WARPS = 4
+# dw accumulator rows: with one, all programs' atomics meet on the same 512 addresses (2,048 programs at B32 S512)
+NORM_BWD_SLOTS = 8
 
 
 def _norm_rows(block: int) -> int:
@@ -167,13 +174,14 @@ class TritonRMSNorm(torch.autograd.Function):
         n_prog = min(n_tiles, 2 if INTERPRET else NORM_BWD_PROGRAMS_PER_SM * _sm_count(h2.device))
         tiles_per_prog = triton.cdiv(n_tiles, n_prog)
         n_prog = triton.cdiv(n_tiles, tiles_per_prog)
-        # dw accumulator (ACC dtype) and the programs-done counter share one zeroed buffer: one memset.
+        # dw accumulator rows (ACC dtype) and the programs-done counter share one zeroed buffer: one memset.
         acc_dtype = torch.float64 if acc == tl.float64 else torch.float32
-        scratch = torch.zeros(n_cols + 2, dtype=acc_dtype, device=h2.device)
+        slots = NORM_BWD_SLOTS
+        scratch = torch.zeros(slots * n_cols + 2, dtype=acc_dtype, device=h2.device)
         dw = torch.empty(n_cols, dtype=weight.dtype, device=h2.device)
-        _launch(tt_rmsnorm_bwd, (n_prog,), dy2, dh2, h2, weight, rstd, dx, dr, scratch, scratch[n_cols:].view(
-            torch.int32), dw, n_rows, n_cols, tiles_per_prog, n_prog, HAS_DH=has_dh, HAS_DR=has_dr, ROWS=rows,
-                BLOCK=block, ACC=acc, num_warps=4)
+        _launch(tt_rmsnorm_bwd, (n_prog,), dy2, dh2, h2, weight, rstd, dx, dr, scratch,
+                scratch[slots * n_cols:].view(torch.int32), dw, n_rows, n_cols, tiles_per_prog, n_prog, HAS_DH=has_dh,
+                HAS_DR=has_dr, ROWS=rows, BLOCK=block, SLOTS=slots, ACC=acc, num_warps=NORM_BWD_WARPS)
         dx = dx.view(ctx.shape)
         if ctx.has_res:
             return dx, dw, (dr.view(ctx.shape) if has_dr else dx), None
@@ -697,33 +705,51 @@ def cross_entropy(logits, targets):
 
 # ------------------------------------------------------------------------------------------------------- AdamW
 @triton.jit
-def tt_adamw(master_ptr, grad_ptr, m_ptr, v_ptr, param_ptr, step_ptr, n, lr, beta1, beta2, log2_beta1, log2_beta2,
-             eps, weight_decay, BLOCK: tl.constexpr):
-    """One AdamW step (torch.optim.AdamW's formulas) over flat buffers: fp32 master weights and moments, low-precision
-    gradients in, the new low-precision parameters out. step_ptr holds the step number (already incremented)."""
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
+def tt_adamw(master_ptr, grad_ptr, grad_off_ptr, chunk_ptr, m_ptr, v_ptr, param_ptr, step_ptr, lr, beta1, beta2,
+             log2_beta1, log2_beta2, eps, weight_decay, ALIGN: tl.constexpr, BLOCK: tl.constexpr):
+    """One AdamW step (torch.optim.AdamW's formulas) for every parameter: fp32 master weights and moments in flat
+    buffers, the low-precision gradients read where autograd left them (no gather copy), the new low-precision
+    parameters written into the flat buffer the model's parameters view. Program i updates chunk i; a chunk table row
+    is (gradient index, first element within that gradient, its flat offset, element count <= BLOCK). grad_ptr is the
+    first gradient and grad_off_ptr holds each gradient's distance from it in elements (a typed base pointer plus an
+    offset, so that loads vectorise). ALIGN divides every offset, distance and count (in elements): masks and
+    addresses are then constant / aligned over ALIGN elements. step_ptr holds the step number (already incremented)."""
+    row = chunk_ptr + tl.program_id(0) * 4
+    g_start = tl.multiple_of(tl.load(grad_off_ptr + tl.load(row)) + tl.load(row + 1), ALIGN)
+    flat0 = tl.multiple_of(tl.load(row + 2), ALIGN)
+    count = tl.multiple_of(tl.load(row + 3), ALIGN)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < count
+    flat = flat0 + offs
     t = tl.load(step_ptr)
-    p = tl.load(master_ptr + offs, mask=mask, other=0.0)
-    g = tl.load(grad_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    m = tl.load(m_ptr + offs, mask=mask, other=0.0)
-    v = tl.load(v_ptr + offs, mask=mask, other=0.0)
+    g = tl.load(grad_ptr + g_start + offs, mask=mask, other=0.0).to(tl.float32)
+    p = tl.load(master_ptr + flat, mask=mask, other=0.0)
+    m = tl.load(m_ptr + flat, mask=mask, other=0.0)
+    v = tl.load(v_ptr + flat, mask=mask, other=0.0)
     p = p * (1.0 - lr * weight_decay)
     m = beta1 * m + (1.0 - beta1) * g
     v = beta2 * v + (1.0 - beta2) * g * g
     bias1 = 1.0 - tl.exp2(t * log2_beta1)
     bias2 = 1.0 - tl.exp2(t * log2_beta2)
     p = p - (lr / bias1) * m / (tl.sqrt(v) / tl.sqrt(bias2) + eps)
-    tl.store(master_ptr + offs, p, mask=mask)
-    tl.store(m_ptr + offs, m, mask=mask)
-    tl.store(v_ptr + offs, v, mask=mask)
-    tl.store(param_ptr + offs, p.to(param_ptr.dtype.element_ty), mask=mask)
+    tl.store(master_ptr + flat, p, mask=mask)
+    tl.store(m_ptr + flat, m, mask=mask)
+    tl.store(v_ptr + flat, v, mask=mask)
+    tl.store(param_ptr + flat, p.to(param_ptr.dtype.element_ty), mask=mask)
 
 
-def adamw_step(master, grad, m, v, param, step, lr, beta1, beta2, eps, weight_decay):
-    """All parameters in one launch: flat fp32 master/m/v, flat gradient and parameter buffers, step a 1-element
-    fp32 device tensor (graph-capturable: nothing is read back to the host)."""
-    n = master.numel()
-    block = 65536 if INTERPRET else 2048
-    _launch(tt_adamw, (triton.cdiv(n, block),), master, grad, m, v, param, step, n, lr, beta1, beta2,
-            math.log2(beta1), math.log2(beta2), eps, weight_decay, BLOCK=block, num_warps=8 if not INTERPRET else 1)
+ADAMW_BLOCK = 2048
+
+
+def adamw_chunk_block() -> int:
+    """Elements per AdamW program (large under the interpreter, whose cost is per program)."""
+    return 65536 if INTERPRET else ADAMW_BLOCK
+
+
+def adamw_step(master, grad_base, grad_offsets, chunks, align, m, v, param, step, lr, beta1, beta2, eps, weight_decay):
+    """All parameters in one launch: flat fp32 master/m/v and low-precision parameter buffers; grad_base the first
+    gradient, grad_offsets (int64, each gradient's distance from it in elements) and chunks (int64 (n_chunks, 4), see
+    tt_adamw) on the device; step a 1-element fp32 device tensor (graph-capturable: nothing is read back)."""
+    _launch(tt_adamw, (chunks.shape[0],), master, grad_base, grad_offsets, chunks, m, v, param, step, lr, beta1, beta2,
+            math.log2(beta1), math.log2(beta2), eps, weight_decay, ALIGN=align, BLOCK=adamw_chunk_block(),
+            num_warps=8 if not INTERPRET else 1)

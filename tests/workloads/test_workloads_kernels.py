@@ -70,7 +70,10 @@ def test_rmsnorm_values_and_gradcheck():
     gradcheck(lambda a, b: tt_kernels.rmsnorm(a, b), (x[:1, :2], w))
 
 
-def test_fused_add_rmsnorm_returns_sum_and_norm_and_gradcheck():
+@pytest.mark.parametrize("slots", [1, 8])
+def test_fused_add_rmsnorm_returns_sum_and_norm_and_gradcheck(slots, monkeypatch):
+    """slots: the backward's dw accumulator rows (1: both programs add into one row; 8: each its own row)."""
+    monkeypatch.setattr(tt_kernels, "NORM_BWD_SLOTS", slots)
     torch.manual_seed(1)
     x = torch.randn(70, 24, **f64, requires_grad=True)  # 70 rows: more than one 64-row tile
     r = torch.randn(70, 24, **f64, requires_grad=True)
@@ -215,10 +218,16 @@ def test_kernels_record_profiler_ranges_under_interpreter():
     assert "triton::tt_rmsnorm_fwd" in {e.name for e in prof.events()}
 
 
-def test_master_adamw_matches_torch_adamw_and_writes_bf16_params():
+@pytest.mark.parametrize("block", [None, 64])
+def test_master_adamw_matches_torch_adamw_and_writes_bf16_params(block, monkeypatch):
     """One Triton kernel for every parameter: fp32 master weights follow torch.optim.AdamW given the same (bf16)
-    gradients; the model's parameters are bf16 views of one buffer holding the rounded master weights."""
+    gradients, read in place as the first gradient's pointer plus each one's element distance (new gradient tensors,
+    gradients overwritten in place, and views of one buffer laid out in reverse, so that distances are negative);
+    the model's parameters are bf16 views of one buffer holding the rounded master weights. block=64 splits every
+    parameter into several chunks, the last one partial (1200 = 18 * 64 + 48)."""
     import tt_optim
+    if block is not None:
+        monkeypatch.setattr(tt_kernels, "adamw_chunk_block", lambda: block)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(40, 30, bias=False), torch.nn.Linear(30, 7)).to(DEV)
     ref = [p.detach().clone().requires_grad_() for p in model.parameters()]
@@ -227,17 +236,32 @@ def test_master_adamw_matches_torch_adamw_and_writes_bf16_params():
     assert all(p.dtype == torch.bfloat16 and p.data_ptr() >= weights.low.data_ptr() for p in params)
     opt = tt_optim.MasterAdamW(weights, lr=1e-2, weight_decay=0.1)
     ref_opt = torch.optim.AdamW(ref, lr=1e-2, weight_decay=0.1)
-    for _ in range(4):
-        for p, r in zip(params, ref, strict=True):
-            g = torch.randn(r.shape, device=DEV).to(torch.bfloat16)
+    grads: list[torch.Tensor] = []
+    for i in range(6):
+        if i % 3 == 1:  # same tensors (same addresses) as the step before: the distances are not reloaded
+            for g in grads:
+                g.copy_(torch.randn(g.shape, device=DEV).to(torch.bfloat16))
+        elif i % 3 == 2:  # one buffer, the first gradient last: the others lie before it
+            sizes = [r.numel() for r in ref][::-1]
+            flat = torch.randn(sum(sizes), device=DEV).to(torch.bfloat16)
+            grads = [v.view(r.shape) for v, r in zip(flat.split(sizes)[::-1], ref, strict=True)]
+            assert grads[0].data_ptr() > grads[-1].data_ptr()
+        else:
+            grads = [torch.randn(r.shape, device=DEV).to(torch.bfloat16) for r in ref]
+        for p, r, g in zip(params, ref, grads, strict=True):
             p.grad, r.grad = g, g.float()
+        grads_before = [g.clone() for g in grads]
         opt.step()
         ref_opt.step()
-    want = torch.cat([r.detach().reshape(-1) for r in ref])
-    torch.testing.assert_close(weights.master, want, rtol=1e-5, atol=1e-6)
+        assert all(torch.equal(g, g0) for g, g0 in zip(grads, grads_before, strict=True))
+        want = torch.cat([r.detach().reshape(-1) for r in ref])
+        torch.testing.assert_close(weights.master, want, rtol=1e-5, atol=1e-6)
     # the kernel wrote the master weights in bf16: within one bf16 step (the interpreter truncates, GPUs round)
     step = weights.master.abs() * 2.0 ** -7
     assert bool(((weights.low.float() - weights.master).abs() <= step).all())
+    params[0].grad = grads[0].t().contiguous().t()  # same values, transposed layout
+    with pytest.raises(RuntimeError, match="contiguous"):
+        opt.step()
     for p in params:
         p.grad = None
     with pytest.raises(RuntimeError, match="no gradient"):
