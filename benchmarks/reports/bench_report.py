@@ -1,7 +1,7 @@
 """Benchmark: `madengine-rocprof report` on large inputs, timed as a user runs it (one fresh process per run).
 
 Usage: python benchmarks/reports/bench_report.py [--cases csv-1m,csv-10m,rocpd-10m,ranks-8x1m] [--runs 3]
-                                                 [--work DIR] [--json FILE]
+                                                 [--work DIR] [--json FILE] [--sqlite-reader auto|stdlib]
 Cases and targets (issue 11, on the 2-core development machine):
   csv-1m      one kernel_trace.csv, 1,000,000 dispatches            <= 1.5 s
   csv-10m     one kernel_trace.csv, 10,000,000 dispatches (~2 GB)   <= 10 s, peak RSS <= 1 GiB
@@ -11,14 +11,17 @@ Inputs are generated once under --work (make_kernel_trace.py, make_rocpd.py), wi
 wrote; every run's JSON report must give exactly that dispatch count and kernel time (the independent check), or
 the benchmark fails. Each run writes Markdown (-q), JSON and HTML. Prints min/median/max wall time and the peak RSS
 of the report process (after one untimed run that warms the page cache). Exit 1 if a target is missed.
+--sqlite-reader stdlib times rocpd with the stdlib sqlite3 fallback (as without adbc-driver-sqlite).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import platform
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -65,12 +68,18 @@ def prepare(work: Path, case: str) -> tuple[Path, int, int]:
     return run_dir, dispatches, total
 
 
-def measure(run_dir: Path, out: Path) -> tuple[float, float]:
+# the report command with the rocpd reader's Arrow driver switched off
+STDLIB_READER = (
+    "import sys; from madengine_rocprof.reports import sqlite_frames; sqlite_frames.ARROW = False; "
+    "from madengine_rocprof.cli import main; sys.exit(main())"
+)
+
+
+def measure(run_dir: Path, out: Path, sqlite_reader: str) -> tuple[float, float]:
     """Wall seconds and peak RSS (MiB) of one report process."""
     cmd = [
         sys.executable,
-        "-m",
-        "madengine_rocprof",
+        *(["-m", "madengine_rocprof"] if sqlite_reader == "auto" else ["-c", STDLIB_READER]),
         "report",
         str(run_dir),
         "--json",
@@ -89,27 +98,39 @@ def measure(run_dir: Path, out: Path) -> tuple[float, float]:
     return wall, usage.ru_maxrss / 1024
 
 
+def versions() -> dict[str, str | None]:
+    """Versions of the engines the report uses (None: not installed)."""
+    found: dict[str, str | None] = {"sqlite": sqlite3.sqlite_version}
+    for package in ("polars", "adbc-driver-sqlite", "adbc-driver-manager"):
+        try:
+            found[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            found[package] = None
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "madengine-rocprof-bench")
     parser.add_argument("--json", type=Path, help="write the results here as well")
+    parser.add_argument("--sqlite-reader", choices=["auto", "stdlib"], default="auto")
     args = parser.parse_args()
     out = args.work / "out"
     out.mkdir(parents=True, exist_ok=True)
     results, ok = [], True
+    load_at_start = os.getloadavg()[0]
     print(
-        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start; "
-        f"Python {platform.python_version()}"
+        f"machine: {os.cpu_count()} CPUs, load average {load_at_start:.1f} at start; Python {platform.python_version()}"
     )
     for case in args.cases.split(","):
         run_dir, dispatches, total = prepare(args.work, case)
         target_s, target_mib = CASES[case][1:]
-        measure(run_dir, out)  # warm the page cache: the benchmark times the report, not the disk
+        measure(run_dir, out, args.sqlite_reader)  # warm the page cache: the benchmark times the report, not the disk
         walls, peaks = [], []
         for _ in range(args.runs):
-            wall, peak = measure(run_dir, out)
+            wall, peak = measure(run_dir, out, args.sqlite_reader)
             report = json.loads((out / "r.json").read_text())["runs"][0]["summary"]
             if (report["dispatches"], report["gpu_time_ns"]) != (dispatches, total):
                 sys.exit(
@@ -132,6 +153,7 @@ def main() -> int:
                 "target_s": target_s,
                 "target_peak_mib": target_mib,
                 "met": met,
+                "sqlite_reader": args.sqlite_reader if case.startswith("rocpd") else None,
                 "load_average_1min_after": os.getloadavg()[0],
             }
         )
@@ -145,7 +167,16 @@ def main() -> int:
         )
     if args.json:
         args.json.write_text(
-            json.dumps({"cpus": os.cpu_count(), "python": platform.python_version(), "results": results}, indent=2)
+            json.dumps(
+                {
+                    "cpus": os.cpu_count(),
+                    "python": platform.python_version(),
+                    "versions": versions(),
+                    "load_average_1min_at_start": load_at_start,
+                    "results": results,
+                },
+                indent=2,
+            )
             + "\n"
         )
     return 0 if ok else 1

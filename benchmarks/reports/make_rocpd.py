@@ -1,9 +1,12 @@
 """Write a synthetic rocpd SQLite database (rocprofv3 7.x `-f rocpd`, results.db) with N kernel dispatches.
 
 Usage: python benchmarks/reports/make_rocpd.py OUT_DIR [--dispatches N] [--kernels K] [--agents A] [--seed S]
+                                                [--processes P]
 Writes OUT_DIR/bench-node/4242_results.db. The layout follows rocpd's: tables suffixed with the run's UUID, unsuffixed
 views over them (`rocpd_kernel_dispatch`, `rocpd_info_kernel_symbol`, `rocpd_info_agent`, ...), and the `kernels`
 and `top_kernels` views that join dispatches to kernel symbols, agents and processes. Deterministic per seed.
+--processes P > 1 writes a merged database: one table set per process (its own UUID suffix and GUID, ids counting
+from 1 in each, kernel ids naming different kernels in each), the unsuffixed views the UNION ALL of the P sets.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_kernel_trace import kernel_names  # noqa: E402
 
-UUID = "_0000a1b2c3d4"
+UUID = "_0000a1b2c3d4"  # process p > 0 of a merged database: UUID + f"_{p}", GUID with its last digit p + 1
 GUID = "8f2d4c1e-0000-4000-8000-000000000001"
 TABLES = {
     "rocpd_info_node": "id INTEGER PRIMARY KEY, guid TEXT, hostname TEXT",
@@ -46,7 +49,7 @@ FROM rocpd_kernel_dispatch D JOIN rocpd_info_kernel_symbol S ON S.id = D.kernel_
 GROUP BY S.display_name ORDER BY total_duration DESC"""
 
 
-def write(path: Path, dispatches: int, kernels: int, agents: int, seed: int) -> tuple[int, int]:
+def write(path: Path, dispatches: int, kernels: int, agents: int, seed: int, processes: int = 1) -> tuple[int, int]:
     """Write the database; returns (file size in bytes, sum of the durations written: the benchmark's check)."""
     rng = random.Random(seed)
     total = [0]
@@ -55,38 +58,47 @@ def write(path: Path, dispatches: int, kernels: int, agents: int, seed: int) -> 
     con = sqlite3.connect(path)
     con.execute("PRAGMA journal_mode=OFF")
     con.execute("PRAGMA synchronous=OFF")
+    suffixes = [UUID + (f"_{p}" if p else "") for p in range(processes)]
     for table, columns in TABLES.items():
-        con.execute(f"CREATE TABLE {table}{UUID} ({columns})")
-        con.execute(f"CREATE VIEW {table} AS SELECT * FROM {table}{UUID}")
+        for suffix in suffixes:
+            con.execute(f"CREATE TABLE {table}{suffix} ({columns})")
+        con.execute(f"CREATE VIEW {table} AS " + " UNION ALL ".join(f"SELECT * FROM {table}{s}" for s in suffixes))
     con.execute(KERNELS_VIEW)
     con.execute(TOP_KERNELS_VIEW)
-    con.execute(f"INSERT INTO rocpd_info_node{UUID} VALUES (1, ?, 'bench-node')", (GUID,))
-    con.execute(f"INSERT INTO rocpd_info_process{UUID} VALUES (1, ?, 1, 4242, 'python train.py')", (GUID,))
-    con.executemany(
-        f"INSERT INTO rocpd_info_agent{UUID} VALUES (?, ?, 1, 4242, 'GPU', ?, ?, ?, 'gfx942')",
-        [(a + 1, GUID, a + 2, a, a) for a in range(agents)],
-    )
-    con.executemany(
-        f"INSERT INTO rocpd_info_queue{UUID} VALUES (?, ?, 1, 4242, ?)",
-        [(a + 1, GUID, f"queue {a}") for a in range(agents)],
-    )
-    con.executemany(
-        f"INSERT INTO rocpd_info_kernel_symbol{UUID} VALUES (?, ?, 1, 4242, ?, ?, 0, 0)",
-        [(k + 1, GUID, name, name) for k, name in enumerate(kernel_names(kernels))],
-    )
+    names = kernel_names(kernels)
     clock = [1_550_151_853_000_000] * agents
 
-    def rows():
-        for n in range(1, dispatches + 1):
+    def rows(p: int, guid: str, pid: int):
+        for n in range(1, dispatches // processes + (p < dispatches % processes) + 1):
             agent = n % agents
             k = rng.randrange(kernels)
             duration = rng.randint(1_000, 200_000)
             total[0] += duration
             start = clock[agent]
             clock[agent] += duration + rng.randint(100, 3_000)
-            yield (n, GUID, 1, 1, 4242, agent + 1, k + 1, n, agent + 1, 0, start, start + duration, 256 * (k + 1), 256)
+            yield (n, guid, 1, 1, pid, agent + 1, k + 1, n, agent + 1, 0, start, start + duration, 256 * (k + 1), 256)
 
-    con.executemany(f"INSERT INTO rocpd_kernel_dispatch{UUID} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows())
+    for p, suffix in enumerate(suffixes):
+        guid, pid = GUID[:-1] + str(p + 1), 4242 + p
+        if p == 0:
+            con.execute(f"INSERT INTO rocpd_info_node{suffix} VALUES (1, ?, 'bench-node')", (guid,))
+        con.execute(f"INSERT INTO rocpd_info_process{suffix} VALUES (1, ?, 1, ?, 'python train.py')", (guid, pid))
+        con.executemany(
+            f"INSERT INTO rocpd_info_agent{suffix} VALUES (?, ?, 1, ?, 'GPU', ?, ?, ?, 'gfx942')",
+            [(a + 1, guid, pid, a + 2, a, a) for a in range(agents)],
+        )
+        con.executemany(
+            f"INSERT INTO rocpd_info_queue{suffix} VALUES (?, ?, 1, ?, ?)",
+            [(a + 1, guid, pid, f"queue {a}") for a in range(agents)],
+        )
+        rotated = names[p:] + names[:p]  # the same kernel id names another kernel in each process
+        con.executemany(
+            f"INSERT INTO rocpd_info_kernel_symbol{suffix} VALUES (?, ?, 1, ?, ?, ?, 0, 0)",
+            [(k + 1, guid, pid, name, name) for k, name in enumerate(rotated)],
+        )
+        con.executemany(
+            f"INSERT INTO rocpd_kernel_dispatch{suffix} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows(p, guid, pid)
+        )
     con.commit()
     con.close()
     return path.stat().st_size, total[0]
@@ -99,9 +111,10 @@ def main() -> int:
     parser.add_argument("--kernels", type=int, default=120)
     parser.add_argument("--agents", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--processes", type=int, default=1)
     args = parser.parse_args()
     path = args.out_dir / "bench-node" / "4242_results.db"
-    size, _ = write(path, args.dispatches, args.kernels, args.agents, args.seed)
+    size, _ = write(path, args.dispatches, args.kernels, args.agents, args.seed, args.processes)
     print(f"wrote {path}: {args.dispatches:,} dispatches, {size / 1e6:.1f} MB")
     return 0
 

@@ -154,6 +154,20 @@ def render_markdown(report: dict, name_width: int = 60) -> str:
     out += table(
         ["#", "kernel", "category", "role", "calls", "total (ms)", "share", "profile", "derived metrics", "bound"], rows
     )
+    notes = [
+        f"- #{k['rank']}: counters of `{shorten(display_name(j['name']), name_width)}` "
+        f"({j['dispatches']} dispatches) joined by "
+        + ("function name only (template arguments spelled differently)" if j["how"] == "function" else "key")
+        for k in report["kernels"]
+        for j in k.get("joined_from", [])
+        if j["how"] != "exact"
+    ]
+    notes += [
+        f"- not joined: `{shorten(display_name(n['name']), name_width)}` ({n['dispatches']} dispatches): {n['reason']}"
+        for n in report.get("not_joined", [])
+    ]
+    if notes:
+        out += ["", "Second-pass names as the profiler spelled them:", ""] + notes
     return "\n".join(out) + "\n"
 
 
@@ -175,6 +189,7 @@ def escalate(
 ) -> tuple[dict, str]:
     """Plan, run (unless dry/join-only) and join; returns (report or plan, Markdown)."""
     from madengine_rocprof.insights import escalate as esc
+    from madengine_rocprof.reports.analysis import merge_kernels
     from madengine_rocprof.reports.discover import load_run
 
     if join_only:
@@ -185,8 +200,10 @@ def escalate(
             )
         plan = json.loads(plan_file.read_text(encoding="utf-8"))
     else:
-        targets = esc.select_targets(load_run(run_dir, run_dir.name), top, min_share)
-        plan = esc.plan_second_pass(run_dir, targets, launches, skip)
+        first = load_run(run_dir, run_dir.name)
+        targets = esc.select_targets(first, top, min_share)
+        calls = {name: stats.calls for name, stats in merge_kernels(first).items()}
+        plan = esc.plan_second_pass(run_dir, targets, calls, launches, skip)
         if dry_run:
             return plan, json.dumps(plan, indent=1) + "\n"
         plan = esc.run_second_pass(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import shlex
 import shutil
 import tempfile
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from madengine_rocprof.errors import UserError
+from madengine_rocprof.insights.kernel_match import filter_regex, match_name
 from madengine_rocprof.insights.peaks import Peak, device_peak
 from madengine_rocprof.reports.analysis import merge_kernels
 from madengine_rocprof.reports.categories import classify
@@ -52,7 +54,6 @@ TOOL_PREFIX = "escalate_"
 PLAN_FILE = "escalation_plan.json"
 REPORT_FILE = "escalation.json"
 BOUND_AT = 60.0  # percent of a peak from which that resource is called the bound
-_SPECIAL = set("\\^$.|?*+()[]{}")
 ENV_LAUNCH_SKIP = "MADENGINE_ROCPROF_NCU_LAUNCH_SKIP"
 ENV_LAUNCH_COUNT = "MADENGINE_ROCPROF_NCU_LAUNCH_COUNT"
 
@@ -104,28 +105,20 @@ def select_targets(run: RunData, top: int | None = 5, min_share: float | None = 
     return chosen
 
 
-def regex_literal(name: str) -> str:
-    """The name as a regular expression matching itself in std::regex (rocprofv3), ncu and Python: only the
-    metacharacters every flavour shares are escaped."""
-    return "".join("\\" + c if c in _SPECIAL else c for c in name)
-
-
-def kernel_regex(names: list[str]) -> str:
-    return "|".join(regex_literal(n) for n in names)
-
-
-def launch_budget(calls: list[int], launches_per_kernel: int) -> int:
-    """ncu's --launch-count for kernels with these first-pass call counts. ncu counts every matching launch in
-    order, so the most frequent kernels would use up `launches_per_kernel x kernels` before the rarest one ran
-    (seen on an H200: 3 of 5 GEMMs got no counters). Launches interleave step by step, so the rarest kernel gets
-    `launches_per_kernel` of them after about that many x (all calls / its calls) matching launches."""
+def launch_budget(calls: list[int], launches_per_kernel: int, others: int = 0) -> int:
+    """ncu's --launch-count for kernels with these first-pass call counts, when the filter also matches `others`
+    launches of kernels that are not targets (other instantiations of a target's function). ncu counts every
+    matching launch in order, so the most frequent kernels would use up `launches_per_kernel x kernels` before the
+    rarest one ran (seen on an H200: 3 of 5 GEMMs got no counters). Launches interleave step by step, so the rarest
+    kernel gets `launches_per_kernel` of them after about that many x (all matching calls / its calls) launches."""
     rarest = max(1, min(calls))
-    return max(launches_per_kernel * len(calls), -(-launches_per_kernel * sum(calls) // rarest))
+    return max(launches_per_kernel * len(calls), -(-launches_per_kernel * (sum(calls) + others) // rarest))
 
 
-def escalation_tool(profile: str, names: list[str], launch_count: int, launch_skip: int):
-    """The built-in counter tool of `profile`, limited to `names` (kernel trace kept for the per-kernel time);
-    on ncu at most `launch_count` matching launches are profiled, after `launch_skip`."""
+def escalation_tool(profile: str, kernels: int, regex: str, launch_count: int, launch_skip: int):
+    """The built-in counter tool of `profile`, limited to the kernels `regex` selects (kernel_match.filter_regex;
+    kernel trace kept for the per-kernel time); on ncu at most `launch_count` matching launches are profiled, after
+    `launch_skip`. Full names (no truncation): the filter's lookaheads read template arguments."""
     from madengine_rocprof.registry.store import get_tool, tool_from_data
 
     base = get_tool(BASE_TOOL[profile])
@@ -137,9 +130,10 @@ def escalation_tool(profile: str, names: list[str], launch_count: int, launch_sk
         stats=False,
         summary=False,
         output_formats=["csv"],
-        kernel_include_regex=kernel_regex(names),
+        kernel_include_regex=regex,
         kernel_exclude_regex=None,
-        description=f"escalation: {profile} counters for {len(names)} kernel(s) of a first pass",
+        truncate_kernels=False,
+        description=f"escalation: {profile} counters for {kernels} kernel(s) of a first pass",
         env_vars={
             **base.env_vars,
             ENV_LAUNCH_SKIP: str(launch_skip),
@@ -217,7 +211,16 @@ def escalation_dir(run: Path) -> Path:
     return run.parent / f"{run.name}.escalate"
 
 
-def plan_second_pass(run: Path, targets: list[Target], launches_per_kernel: int = 10, launch_skip: int = 0) -> dict:
+def plan_second_pass(
+    run: Path,
+    targets: list[Target],
+    first_pass_calls: Mapping[str, int],
+    launches_per_kernel: int = 10,
+    launch_skip: int = 0,
+) -> dict:
+    """One pass per profile the targets need. Its kernel filter selects the targets in any profiler's spelling
+    (kernel_match.filter_regex); `others` are the first-pass kernels it also selects (other instantiations of a
+    target's function), whose calls the ncu launch budget must cover too and whose counters the join sets aside."""
     info = _read_run_json(run)
     groups: dict[str, list[str]] = {}
     calls: dict[str, list[int]] = {}
@@ -234,14 +237,17 @@ def plan_second_pass(run: Path, targets: list[Target], launches_per_kernel: int 
     passes = []
     for profile in ("compute_bound", "memory_bound"):
         if profile in groups:
-            budget = launch_budget(calls[profile], launches_per_kernel)
-            tool = escalation_tool(profile, groups[profile], budget, launch_skip)
+            regex = filter_regex(groups[profile], first_pass_calls)
+            others = sorted(n for n in first_pass_calls if n not in groups[profile] and re.search(regex, n) is not None)
+            budget = launch_budget(calls[profile], launches_per_kernel, sum(first_pass_calls[n] for n in others))
+            tool = escalation_tool(profile, len(groups[profile]), regex, budget, launch_skip)
             passes.append(
                 {
                     "profile": profile,
                     "tool": tool.name,
                     "kernels": groups[profile],
-                    "kernel_include_regex": tool.kernel_include_regex,
+                    "also_selected": others,
+                    "kernel_include_regex": regex,
                     "env": {
                         ENV_LAUNCH_SKIP: tool.env_vars[ENV_LAUNCH_SKIP],
                         ENV_LAUNCH_COUNT: tool.env_vars[ENV_LAUNCH_COUNT],
@@ -278,7 +284,11 @@ def run_second_pass(
     for step in plan["passes"]:
         bounds = step["env"]
         tool = escalation_tool(
-            step["profile"], step["kernels"], int(bounds[ENV_LAUNCH_COUNT]), int(bounds[ENV_LAUNCH_SKIP])
+            step["profile"],
+            len(step["kernels"]),
+            step["kernel_include_regex"],
+            int(bounds[ENV_LAUNCH_COUNT]),
+            int(bounds[ENV_LAUNCH_SKIP]),
         )
         context = dict(plan["context"], tools=[{"name": tool.name}])
         with registry_with([tool]):
@@ -313,18 +323,20 @@ def _find_pass_dir(out: Path, tool: str) -> str | None:
 # ---- joining both passes -------------------------------------------------------------------------------------
 
 
-def kernel_counters(run: RunData, name: str) -> dict[str, dict]:
-    """Counter -> {total, mean, dispatches, time_ns}: time_ns is this kernel's time on the dispatches that counter
-    was read on (each pass of a multi-pass counter file re-runs the workload)."""
+def kernel_counters(run: RunData, names: list[str]) -> dict[str, dict]:
+    """Counter -> {total, mean, dispatches, time_ns} over the second-pass kernels `names` (one first-pass kernel,
+    possibly spelled differently): time_ns is their time on the dispatches that counter was read on (each pass of a
+    multi-pass counter file re-runs the workload)."""
     out: dict[str, dict] = {}
     for source in run.counters:
-        time_ns = (source.kernel_time.get(name) or [0, 0])[1]
-        for (kernel, counter), stats in source.by_kernel.items():
-            if kernel != name:
-                continue
-            entry = out.setdefault(counter, {"stats": CounterStats(), "time_ns": 0.0})
-            entry["stats"].merge(stats)
-            entry["time_ns"] += time_ns
+        for name in names:
+            time_ns = (source.kernel_time.get(name) or [0, 0])[1]
+            for (kernel, counter), stats in source.by_kernel.items():
+                if kernel != name:
+                    continue
+                entry = out.setdefault(counter, {"stats": CounterStats(), "time_ns": 0.0})
+                entry["stats"].merge(stats)
+                entry["time_ns"] += time_ns
     return {
         c: {
             "total": e["stats"].total,
@@ -334,6 +346,56 @@ def kernel_counters(run: RunData, name: str) -> dict[str, dict]:
         }
         for c, e in sorted(out.items())
     }
+
+
+def counted_kernels(run: RunData) -> dict[str, int]:
+    """Kernel name -> dispatches that counters were read on, in a second pass (the most of any counter)."""
+    per: dict[tuple[str, str], int] = {}
+    for source in run.counters:
+        for key, stats in source.by_kernel.items():
+            per[key] = per.get(key, 0) + stats.dispatches
+    out: dict[str, int] = {}
+    for (kernel, _), dispatches in per.items():
+        out[kernel] = max(out.get(kernel, 0), dispatches)
+    return out
+
+
+@dataclass
+class Joined:
+    """The second pass's kernels, each assigned to one first-pass kernel or listed with why it was not."""
+
+    by_kernel: dict[tuple[str, str], list[dict]]  # (profile, first-pass name) -> [{name, how, dispatches}]
+    not_joined: list[dict]  # {profile, name, dispatches, reason, candidates}
+
+
+def join_names(first_names: list[str], second: dict[str, RunData], targets: set[str]) -> Joined:
+    """Match every second-pass kernel to the first pass by kernel_match.match_name. Kernels that match no single
+    first-pass kernel, and kernels the filter selected that are not top kernels, are listed with the reason."""
+    joined = Joined({}, [])
+    for profile, data in second.items():
+        for name, dispatches in sorted(counted_kernels(data).items()):
+            found = match_name(name, first_names)
+            if found.kernel is not None and found.kernel in targets:
+                joined.by_kernel.setdefault((profile, found.kernel), []).append(
+                    {"name": name, "how": found.how, "dispatches": dispatches}
+                )
+                continue
+            if found.kernel is not None:
+                reason = "not a top kernel: selected by the filter as another instantiation of a top kernel's function"
+            elif found.how == "ambiguous":
+                reason = f"ambiguous: as spelled, it fits {len(found.candidates)} first-pass kernels; not assigned"
+            else:
+                reason = "no first-pass kernel has this function name"
+            joined.not_joined.append(
+                {
+                    "profile": profile,
+                    "name": name,
+                    "dispatches": dispatches,
+                    "reason": reason,
+                    "candidates": list(found.candidates) or ([found.kernel] if found.kernel else []),
+                }
+            )
+    return joined
 
 
 def _rate(counters: dict, name: str) -> float | None:
@@ -421,17 +483,27 @@ def _device(run: RunData) -> Mapping[str, Any]:
 
 
 def join(first: RunData, second: dict[str, RunData], targets: list[Target], peak: Peak | None, plan: dict) -> dict:
+    first_names = list(merge_kernels(first))
+    joined = join_names(first_names, second, {t.name for t in targets if t.profile})
     rows = []
     for rank, t in enumerate(targets, start=1):
         row = {"rank": rank, **asdict(t), "average_ns": t.total_ns / t.calls if t.calls else None}
         data = second.get(t.profile) if t.profile else None
-        if data is not None:
-            counters = kernel_counters(data, t.name)
+        if t.profile and data is not None:
+            found = joined.by_kernel.get((t.profile, t.name), [])
+            counters = kernel_counters(data, [f["name"] for f in found])
+            row["joined_from"] = found
             row["counters"] = counters
             row["derived"] = derived(counters, peak) if counters else {}
             if not counters:
+                ambiguous = [
+                    n["name"] for n in joined.not_joined if n["profile"] == t.profile and t.name in n["candidates"]
+                ]
                 row["reason"] = (
-                    "the second pass read no counters for this kernel (filter missed it, or ncu's "
+                    f"the second pass read counters for {len(ambiguous)} kernel(s) that fit this one and others "
+                    "equally (see not_joined); none assigned"
+                    if ambiguous
+                    else "the second pass read no counters for this kernel (filter missed it, or ncu's "
                     "--launch-count was used up by other kernels)"
                 )
         rows.append(row)
@@ -448,6 +520,7 @@ def join(first: RunData, second: dict[str, RunData], targets: list[Target], peak
             for p in plan.get("passes", [])
         ],
         "kernels": rows,
+        "not_joined": joined.not_joined,
     }
 
 

@@ -16,6 +16,7 @@ import polars as pl
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import dispatches
 from madengine_rocprof.reports.model import CounterSource, CounterStats, KernelStats, TimingSource
+from madengine_rocprof.reports.sqlite_frames import fetch_rows, read_columns, uri
 
 FIX = "the database is truncated or corrupt, or not a rocpd file; re-run rocprofv3 with -f rocpd"
 
@@ -23,7 +24,7 @@ FIX = "the database is truncated or corrupt, or not a rocpd file; re-run rocprof
 @contextmanager
 def _connect(path: Path):
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        con = sqlite3.connect(uri(path), uri=True)
     except sqlite3.Error as err:
         raise UserError(f"cannot open SQLite database: {err}", file=str(path), fix=FIX) from None
     try:
@@ -42,38 +43,48 @@ def _columns(con, view: str) -> set[str]:
     return {row[1] for row in con.execute(f"PRAGMA table_info(`{view}`)")}
 
 
-BATCH = 100_000  # rows fetched from SQLite per polars chunk
+RAW_DISPATCH = ("kernel_id", "agent_id", "start", "end")  # rocpd_kernel_dispatch columns of rocpd 7.x
 
 
-def _fetch(con, query: str, schema: dict) -> pl.DataFrame:
-    cursor = con.execute(query)
-    chunks = []
-    while rows := cursor.fetchmany(BATCH):
-        chunks.append(pl.DataFrame(rows, schema=schema, orient="row"))
-    return pl.concat(chunks) if chunks else pl.DataFrame(schema=schema)
-
-
-def _dispatch_table(con, objects: set[str]) -> pl.DataFrame:
-    """Per-dispatch (name, start, end, device): from the dispatch and symbol views where present (no per-row
-    joins in SQLite), else from the `kernels` view."""
-    if {"rocpd_kernel_dispatch", "rocpd_info_kernel_symbol", "rocpd_info_agent"} <= objects:
+def _dispatch_table(con, path: Path, objects: set[str]) -> pl.DataFrame:
+    """Per-dispatch (name, start, end, device). From rocpd_kernel_dispatch's integer columns, named by joining
+    the small symbol and agent tables in polars (categorical: 10M rows share ~100 names), where present; else
+    from the `kernels` view (a schema whose dispatch table lacks these columns)."""
+    if {"rocpd_kernel_dispatch", "rocpd_info_kernel_symbol", "rocpd_info_agent"} <= objects and set(
+        RAW_DISPATCH
+    ) <= _columns(con, "rocpd_kernel_dispatch"):
         ids = {"guid": pl.String, "id": pl.Int64}
-        symbols = _fetch(con, "SELECT guid, id, display_name FROM rocpd_info_kernel_symbol", ids | {"name": pl.String})
-        agents = _fetch(con, "SELECT guid, id, absolute_index FROM rocpd_info_agent", ids | {"agent": pl.Int64})
-        several = symbols["guid"].n_unique() > 1  # a merged database: ids repeat per process (guid)
-        keys = "guid, " if several else "NULL, "
-        table = _fetch(
-            con,
-            f"SELECT {keys}kernel_id, agent_id, start, `end` FROM rocpd_kernel_dispatch",
-            {"guid": pl.String, "kernel_id": pl.Int64, "agent_id": pl.Int64, "start": pl.Int64, "end": pl.Int64},
+        symbols = fetch_rows(
+            con, "SELECT guid, id, display_name FROM rocpd_info_kernel_symbol", ids | {"name": pl.String}
         )
-        on = ["guid"] if several else []
-        table = table.join(
-            symbols.rename({"id": "kernel_id"}).select(on + ["kernel_id", "name"]), on=on + ["kernel_id"], how="left"
-        ).join(agents.rename({"id": "agent_id"}).select(on + ["agent_id", "agent"]), on=on + ["agent_id"], how="left")
-        return table.select("name", "start", "end", pl.format("agent {}", pl.col("agent")).alias("device"))
-    return _fetch(
-        con, "SELECT name, start, `end`, 'agent ' || agent_abs_index FROM kernels", dispatches.DISPATCH_SCHEMA
+        agents = fetch_rows(con, "SELECT guid, id, absolute_index FROM rocpd_info_agent", ids | {"agent": pl.Int64})
+        on = ["guid"] if symbols["guid"].n_unique() > 1 else []  # a merged database: ids repeat per process (guid)
+        table = read_columns(
+            con,
+            path,
+            "rocpd_kernel_dispatch",
+            on + ["kernel_id", "agent_id", "start", "`end`"],
+            ({"guid": pl.String} if on else {}) | {c: pl.Int64 for c in RAW_DISPATCH},
+            key="id",
+        )
+        names = symbols.select(*on, pl.col("id").alias("kernel_id"), pl.col("name").cast(pl.Categorical))
+        devices = agents.select(
+            *on, pl.col("id").alias("agent_id"), pl.format("agent {}", "agent").cast(pl.Categorical).alias("device")
+        )
+        return (
+            table.lazy()
+            .join(names.lazy(), on=[*on, "kernel_id"], how="left", maintain_order="left")
+            .join(devices.lazy(), on=[*on, "agent_id"], how="left", maintain_order="left")
+            .select("name", "start", "end", "device")
+            .collect()
+        )
+    return read_columns(
+        con,
+        path,
+        "kernels",
+        ["name", "start", "`end`", "'agent ' || agent_abs_index"],
+        dispatches.DISPATCH_SCHEMA,
+        None,
     )
 
 
@@ -81,7 +92,7 @@ def read_rocpd_kernels(src: TimingSource) -> TimingSource:
     with _connect(src.path) as con:
         objects = _objects(con)
         if "kernels" in objects or "rocpd_kernel_dispatch" in objects:
-            table = _dispatch_table(con, objects)
+            table = _dispatch_table(con, src.path, objects)
             if table.select(pl.col("name").is_null().any() | (pl.col("end") < pl.col("start")).any()).item():
                 raise UserError(
                     "a kernel dispatch has no kernel symbol or ends before it starts",

@@ -215,7 +215,10 @@ def tt_swiglu_fwd(gu_ptr, out_ptr, n_elem, F, BLOCK: tl.constexpr, ACC: tl.const
 
 
 @triton.jit
-def tt_swiglu_bwd(gu_ptr, dout_ptr, dgu_ptr, n_elem, F, BLOCK: tl.constexpr, ACC: tl.constexpr):
+def tt_swiglu_bwd(gu_ptr, dout_ptr, dgu_ptr, act_ptr, n_elem, F, STORE_ACT: tl.constexpr, BLOCK: tl.constexpr,
+                  ACC: tl.constexpr):
+    """d(gate_up) from d(out); with STORE_ACT also writes out = silu(gate) * up again (the recompute the fused
+    down projection needs for its weight gradient, from the same loads)."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n_elem
     row = offs // F
@@ -228,6 +231,8 @@ def tt_swiglu_bwd(gu_ptr, dout_ptr, dgu_ptr, n_elem, F, BLOCK: tl.constexpr, ACC
     du = do * g * s
     tl.store(dgu_ptr + row * 2 * F + col, dg.to(dgu_ptr.dtype.element_ty), mask=mask)
     tl.store(dgu_ptr + row * 2 * F + F + col, du.to(dgu_ptr.dtype.element_ty), mask=mask)
+    if STORE_ACT:
+        tl.store(act_ptr + offs, (g * s * u).to(act_ptr.dtype.element_ty), mask=mask)
 
 
 def _swiglu_fwd(gu):
@@ -239,13 +244,14 @@ def _swiglu_fwd(gu):
     return out
 
 
-def _swiglu_bwd(gu, dout):
+def _swiglu_bwd(gu, dout, act=None):
+    """d(gate_up); writes silu(gate) * up into `act` too when given."""
     F = gu.shape[-1] // 2
     dgu = torch.empty_like(gu)
     n = dout.numel()
     block = 16384 if INTERPRET else 1024
-    _launch(tt_swiglu_bwd, (triton.cdiv(n, block),), gu, dout.contiguous(), dgu, n, F, BLOCK=block,
-            ACC=_acc_type(gu))
+    _launch(tt_swiglu_bwd, (triton.cdiv(n, block),), gu, dout.contiguous(), dgu, dgu if act is None else act, n, F,
+            STORE_ACT=act is not None, BLOCK=block, ACC=_acc_type(gu))
     return dgu
 
 
@@ -325,6 +331,37 @@ def rope(x, cos, sin):
 
 
 # ---------------------------------------------------------------------------------------------- flash attention
+# The forward's causal loop runs in two stages: key blocks wholly before the query block's first row need no causal
+# mask and no bounds check (that row is < S); only the blocks at the diagonal are masked. (The same split made the
+# dK/dV kernel 13% slower on an H200, so the backward kernels keep one masked loop.)
+@triton.jit
+def _attn_fwd_stage(acc, l_i, m_i, q, k_base, v_base, sks, svs, offs_m, offs_d, dmask, lo, hi, S, qk_scale,
+                    MASKED: tl.constexpr, BLOCK_N: tl.constexpr, ACC: tl.constexpr):
+    offs_n = tl.arange(0, BLOCK_N)
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        if MASKED:
+            kt = tl.load(k_base + cols[None, :] * sks + offs_d[:, None], mask=dmask[:, None] & (cols[None, :] < S),
+                         other=0.0)
+        else:
+            kt = tl.load(k_base + cols[None, :] * sks + offs_d[:, None], mask=dmask[:, None], other=0.0)
+        qk = tl.dot(q, kt).to(ACC) * qk_scale  # log2-domain scores
+        if MASKED:
+            qk = tl.where((offs_m[:, None] >= cols[None, :]) & (cols[None, :] < S), qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.exp2(qk - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        if MASKED:
+            v = tl.load(v_base + cols[:, None] * svs + offs_d[None, :], mask=(cols[:, None] < S) & dmask[None, :],
+                        other=0.0)
+        else:
+            v = tl.load(v_base + cols[:, None] * svs + offs_d[None, :], mask=dmask[None, :], other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v).to(ACC)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
 @triton.jit
 def tt_attn_fwd(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
                 sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sob, sos, soh,
@@ -337,7 +374,6 @@ def tt_attn_fwd(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
     h = bh % H
     hk = h // GROUP
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     dmask = offs_d < D
     q = tl.load(q_ptr + b * sqb + h * sqh + offs_m[:, None] * sqs + offs_d[None, :],
@@ -348,22 +384,11 @@ def tt_attn_fwd(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
     l_i = tl.zeros([BLOCK_M], dtype=ACC)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=ACC)
     # Causal block skipping: key blocks past the last query row of this block are never visited.
-    hi = tl.minimum((start_m + 1) * BLOCK_M, S)
-    for start_n in range(0, hi, BLOCK_N):
-        cols = start_n + offs_n
-        kt = tl.load(k_base + cols[None, :] * sks + offs_d[:, None], mask=(cols[None, :] < S) & dmask[:, None],
-                     other=0.0)
-        qk = tl.dot(q, kt).to(ACC) * qk_scale  # log2-domain scores
-        keep = (offs_m[:, None] >= cols[None, :]) & (cols[None, :] < S)
-        qk = tl.where(keep, qk, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
-        p = tl.exp2(qk - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_base + cols[:, None] * svs + offs_d[None, :], mask=(cols[:, None] < S) & dmask[None, :],
-                    other=0.0)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v).to(ACC)
-        m_i = m_new
+    diag = (start_m * BLOCK_M // BLOCK_N) * BLOCK_N  # key blocks before it lie wholly before row start_m * BLOCK_M
+    acc, l_i, m_i = _attn_fwd_stage(acc, l_i, m_i, q, k_base, v_base, sks, svs, offs_m, offs_d, dmask, 0, diag, S,
+                                    qk_scale, False, BLOCK_N, ACC)
+    acc, l_i, m_i = _attn_fwd_stage(acc, l_i, m_i, q, k_base, v_base, sks, svs, offs_m, offs_d, dmask, diag,
+                                    tl.minimum((start_m + 1) * BLOCK_M, S), S, qk_scale, True, BLOCK_N, ACC)
     acc = acc / l_i[:, None]
     tl.store(o_ptr + b * sob + h * soh + offs_m[:, None] * sos + offs_d[None, :], acc.to(o_ptr.dtype.element_ty),
              mask=(offs_m[:, None] < S) & dmask[None, :])
@@ -585,8 +610,8 @@ def rope_attention(qkv, cos, sin, n_heads):
 
 # ------------------------------------------------------------------------------------------ SwiGLU + down projection
 class TritonSwiGLUDown(torch.autograd.Function):
-    """out = swiglu(gate_up) @ w_down.T without keeping swiglu's output alive: the backward recomputes it (one
-    elementwise kernel) instead of saving a (tokens x ffn_dim) activation per layer."""
+    """out = swiglu(gate_up) @ w_down.T without keeping swiglu's output alive: the backward's SwiGLU kernel recomputes
+    it from the loads it makes anyway, instead of saving a (tokens x ffn_dim) activation per layer."""
 
     @staticmethod
     def forward(ctx, gate_up, w_down):
@@ -600,10 +625,10 @@ class TritonSwiGLUDown(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout):
         gu, w = ctx.saved_tensors
-        act = _swiglu_fwd(gu)  # recomputed, not saved
         dout2 = dout.reshape(-1, dout.shape[-1])
+        act = torch.empty(gu.shape[:-1] + (gu.shape[-1] // 2,), dtype=gu.dtype, device=gu.device)
+        dgu = _swiglu_bwd(gu, (dout2 @ w).view(act.shape), act)  # act: recomputed here, not saved
         dw = (dout2.t() @ act.reshape(-1, act.shape[-1])).to(ctx.w_dtype)
-        dgu = _swiglu_bwd(gu, (dout2 @ w).view(act.shape))
         return dgu, dw
 
 

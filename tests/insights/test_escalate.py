@@ -14,6 +14,7 @@ import pytest
 from madengine_rocprof.cli import main
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.insights import escalate as esc
+from madengine_rocprof.insights.kernel_match import filter_regex
 from madengine_rocprof.reports.discover import load_run
 from madengine_rocprof.wrapper import nvidia
 
@@ -23,16 +24,18 @@ REPO = Path(__file__).resolve().parents[2]
 FAKES = REPO / "tests" / "wrapper" / "fakes"
 
 
-def _fake_kernels() -> list[str]:
-    """The kernel names the fake profilers' "GPU" dispatches, alternating (tests/wrapper/fakes/_fakelib.py)."""
+def _fakelib():
+    """The fake profilers' shared module: the kernel names their "GPU" dispatches, alternating, as CUPTI and
+    rocprofv3 spell them (KERNELS) and as ncu does (NCU_NAMES)."""
     spec = importlib.util.spec_from_file_location("_fakelib", FAKES / "_fakelib.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return list(module.KERNELS)
+    return module
 
 
-ADD, SUB = _fake_kernels()
+ADD, SUB = _fakelib().KERNELS
+NCU_NAMES = _fakelib().NCU_NAMES
 GEMM = "Cijk_Alik_Bljk_SB_MT128x128x16_MI32x32x2x1_SN_1LDSB0_GRVW4_K1"
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 MYSTERY = "mystery_kernel_v9"
@@ -135,11 +138,12 @@ def test_selection_by_time_and_share_with_a_profile_per_category(tmp_path):
 
 
 @pytest.mark.parametrize("name", [ADD, SUB, GEMM, NCCL, "a.b*c+d?(e)[f]{g}|h^i$j\\k"])
-def test_kernel_filter_matches_exactly_the_chosen_names(name):
+def test_kernel_filter_matches_the_chosen_names_and_no_other(name):
     import re
 
-    pattern = esc.kernel_regex([name, GEMM])
-    assert re.search(pattern, name)
+    first_pass = [ADD, SUB, GEMM, NCCL, MYSTERY, name]
+    pattern = filter_regex([name, GEMM], first_pass)
+    assert re.search(pattern, name) and re.search(pattern, GEMM)
     others = [n for n in (ADD, SUB, GEMM, NCCL, MYSTERY) if n not in (name, GEMM)]
     assert not any(re.search(pattern, n) for n in others)
 
@@ -183,17 +187,27 @@ def test_amd_fp32_rate_from_valu_counters_and_peaks_by_name():
     flops_per_ns = 64 * (10 + 20 + 2 * 30) / 1000.0  # GFLOP/s
     assert d["fp32_tflops"] == pytest.approx(flops_per_ns / 1e3)
     assert d["fp32_pct_of_peak"] == pytest.approx(100 * flops_per_ns / 1e3 / 163.4)
-    h100, h200, mi250x = device_peak("NVIDIA H100 PCIe"), device_peak("NVIDIA H200"), device_peak("gfx90a")
+    h100, h200, mi250x = device_peak("NVIDIA H100 PCIe"), device_peak("NVIDIA H200"), device_peak("AMD Instinct MI250X")
     assert h100 is not None and h200 is not None and mi250x is not None
     assert h100.bandwidth_gbs == 2000 and h200.bandwidth_gbs == 4800
     assert mi250x.device == "AMD Instinct MI250X" and device_peak("Fake GPU 9000") is None
+    # parts whose peaks differ within the name family are not guessed: a bare gfx942 is MI300A, MI300X or MI325X
+    assert device_peak("gfx942") is None and device_peak("NVIDIA H100 NVL") is None
+    mi355x = device_peak("AMD Instinct MI355X")
+    assert mi355x is not None and (mi355x.bandwidth_gbs, mi355x.fp32_tflops) == (8000, 157.3)
     given = device_peak("Fake GPU 9000", bandwidth_gbs=1000)
     assert given is not None
     assert (given.bandwidth_gbs, given.fp32_tflops, given.source) == (1000, None, "given")
 
 
+# The filters, written out: each kernel's function name as a whole identifier (kernel_match.filter_regex)
+GEMM_FILTER = r"(?:^|[ :])Cijk_Alik_Bljk_SB_MT128x128x16_MI32x32x2x1_SN_1LDSB0_GRVW4_K1(?=[<( ]|$)"
+ADD_FILTER = r"(?:^|[ :])addition_kernel(?=[<( ]|$)"
+SUB_FILTER = r"(?:^|[ :])subtract_kernel(?=[<( ]|$)"
+
+
 def _memory_regex() -> str:
-    return esc.regex_literal(ADD) + "|" + esc.regex_literal(SUB)
+    return f"{ADD_FILTER}|{SUB_FILTER}"
 
 
 @pytest.mark.parametrize("version", ["6.2.0", "6.4.0", "7.0.0"])
@@ -214,7 +228,7 @@ def test_rocprofv3_second_pass_argv_and_joined_report(tmp_path, model_repo, fake
     memory_ws = esc_dir / "kern_model__escalate_memory_bound"
     # the wrapper writes every option in its long form, in its own order, the same for 6.x and 7.x
     for argv, ws, profile, regex in (
-        (runs[0], compute_ws, "compute_bound", esc.regex_literal(GEMM)),
+        (runs[0], compute_ws, "compute_bound", GEMM_FILTER),
         (runs[1], memory_ws, "memory_bound", _memory_regex()),
     ):
         assert argv == [
@@ -322,8 +336,11 @@ def test_ncu_second_pass_argv_and_joined_report(tmp_path, model_repo, fake_path,
     assert len(rep["rows"]) == 4
     report = json.loads(out_json.read_text())
     rows = {k["name"]: k for k in report["kernels"]}
-    for name in (ADD, SUB):
-        mine = [r["values"] for r in rep["rows"] if r["name"] == name]
+    # the fake ncu spells the kernels its own way (`void addition_kernel<float>(T1 *, const T1 *, ...)`); the join
+    # finds each by its key, and the counters land on the right first-pass kernel
+    for index, name in enumerate((ADD, SUB)):
+        assert rows[name]["joined_from"] == [{"name": NCU_NAMES["demangled"][index], "how": "key", "dispatches": 2}]
+        mine = [r["values"] for r in rep["rows"] if r["kernel"] == index]
         duration = sum(v["gpu__time_duration.sum"] for v in mine)
         traffic = sum(v["dram__bytes_read.sum"] + v["dram__bytes_write.sum"] for v in mine)
         d = rows[name]["derived"]
@@ -393,7 +410,7 @@ def test_run_with_escalate_does_both_passes(tmp_path, model_repo, fake_path, cap
     runs = [c["argv"] for c in recorded(log) if c["prog"] == "rocprofv3" and "--" in c["argv"]]
     assert len(runs) == 2 and "--kernel-include-regex" not in runs[0]
     # the fake's durations are 40 + k ns for dispatch k: SUB (k = 1, 3) 84 ns beats ADD (k = 0, 2) 82 ns
-    assert runs[1][runs[1].index("--kernel-include-regex") + 1] == esc.kernel_regex([SUB, ADD])
+    assert runs[1][runs[1].index("--kernel-include-regex") + 1] == f"{SUB_FILTER}|{ADD_FILTER}"
     report = json.loads((out / "kern_model__rocprofv3_lightweight.escalate" / "escalation.json").read_text())
     assert [(k["name"], k["total_ns"]) for k in report["kernels"]] == [(SUB, 84), (ADD, 82)]
     assert all(k["derived"]["bandwidth_gbs"] > 0 for k in report["kernels"])
@@ -433,3 +450,23 @@ def test_launch_budget_reaches_the_rarest_kernel_in_launch_order():
     assert count < len(launches)  # still a bound, not every launch
     # equal frequencies keep the plain N x kernels
     assert esc.launch_budget([8, 8], per_kernel) == 2 * per_kernel
+
+
+def test_ncu_name_fitting_two_first_pass_kernels_is_reported_not_guessed(tmp_path, model_repo, fake_path, capsys):
+    # the first pass has two kernels that differ only by namespace; ncu's spelling (namespace dropped) fits both
+    twin = ADD.replace("void addition_kernel", "void other_ns::addition_kernel")
+    fake_path("ncu", FAKE_DISPATCHES="8")
+    run = first_pass(tmp_path, {ADD: [30_000] * 10, twin: [25_000] * 10, SUB: [20_000] * 10})
+    out_json = tmp_path / "esc.json"
+    assert main(["escalate", str(run), "--models", str(model_repo), "--runner", "local", "--json", str(out_json)]) == 0
+    text = capsys.readouterr().out
+    report = json.loads(out_json.read_text())
+    rows = {k["name"]: k for k in report["kernels"]}
+    assert rows[ADD]["counters"] == {} == rows[twin]["counters"]
+    assert "fit this one and others equally" in rows[ADD]["reason"]
+    [entry] = report["not_joined"]
+    assert entry["name"] == NCU_NAMES["demangled"][0] and entry["reason"].startswith("ambiguous")
+    assert sorted(entry["candidates"]) == sorted([ADD, twin])
+    # the unambiguous kernel still gets its counters, joined by key
+    assert [j["how"] for j in rows[SUB]["joined_from"]] == ["key"] and rows[SUB]["counters"]
+    assert "not joined: `addition_kernel<…>` (4 dispatches): ambiguous" in text

@@ -47,3 +47,12 @@ def write_csv(path, header, rows):
 
 KERNELS = ["void addition_kernel<float>(float*, float const*, float const*, int, int)",
            "subtract_kernel(float*, float const*, float const*, int, int)"]
+# The same two kernels as Nsight Compute spells them, per --kernel-name-base / --print-kernel-base. Its demangled
+# names differ from CUPTI's / rocprofv3's (KERNELS): template parameters written as T1, `const float *` (real pairs:
+# benchmarks/wrapper/results/*/counts.json). The mangled names are illustrative.
+NCU_NAMES = {
+    "function": ["addition_kernel", "subtract_kernel"],
+    "demangled": ["void addition_kernel<float>(T1 *, const T1 *, const T1 *, int, int)",
+                  "subtract_kernel(float *, const float *, const float *, int, int)"],
+    "mangled": ["_Z15addition_kernelIfEvPT_PKS0_S3_ii", "_Z15subtract_kernelPfPKfS1_ii"],
+}
