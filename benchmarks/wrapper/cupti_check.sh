@@ -3,6 +3,8 @@
 #   part 1: versions; per-launch host cost per backend (launch_overhead.py); eager v1 B8 S128 in-process overhead
 #           for cupti (kernel trace), cupti + --hip-trace and torch.profiler; dispatch counts cupti vs ncu.
 #   part 2 (PART=2): v1..v4 at B8 S128 and B32 S512, plain vs cupti + --hip-trace, in-process.
+#   part 3 (PART=3): launch cost again; eager v1 B8 S128 with alternating traced/untraced windows in each process
+#           (overhead_alternating.py: every backend variant, plus plain as the method's control).
 # v4 replays one CUDA graph (its optimizer step never runs in Python after capture), so it is measured with
 # overhead.py: alternating plain and traced processes, tracing every step.
 # cupti-python is installed from a carried wheel: WHEELS=dir of cupti_python-*.whl (default .whl).
@@ -58,6 +60,15 @@ if [ "${PART:-1}" = 1 ]; then
   python3 benchmarks/wrapper/compare_counts.py "$work/embedded" "$work/ncu" > "$RES/counts.json"; echo "counts agree: exit $?"
   head -12 "$RES/counts.json"
   python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print(m["outcome"], m["dispatch_count"], json.dumps(m.get("tracer"))[:600]); print([o["path"] for o in m["outputs"]])' "$work/embedded/manifest.json"
+fi
+if [ "${PART:-1}" = 3 ]; then
+  [ "${LAUNCH:-1}" = 1 ] && time python3 benchmarks/wrapper/launch_overhead.py > "$RES/launch_overhead.json" 2> "$RES/launch_overhead.log"
+  [ "${LAUNCH:-1}" = 1 ] && tail -n 12 "$RES/launch_overhead.log"
+  time python3 benchmarks/wrapper/overhead_alternating.py --out "$RES/v1_b8s128_alternating" --procs "${PROCS:-2}" \
+      --pairs "${PAIRS:-40}" --block-steps "${BLOCK_STEPS:-4}" ${ALT_VARIANTS:+--variants "$ALT_VARIANTS"} \
+      -- --version v1 --cuda-graphs off --batch-size 8 --seq-len 128 \
+      > "$RES/v1_b8s128_alternating.txt" 2> "$RES/v1_b8s128_alternating.log"
+  cat "$RES/v1_b8s128_alternating.txt"; tail -n 20 "$RES/v1_b8s128_alternating.log"
 fi
 if [ "${PART:-1}" = 2 ] || [ "${PART:-1}" = all ]; then
   for cfg in "8 128" "32 512"; do

@@ -23,8 +23,9 @@ from typing import Any
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VARIANTS = {
     "torch": "torch.profiler, CUDA activities, external correlation off (the torch backend's default)",
-    "cupti": "CUPTI backend: concurrent kernel + memcpy + memset",
+    "cupti": "CUPTI backend: concurrent kernel + memcpy + memset (per-thread buffers, CUPTI zeroes no buffer)",
     "cupti_api": "CUPTI backend + CUDA runtime API records (--hip-trace)",
+    "cupti_driver": "CUPTI backend + CUDA driver API records (--hip-trace, API_DOMAIN=driver)",
     "cupti_small_buffers": "CUPTI backend with 256 KiB buffers: buffers complete during the loop (drain cost)",
 }
 LAUNCHES, BLOCKS = 2000, 8
@@ -64,7 +65,8 @@ def _cupti_tracer(variant: str, torch):
     state: dict[str, Any] = {}
 
     def start():
-        state["b"] = cupti_backend.CuptiBackend(module, api=variant == "cupti_api",
+        state["b"] = cupti_backend.CuptiBackend(module, api=variant in ("cupti_api", "cupti_driver"),
+                                                api_domain="driver" if variant == "cupti_driver" else "runtime",
                                                 buffers=cupti_backend.Buffers(size))
         state["b"].start()
 

@@ -1,8 +1,14 @@
 """CUPTI activity tracing through NVIDIA's cupti-python bindings, at the lowest host cost we could measure.
 
 Only the activity kinds the profile needs are enabled: concurrent kernels, memcpy and memset, plus CUDA runtime API
-records when an API trace (--hip-trace/--runtime-trace/--sys-trace) is asked for. Hardware-event-based tracing is
-switched on where the driver supports it (CUPTI answers NOT_SUPPORTED elsewhere, e.g. Hopper with driver 580).
+records when an API trace (--hip-trace/--runtime-trace/--sys-trace) is asked for: every runtime call, like rocprofv3's
+--hip-trace (switching records off per call id was measured and costs MORE per launch, benchmarks/wrapper/README.md),
+or, with api_domain="driver" (MADENGINE_ROCPROF_TRACER_API_DOMAIN=driver), the driver calls instead: the launches,
+copies and allocations that reach the driver, without the runtime's ~10 bookkeeping calls per kernel (cheaper).
+Activity buffers are per thread where CUPTI supports it (no lock shared by the forward and autograd threads), and
+CUPTI is told not to zero a buffer before filling it (a 32 MiB memset each time a buffer is handed over; records
+are walked by their valid size, so stale bytes are never read). Hardware-event-based tracing is switched on where
+the driver supports it (CUPTI answers NOT_SUPPORTED elsewhere, e.g. Hopper with driver 580).
 
 Buffers: cupti-python turns every record of a completed buffer into a Python object before its callback runs,
 which measured about 80 us per kernel record on an H200 (benchmarks/wrapper/README.md); a buffer completing while
@@ -23,6 +29,7 @@ from madengine_rocprof.tracer import cupti_records as cr
 
 BUFFER_BYTES = 32 << 20      # one activity buffer: ~150k kernel records, so a bounded window rarely completes one
 THREAD_ID_TYPE_SYSTEM = 1    # CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM: OS thread ids (gettid), like rocprofv3
+API_DOMAINS = ("runtime", "driver")
 _ERROR_MAX_LIMIT_REACHED = 12  # cuptiActivityGetNextRecord: no more records in the buffer
 
 _REQUEST = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t),
@@ -62,6 +69,8 @@ def open_lib(cupti):
     lib.cuptiActivityRegisterCallbacks.restype = ctypes.c_int
     lib.cuptiActivityGetNextRecord.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]
     lib.cuptiActivityGetNextRecord.restype = ctypes.c_int
+    lib.cuptiActivitySetAttribute.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p]
+    lib.cuptiActivitySetAttribute.restype = ctypes.c_int
     return lib
 
 
@@ -115,17 +124,24 @@ class CuptiBackend:
 
     name = "cupti"
 
-    def __init__(self, cupti, *, api: bool, lib=None, buffers: Buffers | None = None, hw_trace: bool = True) -> None:
+    def __init__(self, cupti, *, api: bool, lib=None, buffers: Buffers | None = None, hw_trace: bool = True,
+                 per_thread_buffers: bool = True, api_domain: str = "runtime") -> None:
+        if api_domain not in API_DOMAINS:
+            raise ValueError(f"api_domain must be runtime or driver, not {api_domain!r}")
         self.cupti = cupti
         self.api = api
+        self.api_domain = api_domain
+        self.want_per_thread = per_thread_buffers
+        self.per_thread: str = "off"
+        self.zeroed_buffers: str = "on"  # CUPTI's default
         self.lib = lib
         self.buffers = buffers or Buffers()
         self.want_hw_trace = hw_trace
         self.hw_trace: str = "off"
         self.layouts = cr.layouts(cupti)
         self.kinds = [cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET]
-        if api:
-            self.kinds.append(cupti.ActivityKind.RUNTIME)
+        if api:  # the driver API: the calls that reach the driver (launches, copies, ...), not runtime bookkeeping
+            self.kinds.append(cupti.ActivityKind.RUNTIME if api_domain == "runtime" else cupti.ActivityKind.DRIVER)
         self._check_kind_values()
         self.dropped = 0
         self.enabled: list = []
@@ -134,15 +150,16 @@ class CuptiBackend:
 
     def _check_kind_values(self) -> None:
         ak = self.cupti.ActivityKind
-        expected = {cr.KERNEL: ak.CONCURRENT_KERNEL, cr.MEMCPY: ak.MEMCPY, cr.MEMSET: ak.MEMSET, cr.RUNTIME: ak.RUNTIME}
+        expected = {cr.KERNEL: ak.CONCURRENT_KERNEL, cr.MEMCPY: ak.MEMCPY, cr.MEMSET: ak.MEMSET, cr.RUNTIME: ak.RUNTIME,
+                    cr.DRIVER: ak.DRIVER}
         wrong = {k: int(v) for k, v in expected.items() if int(v) != k}
         if wrong:
             raise RuntimeError(f"cupti ActivityKind values differ from the ones this tracer parses: {wrong}")
 
     # -------------------------------------------------- control
     def _register(self) -> None:
-        if self.lib is None:
-            self.lib = open_lib(self.cupti)
+        if self._callbacks:  # registered by an earlier window of this backend
+            return
         buffers = self.buffers
 
         def on_request(buf_out, size_out, max_records_out):
@@ -168,11 +185,25 @@ class CuptiBackend:
                 self.hw_trace = "on"
             except c.cuptiError as exc:
                 self.hw_trace = f"unsupported ({exc})"
+        if self.lib is None:
+            self.lib = open_lib(c)
+        if self.want_per_thread and self.per_thread == "off":
+            self.per_thread = self._set_flag(c.ActivityAttribute.ATTR_PER_THREAD_BUFFER, 1)
+        if self.zeroed_buffers == "on":
+            self.zeroed_buffers = {"on": "off"}.get(self._set_flag(c.ActivityAttribute.ATTR_ZEROED_OUT_BUFFER, 0),
+                                                    "on (CUPTI cannot switch it off)")
         self.buffers.prefill()
         self._register()
         for kind in self.kinds:
             c.activity_enable(kind)
             self.enabled.append(kind)
+
+    def _set_flag(self, attribute, flag: int) -> str:
+        """Sets a one-byte CUPTI activity attribute: "on" when CUPTI took it, or why not (an older CUPTI lacks it)."""
+        size = ctypes.c_size_t(1)
+        value = ctypes.c_uint8(flag)
+        status = self.lib.cuptiActivitySetAttribute(int(attribute), ctypes.byref(size), ctypes.byref(value))
+        return "on" if status == 0 else f"unsupported (CUPTI status {status})"
 
     def stop(self) -> None:
         c = self.cupti
@@ -228,16 +259,17 @@ class CuptiBackend:
                 names[ptr] = demangle(text) if demangle_names else text
             return names[ptr]
 
-        api_names: dict[int, str] = {}
+        api_names: dict[tuple[int, int], str] = {}
 
-        def api_name_of(cbid: int) -> str:
-            if cbid not in api_names:
+        def api_name_of(kind: int, cbid: int) -> str:
+            if (kind, cbid) not in api_names:
+                runtime = kind == cr.RUNTIME
+                domain = self.cupti.CallbackDomain.RUNTIME_API if runtime else self.cupti.CallbackDomain.DRIVER_API
                 try:
-                    api_names[cbid] = cr.api_name(str(self.cupti.get_callback_name(
-                        self.cupti.CallbackDomain.RUNTIME_API, cbid)))
+                    api_names[kind, cbid] = cr.api_name(str(self.cupti.get_callback_name(domain, cbid)))
                 except Exception:  # noqa: BLE001 - an unknown id must not lose the record
-                    api_names[cbid] = f"cuda_runtime_cbid_{cbid}"
-            return api_names[cbid]
+                    api_names[kind, cbid] = f"cuda_{'runtime' if runtime else 'driver'}_cbid_{cbid}"
+            return api_names[kind, cbid]
 
         records, seen = self.records()
         trace = cr.chrome_trace(records, kernel_name=kernel_name, api_name_of=api_name_of, pid=os.getpid())
@@ -245,6 +277,7 @@ class CuptiBackend:
 
     def counts(self, seen: dict) -> dict:
         return {"backend": self.name, "dropped_records": self.dropped, "hw_trace": self.hw_trace,
+                "per_thread_buffers": self.per_thread, "zeroed_buffers": self.zeroed_buffers,
                 "activity_kinds": [getattr(k, "name", str(k)) for k in self.kinds],
                 "records": {getattr(self.cupti.ActivityKind(k), "name", str(k)): n for k, n in sorted(seen.items())},
                 "buffers": self.buffers.requested, "buffer_bytes": self.buffers.size,

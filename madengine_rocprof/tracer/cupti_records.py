@@ -12,7 +12,7 @@ import re
 import struct
 
 # CUpti_ActivityKind values (cupti.ActivityKind); the backend checks them against the loaded module.
-KERNEL, MEMCPY, MEMSET, RUNTIME = 10, 1, 2, 5
+KERNEL, MEMCPY, MEMSET, DRIVER, RUNTIME = 10, 1, 2, 4, 5
 FIELDS = {
     KERNEL: ("start", "end", "correlation_id", "name", "device_id", "context_id", "stream_id", "grid_x", "grid_y",
              "grid_z", "block_x", "block_y", "block_z", "registers_per_thread", "static_shared_memory",
@@ -20,9 +20,11 @@ FIELDS = {
     MEMCPY: ("start", "end", "correlation_id", "device_id", "stream_id", "copy_kind", "src_kind", "dst_kind", "bytes"),
     MEMSET: ("start", "end", "correlation_id", "device_id", "stream_id", "memory_kind", "bytes", "value"),
     RUNTIME: ("start", "end", "correlation_id", "cbid", "process_id", "thread_id"),
+    DRIVER: ("start", "end", "correlation_id", "cbid", "process_id", "thread_id"),
 }
 DTYPE_NAMES = {KERNEL: "activity_kernel10_dtype", MEMCPY: "activity_memcpy6_dtype",
-               MEMSET: "activity_memset4_dtype", RUNTIME: "activity_api_dtype"}
+               MEMSET: "activity_memset4_dtype", RUNTIME: "activity_api_dtype",
+               DRIVER: "activity_api_dtype"}
 _STRUCT_CHAR = {"u1": "B", "i1": "b", "u2": "H", "i2": "h", "u4": "I", "i4": "i", "u8": "Q", "i8": "q"}
 # CUpti_ActivityMemcpyKind -> (rocprofv3 direction, source is host, destination is host)
 COPY_KINDS = {1: ("HtoD", True, False), 2: ("DtoH", False, True), 3: ("HtoA", True, False), 4: ("AtoH", False, True),
@@ -93,7 +95,8 @@ def _memcpy_name(rec: dict) -> str:
 
 
 def chrome_trace(records: list[tuple[int, dict]], *, kernel_name, api_name_of, pid: int) -> dict:
-    """Kineto-style trace of parsed records. `kernel_name(ptr)` -> the name to show; `api_name_of(cbid)` -> str."""
+    """Kineto-style trace of parsed records. `kernel_name(ptr)` -> the name to show; `api_name_of(kind, cbid)` -> str
+    (kind RUNTIME or DRIVER)."""
     starts = [r["start"] for _k, r in records if r["start"]]
     base = min(starts) if starts else 0
     events = []
@@ -123,8 +126,9 @@ def chrome_trace(records: list[tuple[int, dict]], *, kernel_name, api_name_of, p
                            "args": {"device": r["device_id"], "stream": r["stream_id"],
                                     "correlation": r["correlation_id"],
                                     "bytes": r["bytes"], "value": r["value"]}})
-        elif kind == RUNTIME:
-            events.append({"ph": "X", "cat": "cuda_runtime", "name": api_name_of(r["cbid"]),
+        elif kind in (RUNTIME, DRIVER):
+            events.append({"ph": "X", "cat": "cuda_runtime" if kind == RUNTIME else "cuda_driver",
+                           "name": api_name_of(kind, r["cbid"]),
                            "pid": r["process_id"] or pid, "tid": r["thread_id"], "ts": ts, "dur": dur,
                            "args": {"correlation": r["correlation_id"], "cbid": r["cbid"]}})
     events.sort(key=lambda e: e["ts"])

@@ -21,6 +21,9 @@ uncaught exception) or on SIGTERM. Environment (all optional):
   MADENGINE_ROCPROF_TRACER_STATS        1: with API rows, also <pid>_hip_api_stats.csv (--stats)
   MADENGINE_ROCPROF_TRACER_MANGLED      1: keep CUPTI's mangled kernel names (--mangled-kernels)
   MADENGINE_ROCPROF_TRACER_BUFFER_MB    CUPTI backend: size of one activity buffer in MiB (default 32)
+  MADENGINE_ROCPROF_TRACER_API_DOMAIN   CUPTI backend, with API rows: `runtime` (default: every CUDA runtime call,
+                                        like --hip-trace) or `driver` (the CUDA driver calls: launches, copies,
+                                        allocations, without the runtime's bookkeeping calls; less overhead)
   MADENGINE_ROCPROF_TRACER_GPU_ACTIVITIES  torch.profiler backend only: comma list of Kineto activity types
                                         to record on a GPU, e.g.
                                         CONCURRENT_KERNEL,GPU_MEMCPY,GPU_MEMSET,CUDA_RUNTIME (default: torch's whole
@@ -86,6 +89,11 @@ class _Tracer:
         self.memcpy = _env_on("MADENGINE_ROCPROF_TRACER_MEMCPY")
         self.stats = _env_on("MADENGINE_ROCPROF_TRACER_STATS")
         self.mangled = _env_on("MADENGINE_ROCPROF_TRACER_MANGLED")
+        self.api_domain = os.environ.get("MADENGINE_ROCPROF_TRACER_API_DOMAIN", "").strip().lower() or "runtime"
+        if self.api_domain not in ("runtime", "driver"):
+            print(f"{TAG} warning: MADENGINE_ROCPROF_TRACER_API_DOMAIN={self.api_domain!r} is not `runtime` or"
+                  " `driver`; using runtime", file=sys.stderr)
+            self.api_domain = "runtime"
         self.pid = os.getpid()
         self.prof: Any = None  # the running backend (TorchBackend or cupti_backend.CuptiBackend)
         self.sync: Callable[[], None] | None = None  # waits for the GPU before the window closes
@@ -135,7 +143,8 @@ class _Tracer:
             try:
                 mib = _env_float("MADENGINE_ROCPROF_TRACER_BUFFER_MB", 0)
                 size = int(mib * (1 << 20)) or cupti_backend.BUFFER_BYTES
-                backend = cupti_backend.CuptiBackend(module, api=self.api, buffers=cupti_backend.Buffers(size))
+                backend = cupti_backend.CuptiBackend(module, api=self.api, buffers=cupti_backend.Buffers(size),
+                                                     api_domain=self.api_domain)
                 self.sync = torch.cuda.synchronize
                 backend.start()
                 self.prof = backend

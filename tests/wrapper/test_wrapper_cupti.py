@@ -3,6 +3,7 @@ manifest, through a fake of cupti-python + libcupti (fakes/fake_cupti.py) that f
 from __future__ import annotations
 
 import csv
+import ctypes
 import json
 import os
 import socket
@@ -36,10 +37,10 @@ def launch(corr: int, start: int, cbid: int = 211, tid: int = 4242) -> dict:
 
 @pytest.fixture
 def backend():
-    def make(api=False, buffer_bytes=cupti_backend.BUFFER_BYTES, hw=False):
+    def make(api=False, buffer_bytes=cupti_backend.BUFFER_BYTES, hw=False, **options):
         fake_cupti.reset(hw_trace_supported=hw)
         return cupti_backend.CuptiBackend(fake_cupti, api=api, lib=fake_cupti.FakeLib(),
-                                          buffers=cupti_backend.Buffers(buffer_bytes))
+                                          buffers=cupti_backend.Buffers(buffer_bytes), **options)
     return make
 
 
@@ -58,6 +59,53 @@ def test_enables_only_the_kinds_the_profile_needs(backend):
     b.start()
     assert fake_cupti.STATE.enabled == {10, 1, 2, 5} and b.hw_trace == "on"
     b.stop()
+
+
+# ------------------------------------------------------------------ buffer attributes, windows
+def _started(b):
+    b.start()
+    return b
+
+
+def test_per_thread_buffers_and_no_zeroing_asked_for_and_reported(backend):
+    b = _started(backend())
+    attr = fake_cupti.ActivityAttribute
+    assert fake_cupti.STATE.attributes == {attr.ATTR_PER_THREAD_BUFFER: 1, attr.ATTR_ZEROED_OUT_BUFFER: 0}
+    b.stop()
+    _, counts = b.trace(demangle_names=False)
+    assert counts["per_thread_buffers"] == "on" and counts["zeroed_buffers"] == "off"
+    fake_cupti.reset()
+    fake_cupti.STATE.attribute_status = 1  # an older CUPTI without the attribute: tracing goes on without it
+    b = cupti_backend.CuptiBackend(fake_cupti, api=False, lib=fake_cupti.FakeLib())
+    b.start()
+    assert fake_cupti.record(10, **kernel(1, 100))
+    b.stop()
+    trace, counts = b.trace(demangle_names=False)
+    assert counts["per_thread_buffers"] == "unsupported (CUPTI status 1)" and len(convert.kernel_rows(trace)) == 1
+    assert counts["zeroed_buffers"] == "on (CUPTI cannot switch it off)"
+
+
+def test_stale_bytes_past_the_valid_size_are_never_read(backend):
+    b = _started(backend(buffer_bytes=4096))
+    address = b.buffers.free[-1]
+    ctypes.memset(address, 0x7F, 4096)  # CUPTI no longer zeroes a buffer: whatever was there stays past the records
+    fake_cupti.record(10, **kernel(1, 100))
+    b.stop()
+    trace, counts = b.trace(demangle_names=False)
+    assert counts["records"] == {"CONCURRENT_KERNEL": 1} and len(convert.kernel_rows(trace)) == 1
+
+
+def test_windows_of_one_backend_keep_every_record_and_register_once(backend):
+    b = backend()
+    for window in range(3):
+        b.start()
+        fake_cupti.record(10, **kernel(window + 1, 1000 * window))
+        b.stop()
+        assert not fake_cupti.record(10, **kernel(99, 99_999))  # between windows nothing is recorded
+    first_callbacks = fake_cupti.STATE.callbacks
+    assert first_callbacks is not None and b._callbacks == first_callbacks
+    trace, _ = b.trace(demangle_names=False)
+    assert [r[8] for r in convert.kernel_rows(trace)] == [1, 2, 3]
 
 
 # ------------------------------------------------------------------ buffers: every record back, none hidden
@@ -231,6 +279,27 @@ def test_runtime_writes_rocprofv3_files_and_a_summary(monkeypatch, tmp_path):
     assert [r[8] for r in convert.kernel_rows(perfetto)] == [1, 2, 3]  # the JSON is the same trace
 
 
+def test_runtime_driver_domain_writes_driver_calls_to_the_api_trace(monkeypatch, tmp_path):
+    t, _torch = _traced(monkeypatch, tmp_path, MADENGINE_ROCPROF_TRACER_API="1",
+                        MADENGINE_ROCPROF_TRACER_API_DOMAIN="driver")
+    assert not fake_cupti.record(5, **launch(1, 1000))  # no runtime records in the driver domain
+    fake_cupti.record(4, **launch(1, 1000, cbid=307))
+    fake_cupti.record(10, **kernel(1, 1100))
+    t.finish()
+    with open(tmp_path / socket.gethostname() / f"{os.getpid()}_hip_api_trace.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["Domain"], r["Function"], r["Correlation_Id"]) for r in rows] == [("CUDA_DRIVER_API", "cuLaunchKernel",
+                                                                                  "1")]
+
+
+def test_runtime_unknown_api_domain_warns_and_records_runtime_calls(monkeypatch, tmp_path, capsys):
+    t, _torch = _traced(monkeypatch, tmp_path, MADENGINE_ROCPROF_TRACER_API="1",
+                        MADENGINE_ROCPROF_TRACER_API_DOMAIN="hsa")
+    assert "MADENGINE_ROCPROF_TRACER_API_DOMAIN='hsa' is not `runtime` or `driver`" in capsys.readouterr().err
+    assert fake_cupti.record(5, **launch(1, 1000))
+    t.finish()
+
+
 def test_runtime_without_kernels_writes_nothing(monkeypatch, tmp_path, capsys):
     t, _ = _traced(monkeypatch, tmp_path)
     t.finish()
@@ -308,3 +377,19 @@ def test_summary_with_torch_profiler_has_unknown_drops(tmp_path):
     summary = outputs.tracer_summary(str(tmp_path), files)
     assert summary is not None
     assert summary["backends"] == ["cupti", "torch"] and summary["dropped_records"] is None
+
+
+def test_driver_api_records_name_driver_calls(backend):
+    b = _started(backend(api=True, api_domain="driver"))
+    assert fake_cupti.STATE.enabled == {10, 1, 2, 4}  # driver API records instead of runtime ones
+    assert not fake_cupti.record(5, **launch(1, 100, cbid=211))
+    assert fake_cupti.record(4, **launch(1, 100, cbid=307))
+    assert fake_cupti.record(10, **kernel(1, 200))
+    b.stop()
+    trace, _ = b.trace(demangle_names=False)
+    api = [e for e in trace["traceEvents"] if e.get("cat") == "cuda_driver"]
+    assert [(e["name"], e["args"]["correlation"]) for e in api] == [("cuLaunchKernel", 1)]
+    rows = convert.kernel_rows(trace)
+    assert [r[8] for r in rows] == [1] and rows[0][4] == 4242  # the kernel's thread comes from the driver call
+    with pytest.raises(ValueError, match="runtime or driver"):
+        backend(api=True, api_domain="hip")

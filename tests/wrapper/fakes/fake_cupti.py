@@ -24,8 +24,14 @@ class cuptiError(Exception):  # noqa: N801 - the real class name
 class ActivityKind(enum.IntEnum):
     MEMCPY = 1
     MEMSET = 2
+    DRIVER = 4
     RUNTIME = 5
     CONCURRENT_KERNEL = 10
+
+
+class ActivityAttribute(enum.IntEnum):
+    ATTR_PER_THREAD_BUFFER = 9
+    ATTR_ZEROED_OUT_BUFFER = 5
 
 
 class CallbackDomain(enum.IntEnum):
@@ -61,7 +67,8 @@ activity_memset4_dtype = _Dtype(88, {
 activity_api_dtype = _Dtype(40, {
     "kind": ("<i4", 0), "cbid": ("<u4", 4), "start": ("<u8", 8), "end": ("<u8", 16), "process_id": ("<u4", 24),
     "thread_id": ("<u4", 28), "correlation_id": ("<u4", 32)})
-_DTYPES = {1: activity_memcpy6_dtype, 2: activity_memset4_dtype, 5: activity_api_dtype, 10: activity_kernel10_dtype}
+_DTYPES = {1: activity_memcpy6_dtype, 2: activity_memset4_dtype, 4: activity_api_dtype, 5: activity_api_dtype,
+           10: activity_kernel10_dtype}
 _CALLBACK_NAMES = {211: "cudaLaunchKernel_v7000", 41: "cudaMemcpyAsync_v3020", 17: "cudaGetDevice_v3020"}
 
 
@@ -75,6 +82,8 @@ class _State:
         self.callbacks: tuple | None = None
         self.names: dict[str, ctypes.Array] = {}  # C strings the library owns
         self.completions = 0
+        self.attributes: dict[int, int] = {}  # activity attributes set through cuptiActivitySetAttribute
+        self.attribute_status = 0  # what cuptiActivitySetAttribute answers (an older CUPTI: not 0)
 
 
 STATE = _State()
@@ -107,10 +116,14 @@ def get_timestamp() -> int:
     return 1_000
 
 
+_DRIVER_NAMES = {307: "cuLaunchKernel", 442: "cuLaunchKernelEx", 279: "cuMemcpyHtoDAsync_v2"}
+
+
 def get_callback_name(domain, cbid: int) -> str:
-    if int(domain) != CallbackDomain.RUNTIME_API or cbid not in _CALLBACK_NAMES:
+    names = _CALLBACK_NAMES if int(domain) == CallbackDomain.RUNTIME_API else _DRIVER_NAMES
+    if cbid not in names:
         raise cuptiError(1, "ERROR_INVALID_PARAMETER")
-    return _CALLBACK_NAMES[cbid]
+    return names[cbid]
 
 
 def activity_get_num_dropped_records(context: int, stream_id: int, dropped: int) -> None:
@@ -167,6 +180,12 @@ def activity_flush_all(flag: int) -> None:
 
 class FakeLib:
     """libcupti's C entry points the backend calls through ctypes."""
+
+    def cuptiActivitySetAttribute(self, attr: int, size_ref, value_ref) -> int:  # noqa: N802 - C name
+        if STATE.attribute_status == 0:
+            size = size_ref._obj.value
+            STATE.attributes[attr] = int.from_bytes(ctypes.string_at(ctypes.addressof(value_ref._obj), size), "little")
+        return STATE.attribute_status
 
     def cuptiActivityRegisterCallbacks(self, request, complete) -> int:  # noqa: N802 - C name
         STATE.callbacks = (request, complete)
