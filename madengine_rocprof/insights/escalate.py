@@ -406,13 +406,12 @@ def _rate(counters: dict, name: str) -> float | None:
 def derived(counters: dict, peak: Peak | None) -> dict:
     """Achieved bandwidth and FP32 rate where the counters allow, as % of the device peak, and ncu's own % of peak."""
     out: dict = {}
-    # AMD: FETCH_SIZE / WRITE_SIZE in KiB, each over the kernel time of its own pass; bytes/ns = GB/s
-    if "FETCH_SIZE" in counters or "WRITE_SIZE" in counters:
-        rates = [_rate(counters, c) for c in ("FETCH_SIZE", "WRITE_SIZE") if c in counters]
-        known = [r for r in rates if r is not None]
-        if known and len(known) == len(rates):
-            out["bandwidth_gbs"] = sum(known) * 1024
-            out["bandwidth_formula"] = "(FETCH_SIZE + WRITE_SIZE) x 1024 B / kernel time"
+    # AMD: FETCH_SIZE / WRITE_SIZE in KiB, each over the kernel time of its own pass; bytes/ns = GB/s. Both are
+    # needed (as read + write on NVIDIA): one alone, e.g. when the WRITE_SIZE pass failed, is not the traffic
+    fetch, write = _rate(counters, "FETCH_SIZE"), _rate(counters, "WRITE_SIZE")
+    if fetch is not None and write is not None:
+        out["bandwidth_gbs"] = (fetch + write) * 1024
+        out["bandwidth_formula"] = "(FETCH_SIZE + WRITE_SIZE) x 1024 B / kernel time"
     duration = counters.get("gpu__time_duration.sum")
     if duration and duration["total"] > 0:
         t = duration["total"]

@@ -200,6 +200,22 @@ def test_amd_fp32_rate_from_valu_counters_and_peaks_by_name():
     assert (given.bandwidth_gbs, given.fp32_tflops, given.source) == (1000, None, "given")
 
 
+def test_amd_bandwidth_needs_both_fetch_and_write():
+    """memory_bound.txt reads FETCH_SIZE and WRITE_SIZE in different passes; when one pass is missing (it failed, or a
+    user's counter file has one of them), reads or writes alone are not the kernel's traffic: no bandwidth, no bound."""
+    from madengine_rocprof.insights.peaks import device_peak
+
+    def entry(total: float) -> dict:
+        return {"total": total, "mean": total, "dispatches": 1, "time_ns": 1000.0}
+
+    both = esc.derived({"FETCH_SIZE": entry(10.0), "WRITE_SIZE": entry(30.0)}, None)
+    assert both["bandwidth_gbs"] == pytest.approx((10.0 + 30.0) * 1024 / 1000.0)
+    for alone in ("FETCH_SIZE", "WRITE_SIZE"):
+        d = esc.derived({alone: entry(10_000.0)}, device_peak("AMD Instinct MI300X"))
+        assert "bandwidth_gbs" not in d and "bandwidth_pct_of_peak" not in d
+        assert d["bound"] == "not determined (no counter of this profile relates to a peak)"
+
+
 # The filters, written out: each kernel's function name as a whole identifier (kernel_match.filter_regex)
 GEMM_FILTER = r"(?:^|[ :])Cijk_Alik_Bljk_SB_MT128x128x16_MI32x32x2x1_SN_1LDSB0_GRVW4_K1(?=[<( ]|$)"
 ADD_FILTER = r"(?:^|[ :])addition_kernel(?=[<( ]|$)"
