@@ -11,7 +11,7 @@ block and stopped after it, outside the timed steps. A `plain` variant runs the 
 not timed.
 
     python3 benchmarks/wrapper/overhead_alternating.py --out DIR [--variants plain,cupti,...] [--procs 2]
-        [--pairs 10] [--block-steps 10] -- --version v1 --batch-size 8 --seq-len 128 --cuda-graphs off
+        [--pairs 40] [--block-steps 4] -- --version v1 --batch-size 8 --seq-len 128 --cuda-graphs off
 
 Step time is the harness's: CUDA events around each whole step (tt_train.timed_run); each block's wall clock
 (end-to-end, host work included) is compared the same way.
@@ -155,12 +155,16 @@ def main() -> int:
     argv = sys.argv[1:]
     harness = argv[argv.index("--") + 1:] if "--" in argv else []
     argv = argv[:argv.index("--")] if "--" in argv else argv
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", required=False)
-    p.add_argument("--variants", default=",".join(VARIANTS))
-    p.add_argument("--procs", type=int, default=2, help="processes per variant (their order rotates)")
-    p.add_argument("--pairs", type=int, default=40)
-    p.add_argument("--block-steps", type=int, default=4)
+    p = argparse.ArgumentParser(
+        usage="%(prog)s [options] -- TinyTransformer harness arguments (e.g. --version v1 --batch-size 8)",
+        description=__doc__.split("\n")[0],
+        epilog="variants: " + "; ".join(f"{k}: {v}" for k, v in VARIANTS.items()),
+    )
+    p.add_argument("--out", required=False, help="folder for overhead_alternating.json (default: print only)")
+    p.add_argument("--variants", default=",".join(VARIANTS), help="comma list (default: all, see below)")
+    p.add_argument("--procs", type=int, default=2, help="processes per variant (their order rotates; default 2)")
+    p.add_argument("--pairs", type=int, default=40, help="untraced/traced block pairs per process (default 40)")
+    p.add_argument("--block-steps", type=int, default=4, help="training steps per block (default 4)")
     p.add_argument("--one", choices=list(VARIANTS), help="run one process of this variant (what the driver runs)")
     args = p.parse_args(argv)
     if args.one:

@@ -16,7 +16,7 @@ uncaught exception) or on SIGTERM. Environment (all optional):
   MADENGINE_ROCPROF_TRACER_CORRELATION  1: keep Kineto's CPU-op (external) correlation on a GPU. Default 0: no CPU
                                         operators are recorded there, so it only costs time per launch
   MADENGINE_ROCPROF_TRACER_BACKEND      auto|cupti|torch (default auto: cupti on CUDA when cupti-python imports)
-  MADENGINE_ROCPROF_TRACER_API          1: also write <pid>_hip_api_trace.csv (CUDA runtime calls; --hip-trace)
+  MADENGINE_ROCPROF_TRACER_API          1: also write <pid>_hip_api_trace.csv (CUDA API calls; --hip-trace)
   MADENGINE_ROCPROF_TRACER_MEMCPY       1: also write <pid>_memory_copy_trace.csv (--memory-copy-trace)
   MADENGINE_ROCPROF_TRACER_STATS        1: with API rows, also <pid>_hip_api_stats.csv (--stats)
   MADENGINE_ROCPROF_TRACER_MANGLED      1: keep CUPTI's mangled kernel names (--mangled-kernels)
