@@ -107,7 +107,11 @@ def read_rocpd_kernels(src: TimingSource) -> TimingSource:
                 src.kernels[str(name)] = KernelStats(int(calls), float(total_us) * 1000.0)
                 src.dispatches += int(calls)
         elif "rocpd_metadata" not in objects and not any(o.startswith("rocpd_") for o in objects):
-            raise UserError("SQLite file without rocpd views (kernels, top_kernels)", file=str(src.path), fix=FIX)
+            raise UserError(
+                "SQLite file without rocpd views (rocpd_kernel_dispatch, kernels or top_kernels)",
+                file=str(src.path),
+                fix=FIX,
+            )
     return src
 
 
