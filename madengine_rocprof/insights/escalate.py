@@ -488,7 +488,12 @@ def join(first: RunData, second: dict[str, RunData], targets: list[Target], peak
     for rank, t in enumerate(targets, start=1):
         row = {"rank": rank, **asdict(t), "average_ns": t.total_ns / t.calls if t.calls else None}
         data = second.get(t.profile) if t.profile else None
-        if t.profile and data is not None:
+        if t.profile and data is None:
+            code = next((p.get("exit_code") for p in plan.get("passes", []) if p["profile"] == t.profile), None)
+            row["reason"] = f"no counters: the {t.profile} pass " + (
+                f"failed (exit {code}) and left no profiler output" if code else "was not run"
+            )
+        elif t.profile and data is not None:
             found = joined.by_kernel.get((t.profile, t.name), [])
             counters = kernel_counters(data, [f["name"] for f in found])
             row["joined_from"] = found
@@ -529,7 +534,13 @@ def build_report(run: Path, plan: dict, peak_bandwidth: float | None = None, pea
     second = {}
     for step in plan["passes"]:
         if step.get("run_dir") and Path(step["run_dir"]).is_dir():
-            second[step["profile"]] = load_run(Path(step["run_dir"]), Path(step["run_dir"]).name)
+            try:
+                second[step["profile"]] = load_run(Path(step["run_dir"]), Path(step["run_dir"]).name)
+            except UserError:
+                if not step.get("exit_code"):
+                    raise
+                # a failed pass that left no readable output (e.g. no counter profiler: no_profiler, exit 127):
+                # its kernels get no counters, the report says why and the command exits 1
     device = _device(first)
     peak = device_peak(device.get("name") or device.get("arch"), peak_bandwidth, peak_tflops)
     return join(first, second, targets, peak, plan)

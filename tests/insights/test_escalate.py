@@ -455,6 +455,22 @@ def test_a_failed_second_pass_is_reported_and_fails_the_command(tmp_path, model_
     assert json.loads((Path(step["run_dir"]) / "run.json").read_text())["status"] == "FAILURE"
 
 
+def test_a_second_pass_without_a_counter_profiler_is_reported_and_fails_the_command(
+    tmp_path, model_repo, fake_path, capsys
+):
+    fake_path()  # no profiler at all: the wrapper refuses the counter profile (no_profiler, exit 127), writes nothing
+    run = first_pass(tmp_path, {ADD: [30_000] * 10})
+    assert main(["escalate", str(run), "--models", str(model_repo), "--runner", "local", "--quiet"]) == 1
+    report = json.loads((esc.escalation_dir(run) / "escalation.json").read_text())
+    [step] = report["passes"]
+    assert step["profile"] == "memory_bound" and step["exit_code"] == 1
+    manifest = json.loads(next(Path(step["run_dir"]).rglob("manifest.json")).read_text())
+    assert manifest["outcome"] == "no_profiler"
+    [row] = report["kernels"]
+    assert row["name"] == ADD and "counters" not in row
+    assert row["reason"] == "no counters: the memory_bound pass failed (exit 1) and left no profiler output"
+
+
 def test_launch_budget_reaches_the_rarest_kernel_in_launch_order():
     # A step launches the frequent GEMM 6 times, then the rare one once (as in eager training steps). ncu profiles
     # the first `count` matching launches: every chosen kernel must get `per_kernel` of them.
