@@ -140,7 +140,7 @@ class CuptiBackend:
         self.hw_trace: str = "off"
         self.layouts = cr.layouts(cupti)
         self.kinds = [cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET]
-        if api:  # the driver API: the calls that reach the driver (launches, copies, ...), not runtime bookkeeping
+        if api:  # every runtime call, or the driver calls (launches, copies, ...) without runtime bookkeeping
             self.kinds.append(cupti.ActivityKind.RUNTIME if api_domain == "runtime" else cupti.ActivityKind.DRIVER)
         self._check_kind_values()
         self.dropped = 0
