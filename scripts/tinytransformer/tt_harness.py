@@ -7,9 +7,12 @@ Any failure (a raised error, a failed gate, a non-finite loss) exits non-zero.""
 from __future__ import annotations
 
 import argparse
+import datetime
+import faulthandler
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -36,6 +39,8 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 SCHEMA_VERSION = 1
+# a rank that waits this long on its peers (connecting, or in a collective) fails instead of hanging
+GLOO_TIMEOUT_S = 600
 
 # Size defaults: the public versions' CLI defaults on a GPU, a tiny model on a CPU (seconds on 2 cores).
 FULL = dict(batch_size=8, seq_len=256, num_steps=50, warmup_steps=5, hidden_dim=512, num_layers=8, num_heads=8)
@@ -122,8 +127,21 @@ def setup_distributed(args):
         dist.init_process_group("nccl", device_id=device)
     else:
         device = torch.device("cpu")
-        dist.init_process_group("gloo")
+        _gloo_on_loopback_when_single_node(world)
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=GLOO_TIMEOUT_S))
     return dist.get_rank(), world, device
+
+
+def _gloo_on_loopback_when_single_node(world: int) -> None:
+    """gloo binds to the address the host name resolves to; where that address takes connections nowhere (seen in a
+    sandboxed CI machine), the ranks wait on each other until gloo's 30-minute limit. When every rank is on this
+    machine, loopback is the right interface; an explicit GLOO_SOCKET_IFNAME always wins."""
+    if os.environ.get("GLOO_SOCKET_IFNAME") or int(os.environ.get("LOCAL_WORLD_SIZE", "0")) != world:
+        return
+    import socket
+    names = {name for _, name in socket.if_nameindex()}
+    if "lo" in names:
+        os.environ["GLOO_SOCKET_IFNAME"] = "lo"
 
 
 def git_sha() -> str:
@@ -315,7 +333,14 @@ def main(argv=None) -> int:
         if args.json_out:
             write_json_atomic(args.json_out, result)
     if world > 1:
+        import gc
+
         import torch.distributed as dist
+        # Free DDP (its Reducer holds the process group) while the group is still registered. A Reducer freed after
+        # destroy_process_group() destroys the gloo group while holding the GIL, and a gloo thread that needs the GIL
+        # to free its last work then waits on it forever (seen: 1 run in 8 on 2 CPU cores, hung until the timeout).
+        del step, opt, model
+        gc.collect()
         dist.destroy_process_group()
     if status != "ok":
         why = "non-finite loss" if not finite else "failed gates: " + ", ".join(
@@ -326,4 +351,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    # A run stopped by SIGTERM (a runner's timeout, torchrun ending its workers) prints every thread's stack first,
+    # so the log of a hang says where it hung; the handler before this one (the tracer's flush, or the default
+    # exit) still runs after it.
+    faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)
     sys.exit(main())

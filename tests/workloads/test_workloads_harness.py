@@ -134,3 +134,39 @@ def test_run_sh_torchrun_ddp_two_processes(scripts_dir, tmp_path):
     assert res["metrics"]["tokens_per_step"] == 2 * 2 * 8
     assert res["metrics"]["tokens_per_second"] == pytest.approx(
         2 * 2 * 8 / (res["metrics"]["step_time_ms"]["median"] / 1e3))  # median: the slowest rank's
+
+
+def test_gloo_uses_loopback_only_when_every_rank_is_on_this_machine(monkeypatch):
+    """The host name's address can lead nowhere in a sandbox (ranks then wait 30 min): one node talks over `lo`."""
+    import socket
+    if "lo" not in {name for _, name in socket.if_nameindex()}:
+        pytest.skip("no loopback interface named lo here")
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    tt_harness._gloo_on_loopback_when_single_node(2)  # 2 nodes x 1 rank: the network, not loopback
+    assert "GLOO_SOCKET_IFNAME" not in os.environ
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    tt_harness._gloo_on_loopback_when_single_node(2)
+    assert os.environ["GLOO_SOCKET_IFNAME"] == "lo"
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "eth7")  # the user's choice wins
+    tt_harness._gloo_on_loopback_when_single_node(2)
+    assert os.environ["GLOO_SOCKET_IFNAME"] == "eth7"
+
+
+@pytest.mark.slow
+def test_sigterm_prints_every_threads_stack_before_the_run_ends(scripts_dir, tmp_path):
+    """A runner's timeout is a SIGTERM: the log then says where the workload was, and the run still ends."""
+    import signal
+    proc = subprocess.Popen([sys.executable, "-u", str(scripts_dir / "tt_harness.py"), "--version", "v1", *TINY[:3],
+                             "--num-steps", "1000000", "--json-out", str(tmp_path / "r.json")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("TinyTransformer v1")  # past the imports, about to train
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == -signal.SIGTERM
+    assert "most recent call first" in err and "tt_harness.py" in err
+    assert not (tmp_path / "r.json").exists()
