@@ -139,13 +139,15 @@ def write_results(record: RunRecord, ctx: AdditionalContext, opts: RunOptions) -
         elif not failures:
             failures.append("the workload did not run")
     else:
+        performance = find_performance(ws / "logs" / "run.log")
         if run_step.interrupted:
             failures.append(f"workload interrupted ({stopping.name()})")
         elif run_step.timed_out:
-            failures.append(f"workload timed out after {item.timeout:g}s")
+            # a result printed before the limit means the workload hung on its way out (teardown, a rank's exit)
+            done = " after printing its performance line: it hung on its way out" if performance else ""
+            failures.append(f"workload timed out after {item.timeout:g}s{done}")
         elif run_step.exit_code != 0:
             failures.append(f"workload exit code {run_step.exit_code}")
-        performance = find_performance(ws / "logs" / "run.log")
         if performance is None and run_step.ok:
             failures.append("no 'performance: <value> <metric>' line in the workload output")
     profilers, profiler_failures = profiler_outcomes(chain, ws) if run_step else ([], [])

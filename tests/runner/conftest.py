@@ -48,6 +48,11 @@ SCRIPTS = {
     "noperf": """\
         echo "finished but printed no performance line"
         """,
+    # reports its result, then never exits (a rank stuck in teardown)
+    "hang": """\
+        echo "performance: 42 tokens_per_second"
+        sleep 600
+        """,
 }
 
 

@@ -110,6 +110,14 @@ def test_timeout_stops_the_whole_step_with_grace_and_keeps_outputs(model_repo, t
     assert perf_rows(out)[0]["status"] == "FAILURE"
 
 
+def test_timeout_after_the_performance_line_says_the_workload_hung_on_its_way_out(model_repo, tmp_path):
+    out = tmp_path / "out"
+    assert run_models(opts(model_repo, out, ["hang_model"], timeout=1.5)) == 1
+    assert run_json(out, "hang_model__none")["failures"] == [
+        "workload timed out after 1.5s after printing its performance line: it hung on its way out"]
+    assert perf_rows(out)[0]["status"] == "FAILURE"
+
+
 def test_missing_performance_line_is_a_failure(model_repo, tmp_path):
     out = tmp_path / "out"
     assert run_models(opts(model_repo, out, ["noperf_model"])) == 1
