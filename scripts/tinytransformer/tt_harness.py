@@ -133,8 +133,8 @@ def setup_distributed(args):
 
 
 def _gloo_on_loopback_when_single_node(world: int) -> None:
-    """gloo binds to the address the host name resolves to; where that address takes connections nowhere (seen in a
-    sandboxed CI machine), the ranks wait on each other until gloo's 30-minute limit. When every rank is on this
+    """gloo binds to the address the host name resolves to; where that address takes connections nowhere (a known
+    pitfall in containers and sandboxes), the ranks wait on each other until the timeout. When every rank is on this
     machine, loopback is the right interface; an explicit GLOO_SOCKET_IFNAME always wins."""
     if os.environ.get("GLOO_SOCKET_IFNAME") or int(os.environ.get("LOCAL_WORLD_SIZE", "0")) != world:
         return
