@@ -101,46 +101,43 @@ def gate_parity(version, cfg, device, dtype, attention, seed, batch, seq):
             "ref_loss": float(ref_loss)}
 
 
-def _train_losses(version, cfg, device, dtype, attention, seed, tokens, lr, graphs, overlap="auto"):
+def _train_losses(version, cfg, device, dtype, attention, seed, tokens, lr, graphs):
     model = tt_train.build_model(version, cfg, device, seed, attention, dtype=dtype)
     opt = tt_train.make_optimizer(model, version, lr, device, capturable=graphs)
-    step = tt_train.TrainStep(model, opt, device, dtype, graphs=graphs, tf32=VERSIONS[version].tf32,
-                              optimizer_overlap=overlap)
+    step = tt_train.TrainStep(model, opt, device, dtype, graphs=graphs, tf32=VERSIONS[version].tf32)
     xs, ys = tt_train.split_batches(tokens)
     return [float(step(xs[i], ys[i])) for i in range(xs.shape[0])]
 
 
-def gate_trajectory(version, cfg, device, dtype, attention, seed, batch, seq, steps, graphs, overlap="auto"):
+def gate_trajectory(version, cfg, device, dtype, attention, seed, batch, seq, steps, graphs):
     """Both versions train `steps` AdamW steps from the same weights on the same batches (the version through its
     real training path, CUDA graph included); the losses must stay close."""
     tol = TOLERANCES[tolerance_kind(version, device, dtype, attention)]["trajectory"]
     tokens = tt_train.make_tokens("random", steps, batch, seq, cfg.vocab_size, seed + 3, device)
     ref = _train_losses("v1", cfg, device, "fp32", "", seed, tokens, 3e-4, False)
-    got = _train_losses(version, cfg, device, dtype, attention, seed, tokens, 3e-4, graphs, overlap)
+    got = _train_losses(version, cfg, device, dtype, attention, seed, tokens, 3e-4, graphs)
     diff = max(abs(a - b) for a, b in zip(ref, got, strict=True))
     finite = all(math.isfinite(v) for v in got)
     return {"passed": finite and diff <= tol, "limit": tol, "max_abs_diff": diff, "losses": got, "ref_losses": ref}
 
 
-def gate_learnable(version, cfg, device, dtype, attention, seed, batch, seq, steps, graphs, lr=2e-3,
-                   overlap="auto"):
+def gate_learnable(version, cfg, device, dtype, attention, seed, batch, seq, steps, graphs, lr=2e-3):
     """Training on the learnable task must at least halve the loss (mean of the last 5 steps vs the first step)."""
     tokens = tt_train.make_tokens("learnable", steps, batch, seq, cfg.vocab_size, seed + 4, device)
-    losses = _train_losses(version, cfg, device, dtype, attention, seed, tokens, lr, graphs, overlap)
+    losses = _train_losses(version, cfg, device, dtype, attention, seed, tokens, lr, graphs)
     final = sum(losses[-5:]) / 5
     return {"passed": math.isfinite(final) and final < 0.5 * losses[0], "first_loss": losses[0],
             "final_loss": final, "steps": steps, "learning_rate": lr, "losses": losses}
 
 
-def gate_kernels(version, cfg, device, dtype, attention, seed, batch, seq, overlap="auto"):
+def gate_kernels(version, cfg, device, dtype, attention, seed, batch, seq):
     """Profile one eager training step and compare what ran with what the version claims. On a GPU the Triton kernels
     are matched against device kernel names; under the CPU interpreter against the launch ranges tt_kernels records."""
     from torch.profiler import ProfilerActivity, profile
 
     model = tt_train.build_model(version, cfg, device, seed, attention, dtype=dtype)
     opt = tt_train.make_optimizer(model, version, 1e-4, device, capturable=False)
-    step = tt_train.TrainStep(model, opt, device, dtype, graphs=False, tf32=VERSIONS[version].tf32,
-                              optimizer_overlap=overlap)
+    step = tt_train.TrainStep(model, opt, device, dtype, graphs=False, tf32=VERSIONS[version].tf32)
     x, y = tt_train.split_batches(tt_train.make_tokens("random", 1, batch, seq, cfg.vocab_size, seed + 5, device)[0])
     step(x, y)  # compile / warm up outside the trace
     tt_train.sync(device)
@@ -169,9 +166,8 @@ def gate_kernels(version, cfg, device, dtype, attention, seed, batch, seq, overl
             "gpu_kernels_seen": sorted(gpu_kernels)[:200], "where": "gpu" if device.type == "cuda" else "interpreter"}
 
 
-def run_gates(version, cfg, device, dtype, attention, seed, graphs, small: bool, overlap: str = "auto"):
-    """All gates for one version. small=True keeps shapes tiny (CPU / Triton interpreter). The training gates run the
-    version's real training path: CUDA graph (`graphs`) and optimizer overlap (`overlap`, see tt_train.make_overlap)."""
+def run_gates(version, cfg, device, dtype, attention, seed, graphs, small: bool):
+    """All gates for one version. small=True keeps shapes tiny (CPU / Triton interpreter)."""
     batch, seq = (2, min(cfg.max_seq_len, 24)) if small else (4, min(cfg.max_seq_len, 128))
     traj_steps = 6 if small else 10
     learn = dict(batch=4, seq=min(cfg.max_seq_len, 16), steps=30) if small else \
@@ -179,10 +175,10 @@ def run_gates(version, cfg, device, dtype, attention, seed, graphs, small: bool,
     common = (version, cfg, device, dtype, attention, seed)
     gates = {
         "gradient_coverage": gate_coverage(*common, batch, seq),
-        "kernels": gate_kernels(*common, batch, seq, overlap),
+        "kernels": gate_kernels(*common, batch, seq),
     }
     if version != "v1":
         gates["parity_vs_v1_fp32"] = gate_parity(*common, batch, seq)
-        gates["loss_trajectory_vs_v1"] = gate_trajectory(*common, batch, seq, traj_steps, graphs, overlap)
-    gates["learnable_task"] = gate_learnable(*common, graphs=graphs, overlap=overlap, **learn)
+        gates["loss_trajectory_vs_v1"] = gate_trajectory(*common, batch, seq, traj_steps, graphs)
+    gates["learnable_task"] = gate_learnable(*common, graphs=graphs, **learn)
     return gates

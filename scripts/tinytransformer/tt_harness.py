@@ -70,8 +70,6 @@ def parse_args(argv=None):
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--cuda-graphs", choices=("auto", "on", "off"), default="auto",
                    help="capture the whole step in one CUDA graph (auto: v4 on one GPU)")
-    p.add_argument("--optimizer-overlap", choices=("auto", "on", "off"), default="auto",
-                   help="v4 bf16: AdamW layer by layer inside the backward, on a side stream (auto: GPU, no DDP)")
     p.add_argument("--attention", choices=("auto", "sdpa", "triton"), default="auto",
                    help="v4 attention: our Triton flash attention fused with RoPE (default) or PyTorch SDPA")
     p.add_argument("--task", choices=("random", "learnable"), default="random")
@@ -114,12 +112,6 @@ def resolve(args):
             raise HarnessError(f"--{key.replace('_', '-')} must be positive, got {getattr(args, key)}")
     if args.warmup_steps < 0:
         raise HarnessError("--warmup-steps must be >= 0")
-    if args.optimizer_overlap == "on" and not (spec.bf16_params and args.dtype == "bf16"):
-        raise HarnessError(f"--optimizer-overlap on needs v4 with --dtype bf16 (its fp32-master AdamW); got "
-                           f"{args.version} with --dtype {args.dtype}. Leave it at auto or set it off.")
-    if args.optimizer_overlap == "on" and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise HarnessError("--optimizer-overlap on does not work under torchrun (DDP): a gradient is final only "
-                           "after the all-reduce. Leave it at auto (off under DDP).")
 
 
 def setup_distributed(args):
@@ -256,7 +248,7 @@ def main(argv=None) -> int:
         import tt_gates
         if rank == 0:
             validation = tt_gates.run_gates(args.version, cfg, device, args.dtype, args.attention, args.seed, graphs,
-                                            small=device.type == "cpu", overlap=args.optimizer_overlap)
+                                            small=device.type == "cpu")
             for name, outcome in validation.items():
                 extra = {k: v for k, v in outcome.items() if k not in ("passed", "losses", "ref_losses",
                                                                          "gpu_kernels_seen", "limits")}
@@ -270,12 +262,7 @@ def main(argv=None) -> int:
         from torch.nn.parallel import DistributedDataParallel as DDP
         model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
     opt = tt_train.make_optimizer(model, args.version, args.learning_rate, device, capturable=graphs)
-    step = tt_train.TrainStep(model, opt, device, args.dtype, graphs=graphs, tf32=spec.tf32,
-                              optimizer_overlap=args.optimizer_overlap)
-    settings["optimizer_overlap_used"] = step.overlap is not None
-    if step.overlap is not None:
-        say(f"optimizer: AdamW in {len(step.overlap.parts)} parts (one per layer, then the rest), each run inside the "
-            "backward as soon as its gradients are complete" + (", on a side stream" if step.overlap.side else ""))
+    step = tt_train.TrainStep(model, opt, device, args.dtype, graphs=graphs, tf32=spec.tf32)
     n_batches = min(warmup + args.num_steps, 64)
     tokens = tt_train.make_tokens(args.task, n_batches, args.batch_size, args.seq_len, cfg.vocab_size,
                                   args.seed + 1009 * (rank + 1), "cpu")

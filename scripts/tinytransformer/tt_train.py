@@ -102,29 +102,6 @@ def compute_loss(model, x, y, device, dtype: str, cache_enabled: bool = True):
     return base_model(model).ops.loss(logits, y)
 
 
-OVERLAP_CHOICES = ("auto", "on", "off")
-
-
-def make_overlap(model, optimizer, device, choice: str):
-    """The OptimizerInBackward for this run, or None (the update then runs after the backward, in one launch).
-    auto: on for the fp32-master AdamW on a GPU without DDP; on: also on a CPU (inline, for tests)."""
-    if choice not in OVERLAP_CHOICES:
-        raise ValueError(f"optimizer_overlap must be one of {OVERLAP_CHOICES}, got {choice!r}")
-    from torch.nn.parallel import DistributedDataParallel
-
-    import tt_optim
-    usable = isinstance(optimizer, tt_optim.MasterAdamW) and not isinstance(model, DistributedDataParallel)
-    if choice == "off" or (choice == "auto" and device.type != "cuda"):
-        return None
-    if not usable:
-        if choice == "on":
-            raise ValueError("optimizer_overlap on needs the fp32-master AdamW (v4 with --dtype bf16) and no DDP: "
-                             "under DDP a gradient is final only after the all-reduce")
-        return None
-    weights = optimizer.weights
-    return tt_optim.OptimizerInBackward(optimizer, tt_optim.layer_parts(base_model(model), weights))
-
-
 class TrainStep:
     """One optimizer step per call: zero grads, forward, loss, backward, AdamW.
 
@@ -139,9 +116,8 @@ class TrainStep:
     static_loss: torch.Tensor
 
     def __init__(self, model, optimizer, device, dtype: str, graphs: bool = False, warmup_eager: int = 3,
-                 tf32: bool = False, optimizer_overlap: str = "auto"):
+                 tf32: bool = False):
         self.model, self.opt, self.device, self.dtype = model, optimizer, device, dtype
-        self.overlap = make_overlap(model, optimizer, device, optimizer_overlap)
         self.tf32 = tf32 and dtype == "fp32"
         self.graphs = graphs and device.type == "cuda"
         self.warmup_eager = warmup_eager
@@ -154,16 +130,9 @@ class TrainStep:
         with tf32_mode(self.tf32):
             self.opt.zero_grad(set_to_none=True)
             loss = compute_loss(self.model, x, y, self.device, self.dtype, cache_enabled=not self.graphs)
-            self.backward_and_update(loss)
-        return loss.detach()
-
-    def backward_and_update(self, loss):
-        if self.overlap is None:
             loss.backward()
             self.opt.step()
-            return
-        with self.overlap.step():  # AdamW runs layer by layer inside the backward
-            loss.backward()
+        return loss.detach()
 
     def __call__(self, x, y):
         if not self.graphs:
@@ -188,7 +157,8 @@ class TrainStep:
         with torch.cuda.graph(graph), tf32_mode(self.tf32):
             loss = compute_loss(self.model, self.static_x, self.static_y, self.device, self.dtype,
                                 cache_enabled=False)
-            self.backward_and_update(loss)
+            loss.backward()
+            self.opt.step()
         self.static_loss = loss.detach()
         graph.replay()  # capture records without running: run this step now
         return self.static_loss

@@ -28,14 +28,11 @@ def test_every_version_passes_all_gates(version, tiny_cfg):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("overlap", ["off", "on"])
-def test_v4_bf16_parameters_with_master_weights_pass_all_gates(tiny_cfg, overlap):
-    """v4's GPU precision path (bf16 parameters, fp32 master weights, Triton AdamW; with overlap on, AdamW layer by
-    layer inside the backward, the GPU default) through every gate on the CPU.
+def test_v4_bf16_parameters_with_master_weights_pass_all_gates(tiny_cfg):
+    """v4's GPU precision path (bf16 parameters, fp32 master weights, Triton AdamW) through every gate on the CPU.
     SDPA attention: Triton's interpreter (3.x) computes bf16 tl.dot wrongly (seen: our flash attention on bf16 inputs
     off by 1e8 on the CPU, correct on the GPU), so the bf16 run cannot use the Triton attention here."""
-    gates = tt_gates.run_gates("v4", tiny_cfg, CPU, "bf16", "sdpa", seed=5, graphs=False, small=True,
-                               overlap=overlap)
+    gates = tt_gates.run_gates("v4", tiny_cfg, CPU, "bf16", "sdpa", seed=5, graphs=False, small=True)
     assert all(g["passed"] for g in gates.values()), gates
     assert "tt_adamw" in gates["kernels"]["checked_triton_kernels"]
     assert gates["parity_vs_v1_fp32"]["tolerance"] == "bf16"
