@@ -2,7 +2,7 @@
 (one run, so ratios are fair), a short table last, and one JSON with every result.
 
     python benchmarks/tinytransformer/bench.py --out DIR [--gates] [--diagnose] [--configs B8_S128,B32_S512]
-        [--only B8_S128/v4,B32_S512/v1,...] [--smoke]
+        [--only B8_S128/v4,B32_S512/v1,...] [--kernel-settings JSON] [--smoke]
 
 Configs (hidden 512, 8 layers, 8 heads / 4 kv heads, vocab 1000): B8 S128 and B32 S512.
 Exits non-zero when a run or a gate fails; the targets are reported, not enforced (see README.md)."""
@@ -95,6 +95,27 @@ def diagnose(out_dir: Path):
         torch.cuda.empty_cache()
 
 
+def _fixed_attn_blocks(blocks: dict, default):
+    def attn_blocks(D):
+        return blocks if D <= 64 else default(D)
+    return attn_blocks
+
+
+def apply_kernel_settings(settings: dict):
+    """Override tt_kernels' launch constants (NORM_BWD_*) and attention tiles ("attn_blocks": {fwd, dkdv, dq}: each
+    [BLOCK_M, BLOCK_N, warps, stages], for head_dim <= 64)."""
+    import tt_kernels
+    for name, value in settings.items():
+        if name == "attn_blocks":
+            tt_kernels._attn_blocks = _fixed_attn_blocks({part: tuple(cfg) for part, cfg in value.items()},
+                                                          tt_kernels._attn_blocks)
+        elif name.startswith("NORM_BWD_") and hasattr(tt_kernels, name):
+            setattr(tt_kernels, name, value)
+        else:
+            raise SystemExit(f"--kernel-settings: unknown setting {name!r} (known: NORM_BWD_*, attn_blocks)")
+    print("kernel settings:", settings, flush=True)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
@@ -104,7 +125,11 @@ def main(argv=None) -> int:
     p.add_argument("--only", help="run only these CONFIG/version keys (e.g. B8_S128/v4,B32_S512/v4-sdpa); a config's "
                    "memory ratio needs its v1 run")
     p.add_argument("--smoke", action="store_true", help="tiny model, few steps (checks the script on a CPU)")
+    p.add_argument("--kernel-settings", help="JSON file of tt_kernels launch settings to use instead of the defaults "
+                   "(A/B against earlier settings, e.g. round6/round5_settings.json)")
     args = p.parse_args(argv)
+    if args.kernel_settings:
+        apply_kernel_settings(json.loads(Path(args.kernel_settings).read_text()))
     global SMOKE
     SMOKE = args.smoke
     if SMOKE:

@@ -64,7 +64,7 @@ def tt_rmsnorm_fwd(x_ptr, r_ptr, h_ptr, hs_ptr, y_ptr, w_ptr, rstd_ptr, n_rows, 
 @triton.jit
 def tt_rmsnorm_bwd(dy_ptr, dh_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dr_ptr, dw_acc_ptr, count_ptr, dw_ptr, n_rows,
                    n_cols, tiles_per_prog, n_prog, HAS_DH: tl.constexpr, HAS_DR: tl.constexpr, ROWS: tl.constexpr,
-                   BLOCK: tl.constexpr, SLOTS: tl.constexpr, ACC: tl.constexpr):
+                   BLOCK: tl.constexpr, SLOTS: tl.constexpr, ACC: tl.constexpr, STAGES: tl.constexpr):
     """Each program walks `tiles_per_prog` tiles of ROWS rows and adds its partial dw atomically into one of SLOTS
     rows of dw_acc (zeroed, ACC dtype; program p uses row p % SLOTS, so that SLOTS times fewer atomics meet on each
     address); the last program to finish (counted in count_ptr) sums the rows and writes dw in the weight's dtype.
@@ -74,7 +74,7 @@ def tt_rmsnorm_bwd(dy_ptr, dh_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dr_ptr, dw_ac
     cmask = cols < n_cols
     w = tl.load(w_ptr + cols, mask=cmask, other=0.0).to(ACC)
     dw = tl.zeros([BLOCK], dtype=ACC)
-    for t in range(tiles_per_prog):
+    for t in tl.range(tiles_per_prog, num_stages=STAGES):  # STAGES > 1: the next tile's loads overlap this one
         rows = (pid * tiles_per_prog + t).to(tl.int64) * ROWS + tl.arange(0, ROWS)
         mask = (rows[:, None] < n_rows) & cmask[None, :]
         offs = rows[:, None] * n_cols + cols[None, :]
@@ -101,9 +101,13 @@ def tt_rmsnorm_bwd(dy_ptr, dh_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dr_ptr, dw_ac
         tl.store(dw_ptr + cols, total.to(dw_ptr.dtype.element_ty), mask=cmask)
 
 
-# RMSNorm backward programs per multiprocessor (H200 probe_kernels.py: 16 about 1.5x faster than 2 at 16384 x 512)
-NORM_BWD_PROGRAMS_PER_SM = 16
+# RMSNorm backward launch settings, from a sweep on an H200 in CUDA graphs (benchmarks/tinytransformer, round 6): one
+# 512-wide row per tile, 8 programs per SM, 4 warps, the loop over tiles pipelined 2 deep took 36.7 us at 16384 x 512
+# (round 5's 4 rows per tile, 16 programs per SM, no pipelining: 49.6 us) and 7.9 us at 1024 x 512 (8.0 us).
+NORM_BWD_PROGRAMS_PER_SM = 8
 NORM_BWD_WARPS = 4
+NORM_BWD_ROW_ELEMENTS = 512   # rows per tile = this / the padded row length (at least 1, at most 16)
+NORM_BWD_STAGES = 2           # software-pipelining depth of each program's loop over its tiles
 # dw accumulator rows: with one, all programs' atomics meet on the same 512 addresses (2,048 programs at B32 S512)
 NORM_BWD_SLOTS = 8
 
@@ -169,7 +173,7 @@ class TritonRMSNorm(torch.autograd.Function):
         has_dr = ctx.has_res and r_dtype != x_dtype
         dr = torch.empty((n_rows, n_cols), dtype=r_dtype, device=h2.device) if has_dr else dx
         block = triton.next_power_of_2(n_cols)
-        rows = _norm_rows(block)
+        rows = 64 if INTERPRET else max(1, min(16, NORM_BWD_ROW_ELEMENTS // block))
         n_tiles = triton.cdiv(n_rows, rows)
         n_prog = min(n_tiles, 2 if INTERPRET else NORM_BWD_PROGRAMS_PER_SM * _sm_count(h2.device))
         tiles_per_prog = triton.cdiv(n_tiles, n_prog)
@@ -181,7 +185,8 @@ class TritonRMSNorm(torch.autograd.Function):
         dw = torch.empty(n_cols, dtype=weight.dtype, device=h2.device)
         _launch(tt_rmsnorm_bwd, (n_prog,), dy2, dh2, h2, weight, rstd, dx, dr, scratch,
                 scratch[slots * n_cols:].view(torch.int32), dw, n_rows, n_cols, tiles_per_prog, n_prog, HAS_DH=has_dh,
-                HAS_DR=has_dr, ROWS=rows, BLOCK=block, SLOTS=slots, ACC=acc, num_warps=NORM_BWD_WARPS)
+                HAS_DR=has_dr, ROWS=rows, BLOCK=block, SLOTS=slots, ACC=acc, STAGES=1 if INTERPRET else NORM_BWD_STAGES,
+                num_warps=NORM_BWD_WARPS)
         dx = dx.view(ctx.shape)
         if ctx.has_res:
             return dx, dw, (dr.view(ctx.shape) if has_dr else dx), None
@@ -495,11 +500,13 @@ INTERPRET_ATTN_BLOCK = 32  # attention tile under the interpreter (tests lower i
 def _attn_blocks(D):
     if INTERPRET:
         b = INTERPRET_ATTN_BLOCK
-        return dict(fwd=(b, b, 1, 1), bwd=(b, b, 1, 1))
-    # (BLOCK_M, BLOCK_N, num_warps, num_stages); tuned for head_dim 64 on H100/H200-class GPUs.
+        return dict(fwd=(b, b, 1, 1), dkdv=(b, b, 1, 1), dq=(b, b, 1, 1))
+    # (BLOCK_M, BLOCK_N, num_warps, num_stages); tuned for head_dim 64 on H100/H200-class GPUs. The forward's
+    # 64 x 64 tiles: H200 sweep, round 6, bf16 with 8/4 heads: 42.7 us at B32 S512 and 3.8 us at B8 S128 per call,
+    # against 51.7 / 6.2 us with 128 x 64 tiles, 3 stages (benchmarks/tinytransformer/round6).
     if D <= 64:
-        return dict(fwd=(128, 64, 4, 3), bwd=(64, 64, 4, 2))
-    return dict(fwd=(64, 64, 4, 2), bwd=(32, 64, 4, 2))
+        return dict(fwd=(64, 64, 4, 2), dkdv=(64, 64, 4, 2), dq=(64, 64, 4, 2))
+    return dict(fwd=(64, 64, 4, 2), dkdv=(32, 64, 4, 2), dq=(32, 64, 4, 2))
 
 
 @triton.jit
@@ -545,13 +552,15 @@ def _flash_bwd(q, k, v, o, lse, do, dq, dk, dv):
     _launch(tt_attn_bwd_delta, (triton.cdiv(B * S * H, rows),), o, do, delta, B * S * H, S, H, D=D, ROWS=rows,
             BLOCK_D=block_d, ACC=acc)
     sm_scale = 1.0 / math.sqrt(D)
-    bm, bn, warps, stages = _attn_blocks(D)["bwd"]
+    blocks = _attn_blocks(D)
+    bm, bn, warps, stages = blocks["dkdv"]
     strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2))
     assert dk.stride() == dv.stride()
     _launch(tt_attn_bwd_dkdv, (triton.cdiv(S, bn), B * HKV), q, k, v, do, lse, delta, dk, dv, *strides,
             dk.stride(0), dk.stride(1), dk.stride(2), S, H, HKV, H // HKV, sm_scale * _LOG2E, sm_scale,
             D=D, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=block_d, ACC=acc, num_warps=warps, num_stages=stages)
+    bm, bn, warps, stages = blocks["dq"]
     _launch(tt_attn_bwd_dq, (triton.cdiv(S, bm), B * H), q, k, v, do, lse, delta, dq, *strides,
             dq.stride(0), dq.stride(1), dq.stride(2), S, H, H // HKV, sm_scale * _LOG2E, sm_scale,
             D=D, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=block_d, ACC=acc, num_warps=warps, num_stages=stages)

@@ -134,11 +134,14 @@ def test_flash_attention_values_and_grads(S, H, HKV):
     check_vjp(tt_kernels.flash_attention, reference_attention, (q, k, v))
 
 
-@pytest.mark.parametrize("fwd,bwd", [((32, 16), (16, 32)), ((16, 32), (32, 16))])
-def test_flash_attention_with_unequal_tiles(fwd, bwd, monkeypatch):
+@pytest.mark.parametrize("fwd,dkdv,dq", [((32, 16), (16, 32), (16, 32)), ((16, 32), (32, 16), (32, 16)),
+                                         ((32, 16), (16, 32), (32, 16))])
+def test_flash_attention_with_unequal_tiles(fwd, dkdv, dq, monkeypatch):
     """Query and key tiles of different sizes: the forward's unmasked stage must stop at the last key block wholly
-    before the query block, and the backward must agree (S=45: three or four blocks, the last one partial)."""
-    monkeypatch.setattr(tt_kernels, "_attn_blocks", lambda D: dict(fwd=fwd + (1, 1), bwd=bwd + (1, 1)))
+    before the query block, and the backward must agree (S=45: three or four blocks, the last one partial), also when
+    the dK/dV and dQ kernels use different tiles."""
+    monkeypatch.setattr(tt_kernels, "_attn_blocks",
+                        lambda D: dict(fwd=fwd + (1, 1), dkdv=dkdv + (1, 1), dq=dq + (1, 1)))
     torch.manual_seed(11)
     q = torch.randn(1, 45, 2, 16, **f64, requires_grad=True)
     k = torch.randn(1, 45, 1, 16, **f64, requires_grad=True)
