@@ -102,17 +102,17 @@ def _fixed_attn_blocks(blocks: dict, default):
 
 
 def apply_kernel_settings(settings: dict):
-    """Override tt_kernels' launch constants (NORM_BWD_*) and attention tiles ("attn_blocks": {fwd, dkdv, dq}: each
+    """Override tt_kernels' launch constants (NORM_BWD_*, ADAMW_*) and attention tiles ("attn_blocks": {fwd, dkdv, dq}: each
     [BLOCK_M, BLOCK_N, warps, stages], for head_dim <= 64)."""
     import tt_kernels
     for name, value in settings.items():
         if name == "attn_blocks":
             tt_kernels._attn_blocks = _fixed_attn_blocks({part: tuple(cfg) for part, cfg in value.items()},
                                                           tt_kernels._attn_blocks)
-        elif name.startswith("NORM_BWD_") and hasattr(tt_kernels, name):
+        elif name.startswith(("NORM_BWD_", "ADAMW_")) and hasattr(tt_kernels, name):
             setattr(tt_kernels, name, value)
         else:
-            raise SystemExit(f"--kernel-settings: unknown setting {name!r} (known: NORM_BWD_*, attn_blocks)")
+            raise SystemExit(f"--kernel-settings: unknown setting {name!r} (known: NORM_BWD_*, ADAMW_*, attn_blocks)")
     print("kernel settings:", settings, flush=True)
 
 

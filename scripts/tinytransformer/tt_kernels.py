@@ -747,7 +747,8 @@ def tt_adamw(master_ptr, grad_ptr, grad_off_ptr, chunk_ptr, m_ptr, v_ptr, param_
     tl.store(param_ptr + flat, p.to(param_ptr.dtype.element_ty), mask=mask)
 
 
-ADAMW_BLOCK = 2048
+ADAMW_BLOCK = 2048  # elements per program
+ADAMW_WARPS = 8
 
 
 def adamw_chunk_block() -> int:
@@ -761,4 +762,4 @@ def adamw_step(master, grad_base, grad_offsets, chunks, align, m, v, param, step
     tt_adamw) on the device; step a 1-element fp32 device tensor (graph-capturable: nothing is read back)."""
     _launch(tt_adamw, (chunks.shape[0],), master, grad_base, grad_offsets, chunks, m, v, param, step, lr, beta1, beta2,
             math.log2(beta1), math.log2(beta2), eps, weight_decay, ALIGN=align, BLOCK=adamw_chunk_block(),
-            num_warps=8 if not INTERPRET else 1)
+            num_warps=ADAMW_WARPS if not INTERPRET else 1)
