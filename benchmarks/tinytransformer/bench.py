@@ -102,8 +102,8 @@ def _fixed_attn_blocks(blocks: dict, default):
 
 
 def apply_kernel_settings(settings: dict):
-    """Override tt_kernels' launch constants (NORM_BWD_*, ADAMW_*) and attention tiles ("attn_blocks": {fwd, dkdv, dq}: each
-    [BLOCK_M, BLOCK_N, warps, stages], for head_dim <= 64)."""
+    """Override tt_kernels' launch constants (NORM_BWD_*, ADAMW_*) and attention tiles ("attn_blocks": {fwd, dkdv,
+    dq}: each [BLOCK_M, BLOCK_N, warps, stages], for head_dim <= 64)."""
     import tt_kernels
     for name, value in settings.items():
         if name == "attn_blocks":
