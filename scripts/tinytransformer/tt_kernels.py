@@ -106,17 +106,18 @@ def tt_rmsnorm_bwd(dy_ptr, dh_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dr_ptr, dw_ac
 # (round 5's 4 rows per tile, 16 programs per SM, no pipelining: 49.6 us) and 7.9 us at 1024 x 512 (8.0 us).
 NORM_BWD_PROGRAMS_PER_SM = 8
 NORM_BWD_WARPS = 4
-NORM_BWD_ROW_ELEMENTS = 512   # rows per tile = this / the padded row length (at least 1, at most 16)
+NORM_BWD_ROW_ELEMENTS = 512   # elements per tile (see _norm_rows): one row at hidden 512
 NORM_BWD_STAGES = 2           # software-pipelining depth of each program's loop over its tiles
 # dw accumulator rows: with one, all programs' atomics meet on the same 512 addresses (2,048 programs at B32 S512)
 NORM_BWD_SLOTS = 8
 
 
-def _norm_rows(block: int) -> int:
-    """Rows per tile: many under the interpreter (its cost is per program), a few small rows per program on a GPU."""
+def _norm_rows(block: int, row_elements: int = 2048) -> int:
+    """Rows per tile: many under the interpreter (its cost is per program); on a GPU about row_elements elements'
+    worth of rows (1 to 16)."""
     if INTERPRET:
         return 64
-    return max(1, min(16, 2048 // block))
+    return max(1, min(16, row_elements // block))
 
 
 def _norm_out_dtype(x: torch.Tensor) -> torch.dtype:
@@ -173,7 +174,7 @@ class TritonRMSNorm(torch.autograd.Function):
         has_dr = ctx.has_res and r_dtype != x_dtype
         dr = torch.empty((n_rows, n_cols), dtype=r_dtype, device=h2.device) if has_dr else dx
         block = triton.next_power_of_2(n_cols)
-        rows = 64 if INTERPRET else max(1, min(16, NORM_BWD_ROW_ELEMENTS // block))
+        rows = _norm_rows(block, NORM_BWD_ROW_ELEMENTS)
         n_tiles = triton.cdiv(n_rows, rows)
         n_prog = min(n_tiles, 2 if INTERPRET else NORM_BWD_PROGRAMS_PER_SM * _sm_count(h2.device))
         tiles_per_prog = triton.cdiv(n_tiles, n_prog)
