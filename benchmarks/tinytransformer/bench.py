@@ -96,23 +96,27 @@ def diagnose(out_dir: Path):
 
 
 def _fixed_attn_blocks(blocks: dict, default):
-    def attn_blocks(D):
-        return blocks if D <= 64 else default(D)
+    def attn_blocks(D, S=0):
+        return blocks if D <= 64 else default(D, S)
     return attn_blocks
 
 
+SETTING_PREFIXES = ("NORM_BWD_", "ADAMW_", "DKDV_", "PDL", "WGRAD_", "RESIDUAL_")
+
+
 def apply_kernel_settings(settings: dict):
-    """Override tt_kernels' launch constants (NORM_BWD_*, ADAMW_*) and attention tiles ("attn_blocks": {fwd, dkdv,
-    dq}: each [BLOCK_M, BLOCK_N, warps, stages], for head_dim <= 64)."""
+    """Override tt_kernels' launch constants (NORM_BWD_*, ADAMW_*, DKDV_*, PDL, WGRAD_*) and attention tiles
+    ("attn_blocks": {fwd, dkdv, dq}: each [BLOCK_M, BLOCK_N, warps, stages], for head_dim <= 64, any length)."""
     import tt_kernels
     for name, value in settings.items():
         if name == "attn_blocks":
             tt_kernels._attn_blocks = _fixed_attn_blocks({part: tuple(cfg) for part, cfg in value.items()},
                                                           tt_kernels._attn_blocks)
-        elif name.startswith(("NORM_BWD_", "ADAMW_")) and hasattr(tt_kernels, name):
+        elif name.startswith(SETTING_PREFIXES) and hasattr(tt_kernels, name):
             setattr(tt_kernels, name, value)
         else:
-            raise SystemExit(f"--kernel-settings: unknown setting {name!r} (known: NORM_BWD_*, ADAMW_*, attn_blocks)")
+            raise SystemExit(f"--kernel-settings: unknown setting {name!r} (known: "
+                             f"{', '.join(p + '*' for p in SETTING_PREFIXES)}, attn_blocks)")
     print("kernel settings:", settings, flush=True)
 
 

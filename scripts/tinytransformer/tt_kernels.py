@@ -23,13 +23,43 @@ import triton.language as tl  # noqa: E402
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
+# Programmatic dependent launch (CUDA, Hopper and later): 0 off; 1 each Triton kernel is launched as a dependent of
+# the kernel before it in the stream and waits for it (griddepcontrol.wait) before touching memory, so its launch is
+# prepared while the previous kernel runs; 2 also lets the NEXT kernel be scheduled once every program of this one
+# has passed that wait (it then waits on its own). Safe in either mode: every kernel waits before its first load or
+# store, and a wait covers the whole previous kernel. Settable for A/B (bench.py --kernel-settings). Measured on an
+# H200 (benchmarks/tinytransformer/round7): alone it cost v4 B8 S128 about 0.5%; with WGRAD_SIDE_STREAM it gained
+# 3-4% (1.366 -> 1.320 ms per step); mode 2 was 0.5% behind mode 1.
+PDL = 1
+
+
+def _pdl_mode() -> int:
+    if INTERPRET or not PDL or torch.version.hip is not None:
+        return 0
+    return PDL if torch.cuda.get_device_capability()[0] >= 9 else 0
+
+
 def _launch(kernel, grid, *args, **kwargs):
     """Launch a kernel; under the interpreter also leave a profiler range named after it (there is no GPU kernel)."""
     if INTERPRET:
         with torch.profiler.record_function("triton::" + kernel.fn.__name__):
             kernel[grid](*args, **kwargs)
-    else:
-        kernel[grid](*args, **kwargs)
+        return
+    pdl = _pdl_mode()
+    if pdl:
+        kwargs.update(PDL=pdl, launch_pdl=True)
+    kernel[grid](*args, **kwargs)
+
+
+@triton.jit
+def _grid_dependency(PDL: tl.constexpr):
+    """A kernel's first statement: with PDL >= 1 wait until the previous kernel in the stream is complete and its
+    writes are visible; with PDL == 2 then allow the next kernel to be scheduled."""
+    if PDL >= 1:
+        tl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+    if PDL >= 2:
+        tl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=tl.int32,
+                                  is_pure=False, pack=1)
 
 
 def _acc_type(t: torch.Tensor):
@@ -44,7 +74,8 @@ def _acc_torch(t: torch.Tensor):
 @triton.jit
 def tt_rmsnorm_fwd(x_ptr, r_ptr, h_ptr, hs_ptr, y_ptr, w_ptr, rstd_ptr, n_rows, n_cols, eps,
                    HAS_RES: tl.constexpr, SAVE_LOW: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr,
-                   ACC: tl.constexpr):
+                   ACC: tl.constexpr, PDL: tl.constexpr = 0):
+    _grid_dependency(PDL)
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
@@ -64,11 +95,13 @@ def tt_rmsnorm_fwd(x_ptr, r_ptr, h_ptr, hs_ptr, y_ptr, w_ptr, rstd_ptr, n_rows, 
 @triton.jit
 def tt_rmsnorm_bwd(dy_ptr, dh_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dr_ptr, dw_acc_ptr, count_ptr, dw_ptr, n_rows,
                    n_cols, tiles_per_prog, n_prog, HAS_DH: tl.constexpr, HAS_DR: tl.constexpr, ROWS: tl.constexpr,
-                   BLOCK: tl.constexpr, SLOTS: tl.constexpr, ACC: tl.constexpr, STAGES: tl.constexpr):
+                   BLOCK: tl.constexpr, SLOTS: tl.constexpr, ACC: tl.constexpr, STAGES: tl.constexpr,
+                   PDL: tl.constexpr = 0):
     """Each program walks `tiles_per_prog` tiles of ROWS rows and adds its partial dw atomically into one of SLOTS
     rows of dw_acc (zeroed, ACC dtype; program p uses row p % SLOTS, so that SLOTS times fewer atomics meet on each
-    address); the last program to finish (counted in count_ptr) sums the rows and writes dw in the weight's dtype.
-    One launch, no separate reduction or cast kernel."""
+    address); the last program to finish (counted in count_ptr) sums the rows, writes dw in the weight's dtype and
+    zeroes dw_acc and the counter again for the next launch. One launch: no reduction, cast or memset kernel."""
+    _grid_dependency(PDL)
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     cmask = cols < n_cols
@@ -99,6 +132,10 @@ def tt_rmsnorm_bwd(dy_ptr, dh_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dr_ptr, dw_ac
             total += tl.atomic_add(dw_acc_ptr + slot * n_cols + cols, tl.zeros([BLOCK], dtype=ACC), mask=cmask,
                                    sem="acquire")
         tl.store(dw_ptr + cols, total.to(dw_ptr.dtype.element_ty), mask=cmask)
+        # every other program is done with the scratch: leave it zeroed, the next launch's clean slate
+        for slot in tl.static_range(SLOTS):
+            tl.store(dw_acc_ptr + slot * n_cols + cols, tl.zeros([BLOCK], dtype=ACC), mask=cmask)
+        tl.store(count_ptr, 0)
 
 
 # RMSNorm backward launch settings, from a sweep on an H200 in CUDA graphs (benchmarks/tinytransformer, round 6): one
@@ -108,6 +145,7 @@ NORM_BWD_PROGRAMS_PER_SM = 8
 NORM_BWD_WARPS = 4
 NORM_BWD_ROW_ELEMENTS = 512   # elements per tile (see _norm_rows): one row at hidden 512
 NORM_BWD_STAGES = 2           # software-pipelining depth of each program's loop over its tiles
+NORM_BWD_MIN_TILES = 2        # tiles per program at least (few rows: half the programs and atomics; B8 S128 -1%)
 # dw accumulator rows: with one, all programs' atomics meet on the same 512 addresses (2,048 programs at B32 S512)
 NORM_BWD_SLOTS = 8
 
@@ -176,13 +214,13 @@ class TritonRMSNorm(torch.autograd.Function):
         block = triton.next_power_of_2(n_cols)
         rows = _norm_rows(block, NORM_BWD_ROW_ELEMENTS)
         n_tiles = triton.cdiv(n_rows, rows)
-        n_prog = min(n_tiles, 2 if INTERPRET else NORM_BWD_PROGRAMS_PER_SM * _sm_count(h2.device))
+        n_prog = min(triton.cdiv(n_tiles, NORM_BWD_MIN_TILES),
+                     2 if INTERPRET else NORM_BWD_PROGRAMS_PER_SM * _sm_count(h2.device))
         tiles_per_prog = triton.cdiv(n_tiles, n_prog)
         n_prog = triton.cdiv(n_tiles, tiles_per_prog)
-        # dw accumulator rows (ACC dtype) and the programs-done counter share one zeroed buffer: one memset.
         acc_dtype = torch.float64 if acc == tl.float64 else torch.float32
         slots = NORM_BWD_SLOTS
-        scratch = torch.zeros(slots * n_cols + 2, dtype=acc_dtype, device=h2.device)
+        scratch = _norm_bwd_scratch(slots * n_cols + 2, acc_dtype, h2.device)
         dw = torch.empty(n_cols, dtype=weight.dtype, device=h2.device)
         _launch(tt_rmsnorm_bwd, (n_prog,), dy2, dh2, h2, weight, rstd, dx, dr, scratch,
                 scratch[slots * n_cols:].view(torch.int32), dw, n_rows, n_cols, tiles_per_prog, n_prog, HAS_DH=has_dh,
@@ -192,6 +230,22 @@ class TritonRMSNorm(torch.autograd.Function):
         if ctx.has_res:
             return dx, dw, (dr.view(ctx.shape) if has_dr else dx), None
         return dx, dw, None, None
+
+
+# The RMSNorm backward's dw accumulator rows (ACC dtype) and programs-done counter share one zeroed buffer, kept per
+# (device, stream, size, dtype) and left zeroed by the kernel itself: no memset kernel per call. Kernels of one
+# stream run one after another, so one buffer per stream is never used by two launches at once; a CUDA graph records
+# the buffer of its capture stream, allocated (outside the graph's pool) by the eager steps before the capture.
+_NORM_BWD_SCRATCH: dict[tuple, torch.Tensor] = {}
+
+
+def _norm_bwd_scratch(n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    key = (device, stream, n, dtype)
+    buf = _NORM_BWD_SCRATCH.get(key)
+    if buf is None:
+        buf = _NORM_BWD_SCRATCH[key] = torch.zeros(n, dtype=dtype, device=device)
+    return buf
 
 
 _SM_COUNT: dict[int, int] = {}
@@ -217,7 +271,8 @@ def add_rmsnorm(x, residual, weight, eps=1e-6):
 
 # ------------------------------------------------------------------------------------------------------ SwiGLU
 @triton.jit
-def tt_swiglu_fwd(gu_ptr, out_ptr, n_elem, F, BLOCK: tl.constexpr, ACC: tl.constexpr):
+def tt_swiglu_fwd(gu_ptr, out_ptr, n_elem, F, BLOCK: tl.constexpr, ACC: tl.constexpr, PDL: tl.constexpr = 0):
+    _grid_dependency(PDL)
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n_elem
     row = offs // F
@@ -230,9 +285,10 @@ def tt_swiglu_fwd(gu_ptr, out_ptr, n_elem, F, BLOCK: tl.constexpr, ACC: tl.const
 
 @triton.jit
 def tt_swiglu_bwd(gu_ptr, dout_ptr, dgu_ptr, act_ptr, n_elem, F, STORE_ACT: tl.constexpr, BLOCK: tl.constexpr,
-                  ACC: tl.constexpr):
+                  ACC: tl.constexpr, PDL: tl.constexpr = 0):
     """d(gate_up) from d(out); with STORE_ACT also writes out = silu(gate) * up again (the recompute the fused
     down projection needs for its weight gradient, from the same loads)."""
+    _grid_dependency(PDL)
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n_elem
     row = offs // F
@@ -291,9 +347,10 @@ def swiglu(gate_up):
 # -------------------------------------------------------------------------------------------------------- RoPE
 @triton.jit
 def tt_rope(x_ptr, y_ptr, cos_ptr, sin_ptr, n_rows, S, n_heads, sxb, sxs, sxh, syb, sys, syh, sign,
-            HALF: tl.constexpr, ROWS: tl.constexpr, BLOCK_D: tl.constexpr, ACC: tl.constexpr):
+            HALF: tl.constexpr, ROWS: tl.constexpr, BLOCK_D: tl.constexpr, ACC: tl.constexpr, PDL: tl.constexpr = 0):
     """Rotate interleaved pairs (x[2i], x[2i+1]) by angle sign*theta(s, i). A row is one (batch, token, head);
     rows are loaded whole (contiguous) and split into pairs in registers. x_ptr may equal y_ptr (in place)."""
+    _grid_dependency(PDL)
     r = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     h = r % n_heads
     tok = r // n_heads
@@ -381,7 +438,8 @@ def tt_attn_fwd(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
                 sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sob, sos, soh,
                 S, H, GROUP, qk_scale,
                 D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                ACC: tl.constexpr):
+                ACC: tl.constexpr, PDL: tl.constexpr = 0):
+    _grid_dependency(PDL)
     start_m = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     b = bh // H
@@ -414,9 +472,10 @@ def tt_attn_bwd_dkdv(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv
                      sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sdob, sdos, sdoh, sdkb, sdks, sdkh,
                      S, H, HKV, GROUP, qk_scale, sm_scale,
                      D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                     ACC: tl.constexpr):
+                     ACC: tl.constexpr, PDL: tl.constexpr = 0):
     """One key/value block of one kv head; loops over the query heads of its group and the query blocks at or
     below the diagonal, so dk/dv need no atomics and no reduction over the group."""
+    _grid_dependency(PDL)
     start_n = tl.program_id(0)
     bhk = tl.program_id(1).to(tl.int64)
     b = bhk // HKV
@@ -459,7 +518,8 @@ def tt_attn_bwd_dq(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
                    sqb, sqs, sqh, skb, sks, skh, svb, svs, svh, sdob, sdos, sdoh, sdqb, sdqs, sdqh,
                    S, H, GROUP, qk_scale, sm_scale,
                    D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                   ACC: tl.constexpr):
+                   ACC: tl.constexpr, PDL: tl.constexpr = 0):
+    _grid_dependency(PDL)
     start_m = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     b = bh // H
@@ -495,25 +555,28 @@ def tt_attn_bwd_dq(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr,
 
 
 _LOG2E = 1.4426950408889634
+DKDV_DEEP_SEQ = 512  # sequence length from which the dK/dV kernel pipelines 3 stages deep
 INTERPRET_ATTN_BLOCK = 32  # attention tile under the interpreter (tests lower it to cover several blocks cheaply)
 
 
-def _attn_blocks(D):
+def _attn_blocks(D, S=0):
     if INTERPRET:
         b = INTERPRET_ATTN_BLOCK
         return dict(fwd=(b, b, 1, 1), dkdv=(b, b, 1, 1), dq=(b, b, 1, 1))
     # (BLOCK_M, BLOCK_N, num_warps, num_stages); tuned for head_dim 64 on H100/H200-class GPUs. The forward's
     # 64 x 64 tiles: H200 sweep, round 6, bf16 with 8/4 heads: 42.7 us at B32 S512 and 3.8 us at B8 S128 per call,
     # against 51.7 / 6.2 us with 128 x 64 tiles, 3 stages (benchmarks/tinytransformer/round6).
+    # dK/dV: 3 stages from S 512 (same sweep: 129.9 against 132.8 us at B32 S512, but 12.8 against 12.5 us at B8 S128).
     if D <= 64:
-        return dict(fwd=(64, 64, 4, 2), dkdv=(64, 64, 4, 2), dq=(64, 64, 4, 2))
+        return dict(fwd=(64, 64, 4, 2), dkdv=(64, 64, 4, 3 if S >= DKDV_DEEP_SEQ else 2), dq=(64, 64, 4, 2))
     return dict(fwd=(64, 64, 4, 2), dkdv=(32, 64, 4, 2), dq=(32, 64, 4, 2))
 
 
 @triton.jit
 def tt_attn_bwd_delta(o_ptr, do_ptr, delta_ptr, n_rows, S, H, D: tl.constexpr, ROWS: tl.constexpr,
-                      BLOCK_D: tl.constexpr, ACC: tl.constexpr):
+                      BLOCK_D: tl.constexpr, ACC: tl.constexpr, PDL: tl.constexpr = 0):
     """delta[b, h, s] = sum_d O * dO; o and do are contiguous (B, S, H, D)."""
+    _grid_dependency(PDL)
     r = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     d = tl.arange(0, BLOCK_D)
     mask = (r[:, None] < n_rows) & (d[None, :] < D)
@@ -531,7 +594,7 @@ def _flash_fwd(q, k, v):
     o = torch.empty((B, S, H, D), dtype=q.dtype, device=q.device)
     lse = torch.empty((B, H, S), dtype=_acc_torch(q), device=q.device)
     sm_scale = 1.0 / math.sqrt(D)
-    bm, bn, warps, stages = _attn_blocks(D)["fwd"]
+    bm, bn, warps, stages = _attn_blocks(D, S)["fwd"]
     _launch(tt_attn_fwd, (triton.cdiv(S, bm), B * H), q, k, v, o, lse,
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
             v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
@@ -553,7 +616,7 @@ def _flash_bwd(q, k, v, o, lse, do, dq, dk, dv):
     _launch(tt_attn_bwd_delta, (triton.cdiv(B * S * H, rows),), o, do, delta, B * S * H, S, H, D=D, ROWS=rows,
             BLOCK_D=block_d, ACC=acc)
     sm_scale = 1.0 / math.sqrt(D)
-    blocks = _attn_blocks(D)
+    blocks = _attn_blocks(D, S)
     bm, bn, warps, stages = blocks["dkdv"]
     strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2))
@@ -626,6 +689,92 @@ def rope_attention(qkv, cos, sin, n_heads):
     return TritonRopeAttention.apply(qkv, cos, sin, n_heads)
 
 
+# v4's residual stream (the embedding output and every x + branch sum): fp32 (True), or the parameters' dtype (False:
+# bf16 with bf16 parameters, as Megatron-LM keeps it by default; halves the residual traffic of every fused
+# add + RMSNorm and its backward). Settable for A/B (bench.py --kernel-settings).
+RESIDUAL_FP32 = False  # round 7, H200: B32 S512 9.09 -> 8.72 ms per step; the parity and trajectory gates pass
+
+
+# ---------------------------------------------------------------------------- weight gradients on a side stream
+# A projection's backward is two independent products: dX = dY @ W, which the rest of the backward waits for, and
+# dW = dY^T @ X, which only the optimizer reads. With WGRAD_SIDE_STREAM, dW runs on a second stream, so that at small
+# batches (where each kernel fills only part of the GPU) it overlaps the dX chain. The backward pass's end joins the
+# side stream back (an autograd final callback, so every reader of .grad is ordered after it). X and dY are held
+# until then, which keeps their memory from being reused early: hence only up to WGRAD_MAX_TOKENS rows. Off under
+# torch.distributed (its gradient hooks read dW as soon as autograd hands it over) and when grad mode is on in the
+# backward (double backward). On an H200, v4 B8 S128: with PDL 1.320 against 1.366 ms per step; without PDL it was
+# 0.5% slower (benchmarks/tinytransformer/round7).
+WGRAD_SIDE_STREAM = True
+WGRAD_MAX_TOKENS = 4096
+
+
+class _SideStream:
+    def __init__(self):
+        self.streams: dict[torch.device, torch.cuda.Stream] = {}
+        self.held: list[torch.Tensor] = []  # X and dY of the products in flight, until the join
+        self.joined_streams: list[tuple[torch.cuda.Stream, torch.cuda.Stream]] = []
+
+    def weight_grad(self, dy2: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+        main = torch.cuda.current_stream(dy2.device)
+        side = self.streams.get(dy2.device)
+        if side is None:
+            side = self.streams[dy2.device] = torch.cuda.Stream(dy2.device)
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            dw = dy2.t() @ x2
+        # one callback per product (not per pass: a pass that failed half-way must not leave the next one unjoined)
+        torch.autograd.Variable._execution_engine.queue_callback(self.join)
+        if (main, side) not in self.joined_streams:
+            self.joined_streams.append((main, side))
+        self.held += (dy2, x2)
+        return dw
+
+    def join(self):
+        for main, side in self.joined_streams:
+            main.wait_stream(side)
+        self.joined_streams.clear()
+        self.held.clear()
+
+
+_SIDE = _SideStream()
+
+
+def _side_wgrad_ok(dy2: torch.Tensor, x2: torch.Tensor) -> bool:
+    return (WGRAD_SIDE_STREAM and dy2.is_cuda and not INTERPRET and dy2.shape[0] <= WGRAD_MAX_TOKENS
+            and not torch.is_grad_enabled() and dy2.dtype == x2.dtype
+            and not (torch.distributed.is_available() and torch.distributed.is_initialized()))
+
+
+def weight_grad(dy2: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+    """dY^T @ X for (tokens, out) dY and (tokens, in) X: on the side stream when enabled, else here."""
+    if _side_wgrad_ok(dy2, x2):
+        return _SIDE.weight_grad(dy2, x2)
+    return dy2.t() @ x2
+
+
+class SideStreamLinear(torch.autograd.Function):
+    """x @ weight.T (no bias) whose backward computes the weight gradient with weight_grad()."""
+
+    @staticmethod
+    def forward(ctx, x, weight):
+        ctx.save_for_backward(x, weight)
+        return x @ weight.t()
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight = ctx.saved_tensors
+        dy2 = dy.reshape(-1, dy.shape[-1])
+        dx = (dy2 @ weight).view(x.shape) if ctx.needs_input_grad[0] else None
+        return dx, weight_grad(dy2, x.reshape(-1, x.shape[-1]))
+
+
+def linear(x, weight):
+    """A bias-free projection for v4: SideStreamLinear where its side stream can apply (same dtypes, CUDA)."""
+    if WGRAD_SIDE_STREAM and x.is_cuda and x.dtype == weight.dtype:
+        return SideStreamLinear.apply(x, weight)
+    return torch.nn.functional.linear(x, weight)
+
+
 # ------------------------------------------------------------------------------------------ SwiGLU + down projection
 class TritonSwiGLUDown(torch.autograd.Function):
     """out = swiglu(gate_up) @ w_down.T without keeping swiglu's output alive: the backward's SwiGLU kernel recomputes
@@ -646,7 +795,8 @@ class TritonSwiGLUDown(torch.autograd.Function):
         dout2 = dout.reshape(-1, dout.shape[-1])
         act = torch.empty(gu.shape[:-1] + (gu.shape[-1] // 2,), dtype=gu.dtype, device=gu.device)
         dgu = _swiglu_bwd(gu, (dout2 @ w).view(act.shape), act)  # act: recomputed here, not saved
-        dw = (dout2.t() @ act.reshape(-1, act.shape[-1])).to(ctx.w_dtype)
+        act2 = act.reshape(-1, act.shape[-1])
+        dw = weight_grad(dout2, act2) if ctx.w_dtype == act.dtype else (dout2.t() @ act2).to(ctx.w_dtype)
         return dgu, dw
 
 
@@ -656,7 +806,9 @@ def swiglu_down(gate_up, w_down):
 
 # --------------------------------------------------------------------------------------------------- cross-entropy
 @triton.jit
-def tt_xent_fwd(logits_ptr, tgt_ptr, loss_ptr, lse_ptr, V, stride, BLOCK_V: tl.constexpr, ACC: tl.constexpr):
+def tt_xent_fwd(logits_ptr, tgt_ptr, loss_ptr, lse_ptr, V, stride, BLOCK_V: tl.constexpr, ACC: tl.constexpr,
+                PDL: tl.constexpr = 0):
+    _grid_dependency(PDL)
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_V)
     x = tl.load(logits_ptr + row * stride + cols, mask=cols < V, other=float("-inf")).to(ACC)
@@ -670,7 +822,8 @@ def tt_xent_fwd(logits_ptr, tgt_ptr, loss_ptr, lse_ptr, V, stride, BLOCK_V: tl.c
 
 @triton.jit
 def tt_xent_bwd(logits_ptr, tgt_ptr, lse_ptr, dloss_ptr, dlogits_ptr, V, stride, inv_n,
-                BLOCK_V: tl.constexpr, ACC: tl.constexpr):
+                BLOCK_V: tl.constexpr, ACC: tl.constexpr, PDL: tl.constexpr = 0):
+    _grid_dependency(PDL)
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_V)
     mask = cols < V
@@ -716,7 +869,8 @@ def cross_entropy(logits, targets):
 # ------------------------------------------------------------------------------------------------------- AdamW
 @triton.jit
 def tt_adamw(master_ptr, grad_ptr, grad_off_ptr, chunk_ptr, m_ptr, v_ptr, param_ptr, step_ptr, lr, beta1, beta2,
-             log2_beta1, log2_beta2, eps, weight_decay, ALIGN: tl.constexpr, BLOCK: tl.constexpr):
+             log2_beta1, log2_beta2, eps, weight_decay, ALIGN: tl.constexpr, BLOCK: tl.constexpr,
+             PDL: tl.constexpr = 0):
     """One AdamW step (torch.optim.AdamW's formulas) for every parameter: fp32 master weights and moments in flat
     buffers, the low-precision gradients read where autograd left them (no gather copy), the new low-precision
     parameters written into the flat buffer the model's parameters view. Program i updates chunk i; a chunk table row
@@ -724,6 +878,7 @@ def tt_adamw(master_ptr, grad_ptr, grad_off_ptr, chunk_ptr, m_ptr, v_ptr, param_
     first gradient and grad_off_ptr holds each gradient's distance from it in elements (a typed base pointer plus an
     offset, so that loads vectorise). ALIGN divides every offset, distance and count (in elements): masks and
     addresses are then constant / aligned over ALIGN elements. step_ptr holds the step number (already incremented)."""
+    _grid_dependency(PDL)
     row = chunk_ptr + tl.program_id(0) * 4
     g_start = tl.multiple_of(tl.load(grad_off_ptr + tl.load(row)) + tl.load(row + 1), ALIGN)
     flat0 = tl.multiple_of(tl.load(row + 2), ALIGN)

@@ -98,14 +98,15 @@ def eager_swiglu(gate_up):
 
 class _IndexAddEmbedding(torch.autograd.Function):
     """Embedding whose backward is one index_add_ (no sort, no host sync), so it can be captured in a CUDA graph.
-    The output (the residual stream) is at least fp32 also for bf16 weights; the gradient sums in fp32."""
+    The output (the residual stream) is at least fp32 also for bf16 weights, unless fp32_out is False (then it has the
+    weights' dtype); the gradient sums in fp32."""
 
     @staticmethod
-    def forward(ctx, ids, weight):
+    def forward(ctx, ids, weight, fp32_out=True):
         ctx.save_for_backward(ids)
         ctx.weight_shape, ctx.weight_dtype = weight.shape, weight.dtype
         out = weight.index_select(0, ids.reshape(-1)).view(ids.shape + (weight.shape[1],))
-        return out.to(torch.promote_types(weight.dtype, torch.float32))
+        return out.to(torch.promote_types(weight.dtype, torch.float32)) if fp32_out else out
 
     @staticmethod
     def backward(ctx, grad):
@@ -113,7 +114,7 @@ class _IndexAddEmbedding(torch.autograd.Function):
         acc = torch.promote_types(ctx.weight_dtype, torch.float32)
         dw = torch.zeros(ctx.weight_shape, dtype=acc, device=grad.device)
         dw.index_add_(0, ids.reshape(-1), grad.reshape(-1, grad.shape[-1]).to(acc))
-        return None, dw.to(ctx.weight_dtype)
+        return None, dw.to(ctx.weight_dtype), None
 
 
 class Ops:
@@ -139,6 +140,10 @@ class Ops:
 
     def embedding(self, ids, weight):
         return F.embedding(ids, weight)
+
+    def linear(self, layer: nn.Linear, x):
+        """A fused projection (v2-v4); v1's separate projections call their Linear directly."""
+        return layer(x)
 
     def packed_attention(self, qkv, cos, sin, n_heads):
         """qkv: (B, S, H + 2*Hkv, D) from the fused projection -> (B, S, H*D)."""
@@ -171,7 +176,8 @@ class Attention(nn.Module):
         B, S, _ = y.shape
         h, hkv, hd = self.cfg.num_heads, self.cfg.num_kv_heads, self.cfg.head_dim
         if self.fused:
-            return self.wo(ops.packed_attention(self.wqkv(y).view(B, S, h + 2 * hkv, hd), cos, sin, h))
+            qkv = ops.linear(self.wqkv, y).view(B, S, h + 2 * hkv, hd)
+            return ops.linear(self.wo, ops.packed_attention(qkv, cos, sin, h))
         q = ops.rope(self.wq(y).view(B, S, h, hd), cos, sin)
         k = ops.rope(self.wk(y).view(B, S, hkv, hd), cos, sin)
         v = self.wv(y).view(B, S, hkv, hd)
@@ -192,7 +198,7 @@ class FeedForward(nn.Module):
 
     def forward(self, y, ops: Ops):
         if self.fused:
-            return ops.swiglu_down(self.w_gate_up(y), self.w_down)
+            return ops.swiglu_down(ops.linear(self.w_gate_up, y), self.w_down)
         return self.w_down(F.silu(self.w_gate(y)) * self.w_up(y))
 
 

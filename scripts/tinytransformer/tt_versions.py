@@ -49,9 +49,11 @@ class TritonOps(Ops):
 
 
 class FastOps(TritonOps):
-    """v4: residual add fused into the Triton RMSNorm; RoPE fused with our Triton flash attention on the packed QKV
-    (or PyTorch SDPA with --attention sdpa); SwiGLU fused with the down projection (activation recomputed in the
-    backward); Triton cross-entropy on bf16 logits; a graph-capturable embedding backward."""
+    """v4: residual add fused into the Triton RMSNorm, the residual stream in the parameters' dtype (bf16 with bf16
+    parameters; tt_kernels.RESIDUAL_FP32); RoPE fused with our Triton flash attention on the packed QKV (or PyTorch
+    SDPA with --attention sdpa); SwiGLU fused with the down projection (activation recomputed in the backward); Triton
+    cross-entropy on bf16 logits; a graph-capturable embedding backward; at small batches the projections' weight
+    gradients on a side stream (tt_kernels.WGRAD_SIDE_STREAM)."""
 
     def __init__(self, attention: str = "triton"):
         super().__init__()
@@ -78,7 +80,10 @@ class FastOps(TritonOps):
         return self.k.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
     def embedding(self, ids, weight):
-        return tt_model._IndexAddEmbedding.apply(ids, weight)
+        return tt_model._IndexAddEmbedding.apply(ids, weight, self.k.RESIDUAL_FP32)
+
+    def linear(self, layer, x):
+        return self.k.linear(x, layer.weight)
 
 
 TRITON_FWD_BWD = ("tt_rmsnorm_fwd", "tt_rmsnorm_bwd", "tt_rope", "tt_swiglu_fwd", "tt_swiglu_bwd")
@@ -124,9 +129,9 @@ VERSIONS = {
                       triton_kernels=TRITON_FWD_BWD + TRITON_ATTN,
                       forbidden_ops=("aten::softmax", "aten::scaled_dot_product_attention", "aten::silu",
                                      "aten::rsqrt", "aten::rms_norm")),
-    "v4": VersionSpec("v4", "bf16 parameters with fp32 master weights (one-kernel AdamW); Triton residual+RMSNorm, "
-                            "RoPE+flash attention, SwiGLU+down (recompute), cross-entropy; whole training step in one "
-                            "CUDA graph",
+    "v4": VersionSpec("v4", "bf16 parameters and residual stream, fp32 master weights (one-kernel AdamW); Triton "
+                            "residual+RMSNorm, RoPE+flash attention, SwiGLU+down (recompute), cross-entropy; whole "
+                            "training step in one CUDA graph",
                       cuda_dtype="bf16", cuda_graphs=True, fused_adam=True, bf16_params=True,
                       triton_kernels=TRITON_FWD_BWD + ("tt_xent_fwd", "tt_xent_bwd"),
                       forbidden_ops=("aten::softmax", "aten::silu", "aten::rsqrt", "aten::rms_norm",

@@ -28,3 +28,18 @@ def test_round5_settings_are_applied_and_unknown_names_refused(monkeypatch):
     assert tt_kernels._attn_blocks(128)["fwd"] == (64, 64, 4, 2)  # other head sizes keep their defaults
     with pytest.raises(SystemExit, match="unknown setting 'NORM_BWD_ROWS'"):
         bench.apply_kernel_settings({"NORM_BWD_ROWS": 2})
+
+
+def test_round7_settings_files_all_apply(monkeypatch):
+    """Every variant of round 7's A/B (round7/settings/*.json) names only settings that exist; the pre-round-7 one
+    switches each of the round's changes off."""
+    for name in ("PDL", "WGRAD_SIDE_STREAM", "WGRAD_MAX_TOKENS", "NORM_BWD_MIN_TILES", "RESIDUAL_FP32",
+                 "DKDV_DEEP_SEQ"):
+        monkeypatch.setattr(tt_kernels, name, getattr(tt_kernels, name))
+    files = sorted((BENCH / "round7" / "settings").glob("*.json"))
+    assert len(files) >= 10
+    for f in files:
+        bench.apply_kernel_settings(json.loads(f.read_text()))
+    bench.apply_kernel_settings(json.loads((BENCH / "round7" / "settings" / "new.json").read_text()))
+    assert (tt_kernels.PDL, tt_kernels.WGRAD_SIDE_STREAM, tt_kernels.NORM_BWD_MIN_TILES, tt_kernels.RESIDUAL_FP32) \
+        == (0, False, 1, True)

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 import tt_kernels
 import tt_model
+import tt_versions
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 f64: dict[str, Any] = dict(dtype=torch.float64, device=DEV)
@@ -89,6 +90,89 @@ def test_fused_add_rmsnorm_returns_sum_and_norm_and_gradcheck(slots, monkeypatch
     gradcheck(lambda a, b, c: tuple(tt_kernels.add_rmsnorm(a, b, c)), (x[:3], r[:3], w))
 
 
+@pytest.mark.parametrize("slots", [1, 8])
+def test_rmsnorm_backward_leaves_its_scratch_zeroed_for_the_next_call(slots, monkeypatch):
+    """The backward's dw accumulator and done-counter live in one buffer per stream that no memset clears: the kernel's
+    last program must zero it, or the next call's dw would include this one's."""
+    monkeypatch.setattr(tt_kernels, "NORM_BWD_SLOTS", slots)
+    monkeypatch.setattr(tt_kernels, "_NORM_BWD_SCRATCH", {})
+    torch.manual_seed(5)
+    x = torch.randn(70, 24, **f64, requires_grad=True)
+    w = (1 + 0.1 * torch.randn(24, **f64)).requires_grad_()
+    dy = torch.randn(70, 24, **f64)
+    expected = torch.autograd.grad(x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w, (x, w), dy)
+    for _ in range(3):  # the same scratch each time
+        got = torch.autograd.grad(tt_kernels.rmsnorm(x, w), (x, w), dy)
+        torch.testing.assert_close(got, expected)
+        (scratch,) = tt_kernels._NORM_BWD_SCRATCH.values()
+        assert scratch.shape == (slots * 24 + 2,) and not scratch.any()
+
+
+@pytest.mark.parametrize("min_tiles", [1, 3])
+def test_rmsnorm_backward_with_several_tiles_per_program(min_tiles, monkeypatch):
+    monkeypatch.setattr(tt_kernels, "NORM_BWD_MIN_TILES", min_tiles)
+    torch.manual_seed(6)
+    x = torch.randn(200, 24, **f64, requires_grad=True)  # 4 tiles of 64 rows under the interpreter
+    w = (1 + 0.1 * torch.randn(24, **f64)).requires_grad_()
+    dy = torch.randn(200, 24, **f64)
+    expected = torch.autograd.grad(x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w, (x, w), dy)
+    torch.testing.assert_close(torch.autograd.grad(tt_kernels.rmsnorm(x, w), (x, w), dy), expected)
+
+
+def test_side_stream_linear_gradients_and_fallbacks(monkeypatch):
+    """SideStreamLinear's backward (dX here, dW through weight_grad) matches autograd's; on a CPU, or with the side
+    stream switched off, linear() is plain F.linear and weight_grad() computes on the current stream."""
+    monkeypatch.setattr(tt_kernels, "WGRAD_SIDE_STREAM", True)
+    torch.manual_seed(7)
+    x = torch.randn(2, 5, 6, **f64, requires_grad=True)
+    w = torch.randn(4, 6, **f64, requires_grad=True)
+    gradcheck(tt_kernels.SideStreamLinear.apply, (x, w))
+    check_vjp(tt_kernels.SideStreamLinear.apply, torch.nn.functional.linear, (x, w))
+    assert not tt_kernels._side_wgrad_ok(torch.randn(3, 4), torch.randn(3, 6))  # CPU tensors: never the side stream
+    monkeypatch.setattr(tt_kernels, "WGRAD_SIDE_STREAM", False)
+    y = tt_kernels.linear(x, w)
+    assert y.grad_fn is not None and "SideStreamLinear" not in type(y.grad_fn).__name__
+
+
+def test_low_precision_residual_stream_embedding(monkeypatch):
+    """RESIDUAL_FP32 False: the embedding hands the residual stream over in the weights' dtype (bf16), True: in fp32;
+    the weight gradient is the same sum either way."""
+    torch.manual_seed(8)
+    w = torch.randn(11, 6, dtype=torch.bfloat16, requires_grad=True)
+    ids = torch.randint(0, 11, (3, 4))
+    grads = {}
+    for fp32_out in (True, False):
+        out = tt_model._IndexAddEmbedding.apply(ids, w, fp32_out)
+        assert out.dtype == (torch.float32 if fp32_out else torch.bfloat16)
+        (grads[fp32_out],) = torch.autograd.grad(out.float().sum(dim=(0, 1)) @ torch.arange(6.0), (w,))
+    torch.testing.assert_close(grads[True], grads[False])
+    ops = tt_versions.FastOps()
+    for flag in (True, False):
+        monkeypatch.setattr(tt_kernels, "RESIDUAL_FP32", flag)
+        assert ops.embedding(ids, w).dtype == (torch.float32 if flag else torch.bfloat16)
+
+
+@pytest.mark.parametrize("capability,hip,expected", [((9, 0), None, True), ((8, 0), None, False),
+                                                      ((9, 0), "6.2", False)])
+def test_programmatic_dependent_launch_only_where_supported(capability, hip, expected, monkeypatch):
+    """PDL on: a kernel gets launch_pdl and its PDL wait flag on Hopper or later CUDA GPUs only (not on Ampere, not on
+    ROCm); the interpreter never does."""
+    launched = {}
+
+    class FakeKernel:
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: launched.update(kwargs)
+
+    monkeypatch.setattr(tt_kernels, "PDL", 1)
+    monkeypatch.setattr(tt_kernels, "INTERPRET", False)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: capability)
+    monkeypatch.setattr(torch.version, "hip", hip)
+    tt_kernels._launch(FakeKernel(), (1,), BLOCK=4)
+    assert launched == ({"BLOCK": 4, "PDL": 1, "launch_pdl": True} if expected else {"BLOCK": 4})
+    monkeypatch.setattr(tt_kernels, "INTERPRET", True)
+    assert tt_kernels._pdl_mode() == 0
+
+
 def test_swiglu_values_and_gradcheck():
     torch.manual_seed(2)
     gu = torch.randn(2, 7, 2 * 20, **f64, requires_grad=True)
@@ -141,7 +225,7 @@ def test_flash_attention_with_unequal_tiles(fwd, dkdv, dq, monkeypatch):
     before the query block, and the backward must agree (S=45: three or four blocks, the last one partial), also when
     the dK/dV and dQ kernels use different tiles."""
     monkeypatch.setattr(tt_kernels, "_attn_blocks",
-                        lambda D: dict(fwd=fwd + (1, 1), dkdv=dkdv + (1, 1), dq=dq + (1, 1)))
+                        lambda D, S=0: dict(fwd=fwd + (1, 1), dkdv=dkdv + (1, 1), dq=dq + (1, 1)))
     torch.manual_seed(11)
     q = torch.randn(1, 45, 2, 16, **f64, requires_grad=True)
     k = torch.randn(1, 45, 1, 16, **f64, requires_grad=True)
