@@ -33,10 +33,16 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 PDL = 1
 
 
+_CC_MAJOR: dict[int, int] = {}  # compute capability (major) per device index: asked once, not at every launch
+
+
 def _pdl_mode() -> int:
     if INTERPRET or not PDL or torch.version.hip is not None:
         return 0
-    return PDL if torch.cuda.get_device_capability()[0] >= 9 else 0
+    idx = torch.cuda.current_device()
+    if idx not in _CC_MAJOR:
+        _CC_MAJOR[idx] = torch.cuda.get_device_capability(idx)[0]
+    return PDL if _CC_MAJOR[idx] >= 9 else 0
 
 
 def _launch(kernel, grid, *args, **kwargs):
@@ -234,8 +240,9 @@ class TritonRMSNorm(torch.autograd.Function):
 
 # The RMSNorm backward's dw accumulator rows (ACC dtype) and programs-done counter share one zeroed buffer, kept per
 # (device, stream, size, dtype) and left zeroed by the kernel itself: no memset kernel per call. Kernels of one
-# stream run one after another, so one buffer per stream is never used by two launches at once; a CUDA graph records
-# the buffer of its capture stream, allocated (outside the graph's pool) by the eager steps before the capture.
+# stream run one after another, so one buffer per stream is never used by two launches at once. A CUDA graph uses its
+# capture stream's buffer; when the capture is where that buffer is first made, its zero fill is captured as well
+# (one fill per replay, not one per call).
 _NORM_BWD_SCRATCH: dict[tuple, torch.Tensor] = {}
 
 

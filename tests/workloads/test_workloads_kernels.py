@@ -166,6 +166,8 @@ def test_programmatic_dependent_launch_only_where_supported(capability, hip, exp
     monkeypatch.setattr(tt_kernels, "PDL", 1)
     monkeypatch.setattr(tt_kernels, "INTERPRET", False)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: capability)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(tt_kernels, "_CC_MAJOR", {})
     monkeypatch.setattr(torch.version, "hip", hip)
     tt_kernels._launch(FakeKernel(), (1,), BLOCK=4)
     assert launched == ({"BLOCK": 4, "PDL": 1, "launch_pdl": True} if expected else {"BLOCK": 4})
