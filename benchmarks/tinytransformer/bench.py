@@ -105,7 +105,7 @@ SETTING_PREFIXES = ("NORM_BWD_", "ADAMW_", "DKDV_", "PDL", "WGRAD_", "RESIDUAL_"
 
 
 def apply_kernel_settings(settings: dict):
-    """Override tt_kernels' launch constants (NORM_BWD_*, ADAMW_*, DKDV_*, PDL, WGRAD_*) and attention tiles
+    """Override tt_kernels' module constants whose names start with one of SETTING_PREFIXES, and the attention tiles
     ("attn_blocks": {fwd, dkdv, dq}: each [BLOCK_M, BLOCK_N, warps, stages], for head_dim <= 64, any length)."""
     import tt_kernels
     for name, value in settings.items():
