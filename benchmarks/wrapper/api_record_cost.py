@@ -19,8 +19,11 @@ import time
 
 VARIANTS = {
     "cupti_kernel": "kernel + memcpy + memset activities only (no API records: the control)",
-    "cupti_runtime": "plus CUDA runtime API records (--hip-trace)",
-    "cupti_driver": "plus CUDA driver API records (--hip-trace with API_DOMAIN=driver)",
+    "cupti_runtime": "plus every CUDA runtime call, recorded by the native CUPTI callback (API_RECORDER=callbacks)",
+    "cupti_runtime_activity": "plus CUDA runtime API activity records (--hip-trace, the default; until round 7 this"
+                              " was `cupti_runtime`)",
+    "cupti_driver": "plus CUDA driver calls, recorded by the native CUPTI callback (API_DOMAIN=driver)",
+    "cupti_driver_activity": "plus CUDA driver API activity records (API_DOMAIN=driver, API_RECORDER=activity)",
 }
 
 
@@ -57,12 +60,16 @@ def main(argv=None) -> int:
 
     def traced(variant: str, fn) -> tuple[float, dict]:
         b = cupti_backend.CuptiBackend(module, api=variant != "cupti_kernel",
-                                       api_domain="driver" if variant == "cupti_driver" else "runtime")
+                                       api_domain="driver" if variant.startswith("cupti_driver") else "runtime",
+                                       api_recorder_choice="activity" if variant.endswith("_activity") else "callbacks")
         b.start()
+        if b.warnings:
+            raise SystemExit(f"{variant}: {b.warnings}")
         ns = timed(fn)
         torch.cuda.synchronize()
         b.stop()
         _records, seen = b.records()
+        b.close()  # a new backend per block: CUPTI takes one callback subscriber at a time
         return ns, b.counts(seen)
 
     out: dict = {"calls_per_block": args.calls, "blocks": args.blocks, "variants": VARIANTS, "results": {}}

@@ -34,10 +34,21 @@ VARIANTS = {
     "plain": "no tracer: the method's own bias and noise",
     "cupti": "CUPTI: kernel + memcpy + memset records (the default: per-thread buffers, CUPTI zeroes no buffer)",
     "cupti_shared_buffers": "CUPTI: as `cupti`, but one buffer queue for all threads",
-    "cupti_api": "CUPTI + every CUDA runtime API call (--hip-trace)",
-    "cupti_driver": "CUPTI + CUDA driver API calls (--hip-trace with MADENGINE_ROCPROF_TRACER_API_DOMAIN=driver)",
+    "cupti_api": "CUPTI + every CUDA runtime API call (--hip-trace) recorded by the native CUPTI callback"
+                 " (MADENGINE_ROCPROF_TRACER_API_RECORDER=callbacks; until round 7 this name meant activity records)",
+    "cupti_api_activity": "CUPTI + every CUDA runtime API call as CUPTI's API activity records (--hip-trace, the"
+                          " default)",
+    "cupti_driver": "CUPTI + CUDA driver API calls by the native callback (MADENGINE_ROCPROF_TRACER_API_DOMAIN=driver)",
     "torch": "torch.profiler, CUDA activities, external correlation off (the torch backend's default)",
+    "cupti_api_null_callback": "diagnostic: CUPTI calls a C function that does nothing, at every runtime call",
+    "cupti_api_no_launch": "diagnostic: the native recorder on every runtime call except kernel launches",
+    "cupti_api_launch_only": "diagnostic: the native recorder on kernel launches (cudaLaunch*) only",
+    "cupti_interpose_probe": "diagnostic: CUPTI kernel trace + cudaGetDevice/cudaGetLastError recorded by an"
+                             " LD_PRELOAD interposer (interpose_probe.c), not through CUPTI",
 }
+PROBE_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "interpose_probe.c")
+_PROBES = {"cupti_api_null_callback": "null", "cupti_api_no_launch": "no_launch",
+           "cupti_api_launch_only": "launch_only"}
 
 
 def _tracer(variant: str, torch) -> tuple[Any, Any, Any]:
@@ -63,20 +74,47 @@ def _tracer(variant: str, torch) -> tuple[Any, Any, Any]:
     sys.path.insert(0, REPO)
     from madengine_rocprof.tracer import cupti_backend
 
+    probe: dict = {}
+    interposer = None
+    if variant == "cupti_interpose_probe":
+        import ctypes
+
+        interposer = ctypes.CDLL(os.environ["LD_PRELOAD"])  # the preloaded instance: the one torch's calls reach
+        interposer.probe_recorded.restype = ctypes.c_uint64
+    if variant in _PROBES:
+        import callback_probe
+
+        probe = callback_probe.patch(_PROBES[variant], cupti_backend.load())
     backend = cupti_backend.CuptiBackend(
-        cupti_backend.load(), api=variant in ("cupti_api", "cupti_driver"),
+        cupti_backend.load(), api=variant in ("cupti_api", "cupti_api_activity", "cupti_driver", *_PROBES),
         api_domain="driver" if variant == "cupti_driver" else "runtime",
-        per_thread_buffers=variant != "cupti_shared_buffers")
+        per_thread_buffers=variant != "cupti_shared_buffers",
+        api_recorder_choice="activity" if variant == "cupti_api_activity" else "callbacks")
+
+    def start_checked():
+        backend.start()
+        if backend.warnings:  # a variant must measure what its name says, not a fallback
+            raise SystemExit(f"{variant}: {backend.warnings}")
+        if interposer is not None:
+            interposer.probe_recording(1)
+
+    def stop():
+        if interposer is not None:
+            interposer.probe_recording(0)
+        backend.stop()
 
     def summary():
         trace, counts = backend.trace(demangle_names=False)
         counts["kernel_rows"] = sum(1 for e in trace["traceEvents"] if e.get("cat") == "kernel")
         counts["api_rows"] = sum(1 for e in trace["traceEvents"] if e.get("cat") in ("cuda_runtime", "cuda_driver"))
-        return counts
-    return backend.start, backend.stop, summary
+        if interposer is not None:
+            probe["interposed_calls_recorded"] = int(interposer.probe_recorded())
+        return {**counts, **({"probe": probe} if probe else {})}
+    return start_checked, stop, summary
 
 
-def one(variant: str, pairs: int, block_steps: int, harness_argv: list[str]) -> dict:
+def build_step(harness_argv: list[str]):
+    """(torch, tt_train, step, feed, device, args): an eager training step and its batches, from harness arguments."""
     sys.path.insert(0, TT)
     import torch
 
@@ -98,6 +136,11 @@ def one(variant: str, pairs: int, block_steps: int, harness_argv: list[str]) -> 
     step = tt_train.TrainStep(model, opt, device, args.dtype, graphs=False, tf32=spec.tf32)
     tokens = tt_train.make_tokens(args.task, 64, args.batch_size, args.seq_len, cfg.vocab_size, args.seed, "cpu")
     feed = tt_train.BatchFeed(tokens, device)
+    return torch, tt_train, step, feed, device, args
+
+
+def one(variant: str, pairs: int, block_steps: int, harness_argv: list[str]) -> dict:
+    torch, tt_train, step, feed, device, args = build_step(harness_argv)
     start, stop, summary = _tracer(variant, torch)
 
     def block(traced: bool) -> tuple[list[float], float]:
@@ -151,6 +194,16 @@ def aggregate(processes: list[dict]) -> dict:
                                                        for t in p["traced_ms"])}
 
 
+def probe_library() -> str:
+    """interpose_probe.c built into a temporary folder (once per driver process)."""
+    import tempfile
+
+    target = os.path.join(tempfile.gettempdir(), f"interpose_probe-{os.getpid()}.so")
+    if not os.path.exists(target):
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", target, PROBE_SOURCE, "-ldl"], check=True)
+    return target
+
+
 def main() -> int:
     argv = sys.argv[1:]
     harness = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -182,7 +235,8 @@ def main() -> int:
             t0 = time.monotonic()
             done = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", v, "--pairs", str(args.pairs),
                                    "--block-steps", str(args.block_steps), "--", *harness],
-                                  env=env, capture_output=True, text=True)
+                                  env=dict(env, LD_PRELOAD=probe_library()) if v == "cupti_interpose_probe" else env,
+                                  capture_output=True, text=True)
             if done.returncode != 0:
                 errors[f"{v}#{rep}"] = done.stderr[-3000:]
                 print(f"{v} process {rep}: FAILED\n{done.stderr[-1500:]}", file=sys.stderr, flush=True)

@@ -1,10 +1,10 @@
 """CUPTI activity tracing through NVIDIA's cupti-python bindings, at the lowest host cost we could measure.
 
-Only the activity kinds the profile needs are enabled: concurrent kernels, memcpy and memset, plus CUDA runtime API
-records when an API trace (--hip-trace/--runtime-trace/--sys-trace) is asked for: every runtime call, like rocprofv3's
---hip-trace (switching records off per call id was measured and costs MORE per launch, benchmarks/wrapper/README.md),
-or, with api_domain="driver" (MADENGINE_ROCPROF_TRACER_API_DOMAIN=driver), the driver calls instead: the launches,
-copies and allocations that reach the driver, without the runtime's ~10 bookkeeping calls per kernel (cheaper).
+Only the activity kinds the profile needs are enabled: concurrent kernels, memcpy and memset. An API trace
+(--hip-trace/--runtime-trace/--sys-trace) records every CUDA runtime call, like rocprofv3's --hip-trace, or, with
+api_domain="driver" (MADENGINE_ROCPROF_TRACER_API_DOMAIN=driver), the driver calls instead. API calls are recorded as
+CUPTI's API activity records, or, opted in (api_recorder_choice="callbacks"), by a native CUPTI callback
+(`api_recorder`), which measured dearer on eager PyTorch (benchmarks/wrapper/README.md, section 0d).
 Activity buffers are per thread where CUPTI supports it (no lock shared by the forward and autograd threads), and
 CUPTI is told not to zero a buffer before filling it (a 32 MiB memset each time a buffer is handed over; records
 are walked by their valid size, so stale bytes are never read). Hardware-event-based tracing is switched on where
@@ -24,7 +24,9 @@ import contextlib
 import ctypes
 import os
 import threading
+from pathlib import Path
 
+from madengine_rocprof.tracer import api_recorder
 from madengine_rocprof.tracer import cupti_records as cr
 
 BUFFER_BYTES = 32 << 20      # one activity buffer: ~150k kernel records, so a bounded window rarely completes one
@@ -125,9 +127,13 @@ class CuptiBackend:
     name = "cupti"
 
     def __init__(self, cupti, *, api: bool, lib=None, buffers: Buffers | None = None, hw_trace: bool = True,
-                 per_thread_buffers: bool = True, api_domain: str = "runtime") -> None:
+                 per_thread_buffers: bool = True, api_domain: str = "runtime", api_recorder_choice: str = "activity",
+                 native_recorder: str | None = None) -> None:
         if api_domain not in API_DOMAINS:
             raise ValueError(f"api_domain must be runtime or driver, not {api_domain!r}")
+        if api_recorder_choice not in api_recorder.CHOICES:
+            raise ValueError(f"api_recorder_choice must be one of {', '.join(api_recorder.CHOICES)},"
+                             f" not {api_recorder_choice!r}")
         self.cupti = cupti
         self.api = api
         self.api_domain = api_domain
@@ -140,8 +146,11 @@ class CuptiBackend:
         self.hw_trace: str = "off"
         self.layouts = cr.layouts(cupti)
         self.kinds = [cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET]
-        if api:  # every runtime call, or the driver calls (launches, copies, ...) without runtime bookkeeping
-            self.kinds.append(cupti.ActivityKind.RUNTIME if api_domain == "runtime" else cupti.ActivityKind.DRIVER)
+        self.api_recorder_choice = api_recorder_choice
+        self.native_recorder = native_recorder  # a built recorder library (tests); None: build or find it
+        self.recorder: api_recorder.Recorder | None = None
+        self.api_mechanism = "undecided" if api else "none"  # decided by the first start()
+        self.warnings: list[str] = []
         self._check_kind_values()
         self.dropped = 0
         self.enabled: list = []
@@ -194,9 +203,34 @@ class CuptiBackend:
                                                     "on (CUPTI cannot switch it off)")
         self.buffers.prefill()
         self._register()
+        if self.api_mechanism == "undecided":
+            self._choose_api_recorder()
         for kind in self.kinds:
             c.activity_enable(kind)
             self.enabled.append(kind)
+        if self.recorder is not None:
+            self.recorder.start()
+
+    def _choose_api_recorder(self) -> None:
+        """API activity records, or the native callback recorder when asked for and it builds and CUPTI takes its
+        subscription (every call of the domain either way)."""
+        ak = self.cupti.ActivityKind
+        activity_kind = ak.RUNTIME if self.api_domain == "runtime" else ak.DRIVER
+        if self.api_recorder_choice == "activity":
+            self.api_mechanism = "CUPTI activity records"
+        else:
+            try:
+                path = Path(self.native_recorder) if self.native_recorder else None
+                recorder = api_recorder.Recorder(self.lib, self.api_domain, path)
+                recorder.subscribe()
+                self.recorder = recorder
+                self.api_mechanism = f"native CUPTI callbacks ({recorder.clock})"
+                return
+            except (api_recorder.Unavailable, OSError, AttributeError) as exc:
+                self.api_mechanism = f"CUPTI activity records (native recorder unavailable: {exc})"
+                self.warnings.append(f"{api_recorder.ENV_RECORDER}=callbacks, but {exc}; recording API calls"
+                                         " with CUPTI activity records")
+        self.kinds.append(activity_kind)
 
     def _set_flag(self, attribute, flag: int) -> str:
         """Sets a one-byte CUPTI activity attribute: "on" when CUPTI took it, or why not (an older CUPTI lacks it)."""
@@ -207,6 +241,8 @@ class CuptiBackend:
 
     def stop(self) -> None:
         c = self.cupti
+        if self.recorder is not None:
+            self.recorder.stop()
         for kind in self.enabled:
             c.activity_disable(kind)
         self.enabled = []
@@ -215,6 +251,11 @@ class CuptiBackend:
         self.raw += self.buffers.take()
         if self.hw_trace == "on":
             c.activity_enable_hw_trace(0)
+
+    def close(self) -> None:
+        """Gives up the CUPTI callback subscription (a later backend in this process may subscribe)."""
+        if self.recorder is not None:
+            self.recorder.close()
 
     def dropped_now(self) -> int:
         count = ctypes.c_size_t(0)
@@ -245,6 +286,11 @@ class CuptiBackend:
             every += recs
             for k, n in kinds.items():
                 seen[k] = seen.get(k, 0) + n
+        if self.recorder is not None:
+            calls = self.recorder.records(os.getpid())
+            every += calls
+            for k, _r in calls:
+                seen[k] = seen.get(k, 0) + 1
         return every, seen
 
     def trace(self, _tmp: str | None = None, *, demangle_names: bool) -> tuple[dict, dict]:
@@ -276,8 +322,10 @@ class CuptiBackend:
         return trace, self.counts(seen)
 
     def counts(self, seen: dict) -> dict:
-        return {"backend": self.name, "dropped_records": self.dropped, "hw_trace": self.hw_trace,
+        lost = self.recorder.lost if self.recorder is not None else 0
+        return {"backend": self.name, "dropped_records": self.dropped + lost, "hw_trace": self.hw_trace,
                 "per_thread_buffers": self.per_thread, "zeroed_buffers": self.zeroed_buffers,
+                "api_recorder": self.api_mechanism, "api_records_lost": lost,
                 "activity_kinds": [getattr(k, "name", str(k)) for k in self.kinds],
                 "records": {getattr(self.cupti.ActivityKind(k), "name", str(k)): n for k, n in sorted(seen.items())},
                 "buffers": self.buffers.requested, "buffer_bytes": self.buffers.size,

@@ -24,6 +24,10 @@ uncaught exception) or on SIGTERM. Environment (all optional):
   MADENGINE_ROCPROF_TRACER_API_DOMAIN   CUPTI backend, with API rows: `runtime` (default: every CUDA runtime call,
                                         like --hip-trace) or `driver` (the CUDA driver calls: launches, copies,
                                         allocations, without the runtime's bookkeeping calls; less overhead)
+  MADENGINE_ROCPROF_TRACER_API_RECORDER CUPTI backend, with API rows: `activity` (default: CUPTI's API activity
+                                        records) or `callbacks` (CUPTI callbacks into native code built with the
+                                        system's C compiler on first use; measured dearer on eager PyTorch, see
+                                        benchmarks/wrapper/README.md 0d; warns and falls back when unavailable)
   MADENGINE_ROCPROF_TRACER_GPU_ACTIVITIES  torch.profiler backend only: comma list of Kineto activity types
                                         to record on a GPU, e.g.
                                         CONCURRENT_KERNEL,GPU_MEMCPY,GPU_MEMSET,CUDA_RUNTIME (default: torch's whole
@@ -46,7 +50,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from madengine_rocprof.tracer import convert, select
+from madengine_rocprof.tracer import api_recorder, convert, select
 from madengine_rocprof.wrapper import rocprof_csv
 
 TAG = "[madengine-rocprof tracer]"
@@ -94,6 +98,11 @@ class _Tracer:
             print(f"{TAG} warning: MADENGINE_ROCPROF_TRACER_API_DOMAIN={self.api_domain!r} is not `runtime` or"
                   " `driver`; using runtime", file=sys.stderr)
             self.api_domain = "runtime"
+        self.api_recorder = os.environ.get(api_recorder.ENV_RECORDER, "").strip().lower() or "activity"
+        if self.api_recorder not in api_recorder.CHOICES:
+            print(f"{TAG} warning: {api_recorder.ENV_RECORDER}={self.api_recorder!r} is not one of"
+                  f" {', '.join(api_recorder.CHOICES)}; using activity", file=sys.stderr)
+            self.api_recorder = "activity"
         self.pid = os.getpid()
         self.prof: Any = None  # the running backend (TorchBackend or cupti_backend.CuptiBackend)
         self.sync: Callable[[], None] | None = None  # waits for the GPU before the window closes
@@ -144,9 +153,12 @@ class _Tracer:
                 mib = _env_float("MADENGINE_ROCPROF_TRACER_BUFFER_MB", 0)
                 size = int(mib * (1 << 20)) or cupti_backend.BUFFER_BYTES
                 backend = cupti_backend.CuptiBackend(module, api=self.api, buffers=cupti_backend.Buffers(size),
-                                                     api_domain=self.api_domain)
+                                                     api_domain=self.api_domain,
+                                                     api_recorder_choice=self.api_recorder)
                 self.sync = torch.cuda.synchronize
                 backend.start()
+                for text in backend.warnings:
+                    print(f"{TAG} warning: {text}", file=sys.stderr)
                 self.prof = backend
             except Exception as exc:  # broad: CUPTI raises its own types; the tracer falls back, never breaks the app
                 self.sync = None

@@ -123,10 +123,11 @@ def nvidia_present(env) -> bool:
 
 def embedded(env) -> Profiler:
     """The embedded tracer: always available (it ships with the wrapper); the probe says which backend it uses."""
-    from madengine_rocprof.tracer import select
+    from madengine_rocprof.tracer import api_recorder, select
 
     return Profiler("embedded", None, None, (), "embedded tracer: CUPTI via cupti-python on CUDA, else torch.profiler"
-                    " (needs only python3 + torch)", [select.describe(env, nvidia_present(env))])
+                    " (needs only python3 + torch)", [select.describe(env, nvidia_present(env)),
+                                                      api_recorder.describe(env)])
 
 
 def find(name: str, env) -> Profiler | None:

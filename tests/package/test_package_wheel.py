@@ -59,6 +59,14 @@ def test_wheel_and_sdist_carry_every_resource(installed):
     assert not [n for n in in_wheel if "__pycache__" in n or n.startswith("tests/")]
 
 
+def test_the_installed_wheel_builds_the_native_api_recorder(installed, tmp_path):
+    base, _, _ = installed
+    code = "import sys; from pathlib import Path; from madengine_rocprof.tracer import api_recorder as a; " \
+           "print(a.build(folder=Path(sys.argv[1])))"
+    built = Path(sh([base / "venv" / "bin" / "python", "-c", code, tmp_path / "cache"], cwd=tmp_path).stdout.strip())
+    assert built.parent == tmp_path / "cache" and built.stat().st_size > 0
+
+
 def test_installed_commands_work_from_an_empty_directory(installed, tmp_path):
     base, _, _ = installed
     cli = base / "venv" / "bin" / "madengine-rocprof"

@@ -7,12 +7,20 @@ registered request callback and handed back through the completion callback (at 
 full), records are walked with cuptiActivityGetNextRecord (status 12 = no more), kernel names are C strings
 owned by the library (mangled), thread-id type and hardware tracing can be refused with cuptiError, and dropped
 records are reported through a size_t pointer.
+
+The callback API too: one subscriber at a time (a second cuptiSubscribe answers status 39), callbacks only for the
+domains enabled, each API call calling the subscriber's C function at entry and exit with a CUpti_CallbackData laid
+out as in cupti_callbacks.h (the same 64-bit correlationData slot at entry and exit), and an activity record of the
+call only when that activity kind is enabled. cuptiGetTimestamp is a C-callable function on CLOCK_MONOTONIC.
 """
 from __future__ import annotations
 
 import ctypes
 import enum
 import struct
+import threading
+import time
+from typing import Any
 
 
 class cuptiError(Exception):  # noqa: N801 - the real class name
@@ -84,6 +92,9 @@ class _State:
         self.completions = 0
         self.attributes: dict[int, int] = {}  # activity attributes set through cuptiActivitySetAttribute
         self.attribute_status = 0  # what cuptiActivitySetAttribute answers (an older CUPTI: not 0)
+        self.subscriber: Any = None  # the subscribed C callback (a ctypes function; a test may put any object)
+        self.domains: set[int] = set()  # callback domains enabled for it
+        self.next_correlation = 1
 
 
 STATE = _State()
@@ -113,7 +124,7 @@ def set_thread_id_type(kind: int) -> None:
 
 
 def get_timestamp() -> int:
-    return 1_000
+    return time.monotonic_ns()
 
 
 _DRIVER_NAMES = {307: "cuLaunchKernel", 442: "cuLaunchKernelEx", 279: "cuMemcpyHtoDAsync_v2"}
@@ -178,8 +189,69 @@ def activity_flush_all(flag: int) -> None:
         complete(None, 0, base, size.value, used)
 
 
+class CallbackData(ctypes.Structure):
+    """CUpti_CallbackData (cupti_callbacks.h), natural C layout."""
+    _fields_ = [("callbackSite", ctypes.c_int32), ("functionName", ctypes.c_char_p),
+                ("functionParams", ctypes.c_void_p), ("functionReturnValue", ctypes.c_void_p),
+                ("symbolName", ctypes.c_char_p), ("context", ctypes.c_void_p), ("contextUid", ctypes.c_uint32),
+                ("correlationData", ctypes.POINTER(ctypes.c_uint64)), ("correlationId", ctypes.c_uint32)]
+
+
+_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_uint32, ctypes.POINTER(CallbackData))
+_ACTIVITY_OF_DOMAIN = {int(CallbackDomain.DRIVER_API): ActivityKind.DRIVER,
+                       int(CallbackDomain.RUNTIME_API): ActivityKind.RUNTIME}
+_LOCK = threading.Lock()
+
+
+def api_call(domain: int, cbid: int, work=None) -> int:
+    """What the CUDA runtime or driver does for one API call; returns its correlation id. `work(correlation)` runs
+    between the entry and the exit callbacks (e.g. a kernel record of the launch)."""
+    with _LOCK:
+        corr = STATE.next_correlation
+        STATE.next_correlation += 1
+    calls = STATE.subscriber is not None and int(domain) in STATE.domains
+    slot = ctypes.c_uint64(0)
+    data = CallbackData(0, b"fake", None, None, None, None, 1, ctypes.pointer(slot), corr)
+    start = time.monotonic_ns()
+    if calls:
+        STATE.subscriber(None, int(domain), cbid, ctypes.byref(data))
+    if work is not None:
+        work(corr)
+    if calls:
+        data.callbackSite = 1
+        STATE.subscriber(None, int(domain), cbid, ctypes.byref(data))
+    record(int(_ACTIVITY_OF_DOMAIN[int(domain)]), cbid=cbid, start=start, end=time.monotonic_ns(), process_id=0,
+           thread_id=threading.get_native_id(), correlation_id=corr)
+    return corr
+
+
+@ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_uint64))
+def _get_timestamp(out) -> int:
+    out[0] = get_timestamp()
+    return 0
+
+
 class FakeLib:
     """libcupti's C entry points the backend calls through ctypes."""
+
+    cuptiGetTimestamp = _get_timestamp  # noqa: N815 - C name; a C function pointer, called from native code
+
+    def cuptiSubscribe(self, handle_ref, callback, userdata) -> int:  # noqa: N802 - C name
+        if STATE.subscriber is not None:
+            return 39  # CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+        STATE.subscriber = _CALLBACK(callback.value)
+        handle_ref._obj.value = 0x5B5B
+        return 0
+
+    def cuptiEnableDomain(self, enable: int, subscriber, domain: int) -> int:  # noqa: N802 - C name
+        if STATE.subscriber is None or subscriber.value != 0x5B5B:
+            return 1  # CUPTI_ERROR_INVALID_PARAMETER
+        (STATE.domains.add if enable else STATE.domains.discard)(int(domain))
+        return 0
+
+    def cuptiUnsubscribe(self, subscriber) -> int:  # noqa: N802 - C name
+        STATE.subscriber, STATE.domains = None, set()
+        return 0
 
     def cuptiActivitySetAttribute(self, attr: int, size_ref, value_ref) -> int:  # noqa: N802 - C name
         if STATE.attribute_status == 0:

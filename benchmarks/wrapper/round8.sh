@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Round 8 of issue 10 (benchmarks/wrapper/README.md, section 0d), from the repository root on a CUDA machine:
+#   CALL=1: the native recorder checked against CUPTI's own API records; per-call cost in a tight loop; eager v1 B8 S128
+#           overhead with alternating windows (plain, kernel trace, native callbacks, activity records)
+#   CALL=2: where a callback's cost goes (diagnostic variants: a C callback that does nothing, no launches, launches only)
+#   CALL=3: the wrapper path with the native recorder; the cost of interposing libcudart (interpose_probe.c)
+# cupti-python (and the wrapper's dependencies) come from carried wheels: WHEELS=dir (default .whl). Results: $OUT/res.tgz
+set -uo pipefail
+RES=${RES:-/tmp/res}; OUT=${OUT:-/tmp/round8}; mkdir -p "$RES" "$OUT"
+trap 'tar czf "$OUT/res.tgz" -C "$RES" .' EXIT
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "${WHEELS:-.whl}"/*.whl > "$RES/pip.log" 2>&1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 MADENGINE_ROCPROF_CACHE=${MADENGINE_ROCPROF_CACHE:-/tmp/mrc}
+V1=(--version v1 --batch-size 8 --seq-len 128 --cuda-graphs off)
+alternating() {  # variants, pairs
+  timeout 420 python3 benchmarks/wrapper/overhead_alternating.py --out "$RES/v1_b8s128_alternating" --procs 2 --pairs "$2" \
+      --block-steps 4 --variants "$1" -- "${V1[@]}" > "$RES/v1_b8s128_alternating.txt" 2> "$RES/v1_b8s128_alternating.log"
+  echo "alternating exit $?"; cat "$RES/v1_b8s128_alternating.txt"
+}
+case "${CALL:-1}" in
+1)
+  {
+    echo "cc: $(command -v cc)"; cc --version 2>&1 | head -1; grep -m1 "model name" /proc/cpuinfo
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    python3 -c 'import sys, torch, importlib.metadata as m; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "cupti-python", m.version("cupti-python"), "nvidia-cuda-cupti", m.version("nvidia-cuda-cupti"))'
+    python3 -c 'from madengine_rocprof.tracer import api_recorder as a; print("tsc invariant", a.invariant_tsc(), "recorder", a.build())'
+  } > "$RES/versions.txt" 2>&1
+  cat "$RES/versions.txt"
+  timeout 150 python3 benchmarks/wrapper/api_recorder_check.py --steps 5 -- "${V1[@]}" > "$RES/api_recorder_check.json" 2> "$RES/api_recorder_check.log"
+  echo "check exit $?"
+  timeout 120 python3 benchmarks/wrapper/api_record_cost.py --calls 200000 --blocks 6 > "$RES/api_record_cost.json" 2> "$RES/api_record_cost.log"
+  echo "cost exit $?"
+  alternating plain,cupti,cupti_api,cupti_api_activity 40 ;;
+2)
+  timeout 100 python3 benchmarks/wrapper/api_recorder_check.py --steps 5 -- "${V1[@]}" > "$RES/api_recorder_check.json" 2> "$RES/api_recorder_check.log"
+  alternating plain,cupti,cupti_api,cupti_api_null_callback,cupti_api_no_launch,cupti_api_launch_only 30 ;;
+3)
+  SMALL=(--version v1 --num-layers 2 --num-steps 2 --warmup-steps 1 --batch-size 4 --seq-len 64 --cuda-graphs off)
+  work=$(mktemp -d)
+  ( cd "$work" && MADENGINE_ROCPROF_TRACER_API_RECORDER=callbacks timeout 120 python3 -m madengine_rocprof.wrapper \
+      --profiler embedded --profile lightweight --kernel-trace --hip-trace --stats -d "$work/embedded" -- \
+      python3 "$OLDPWD/scripts/tinytransformer/tt_harness.py" "${SMALL[@]}" ) > "$RES/wrapper_callbacks.log" 2>&1
+  echo "wrapper exit $?"
+  python3 - "$work/embedded" > "$RES/wrapper_callbacks.json" <<'PY'
+import csv, glob, json, os, sys
+d = sys.argv[1]; m = json.load(open(os.path.join(d, "manifest.json")))
+api = [r for f in glob.glob(f"{d}/**/*_hip_api_trace.csv", recursive=True) for r in csv.DictReader(open(f))]
+ker = [r for f in glob.glob(f"{d}/**/*_kernel_trace.csv", recursive=True) for r in csv.DictReader(open(f))]
+summ = [json.load(open(f)) for f in glob.glob(f"{d}/**/*_tracer_summary.json", recursive=True)]
+ids = {r["Correlation_Id"] for r in api}
+print(json.dumps({"outcome": m["outcome"], "dispatch_count": m["dispatch_count"], "api_rows": len(api),
+                  "kernel_rows": len(ker), "kernels_joined_to_an_api_row": sum(r["Correlation_Id"] in ids for r in ker),
+                  "summary": summ, "files": sorted(o["path"] for o in m["outputs"])}, indent=1))
+PY
+  alternating plain,cupti,cupti_api_activity,cupti_interpose_probe 40 ;;
+esac
