@@ -39,7 +39,8 @@ def patch(mode: str, cupti) -> dict:
     if mode == "null":
         folder = Path(tempfile.mkdtemp())
         (folder / "null.c").write_text(NULL_CALLBACK)
-        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(folder / "null.so"), str(folder / "null.c")],
+        cc = api_recorder.compiler() or "cc"
+        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(folder / "null.so"), str(folder / "null.c")],
                        check=True)
         null = ctypes.CDLL(str(folder / "null.so"))
         original_subscribe = api_recorder.Recorder.subscribe

@@ -198,9 +198,13 @@ def probe_library() -> str:
     """interpose_probe.c built into a temporary folder (once per driver process)."""
     import tempfile
 
+    sys.path.insert(0, REPO)
+    from madengine_rocprof.tracer import api_recorder
+
     target = os.path.join(tempfile.gettempdir(), f"interpose_probe-{os.getpid()}.so")
     if not os.path.exists(target):
-        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", target, PROBE_SOURCE, "-ldl"], check=True)
+        subprocess.run([api_recorder.compiler() or "cc", "-O2", "-shared", "-fPIC", "-o", target, PROBE_SOURCE, "-ldl"],
+                       check=True)
     return target
 
 

@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from madengine_rocprof.tracer.cupti_records import DRIVER, RUNTIME
+
 SOURCE = Path(__file__).with_name("native") / "api_recorder.c"
 ENV_RECORDER = "MADENGINE_ROCPROF_TRACER_API_RECORDER"
 CHOICES = ("activity", "callbacks")
@@ -207,8 +209,6 @@ class Recorder:
 
     def records(self, pid: int) -> list[tuple[int, dict]]:
         """(CUpti_ActivityKind RUNTIME or DRIVER, fields) for every call recorded, as cupti_records parses them."""
-        from madengine_rocprof.tracer.cupti_records import DRIVER, RUNTIME
-
         kinds = {1: DRIVER, 2: RUNTIME}
         out: list[tuple[int, dict]] = []
         for w in self.windows:

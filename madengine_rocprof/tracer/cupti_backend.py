@@ -229,7 +229,7 @@ class CuptiBackend:
             except (api_recorder.Unavailable, OSError, AttributeError) as exc:
                 self.api_mechanism = f"CUPTI activity records (native recorder unavailable: {exc})"
                 self.warnings.append(f"{api_recorder.ENV_RECORDER}=callbacks, but {exc}; recording API calls"
-                                         " with CUPTI activity records")
+                                     " with CUPTI activity records")
         self.kinds.append(activity_kind)
 
     def _set_flag(self, attribute, flag: int) -> str:

@@ -1,9 +1,8 @@
-/* Records of CUDA API calls, written by a CUPTI callback in native code (the API trace of the CUPTI backend).
- *
- * Why: CUPTI's own runtime-API activity records cost about 0.11-0.2 us per call on an H200, and eager PyTorch makes
- * about 11 runtime calls per kernel (benchmarks/wrapper/README.md). This callback takes two clock reads and writes
- * one 32-byte record into a per-thread chunk: no lock, no system call, no allocation except one chunk per 65,536
- * calls of a thread. Python subscribes it to CUPTI (cuptiSubscribe + cuptiEnableDomain through ctypes), so this
+/* Records of CUDA API calls, written by a CUPTI callback in native code: the CUPTI backend's opt-in API recorder
+ * (MADENGINE_ROCPROF_TRACER_API_RECORDER=callbacks; CUPTI's activity records are the default, because CUPTI's
+ * callback dispatch itself measured dearer than they are on eager PyTorch: benchmarks/wrapper/README.md, 0d).
+ * The callback takes two clock reads and writes one 32-byte record into a per-thread chunk: no lock, no system
+ * call, no allocation except one chunk per 65,536 calls of a thread. Python subscribes it to CUPTI (cuptiSubscribe + cuptiEnableDomain through ctypes), so this
  * file needs neither CUPTI's headers nor its library to build.
  *
  * Clock: the CPU's time-stamp counter where it is invariant (rdtsc on x86-64, cntvct_el0 on AArch64), else
