@@ -39,6 +39,10 @@ VARIANTS = {
     "cupti_api_activity": "CUPTI + every CUDA runtime API call as CUPTI's API activity records (--hip-trace, the"
                           " default)",
     "cupti_driver": "CUPTI + CUDA driver API calls by the native callback (MADENGINE_ROCPROF_TRACER_API_DOMAIN=driver)",
+    "cupti_api_interpose": "CUPTI + every CUDA runtime API call recorded by the libcudart interposer, kernels joined"
+                           " to their launch by a CUPTI callback on the driver's launch/copy/set calls"
+                           " (MADENGINE_ROCPROF_TRACER_API_RECORDER=interpose)",
+    "cupti_api_interpose_nojoin": "diagnostic: as cupti_api_interpose without the driver launch callback (no join)",
     "torch": "torch.profiler, CUDA activities, external correlation off (the torch backend's default)",
     "cupti_api_null_callback": "diagnostic: CUPTI calls a C function that does nothing, at every runtime call",
     "cupti_api_no_launch": "diagnostic: the native recorder on every runtime call except kernel launches",
@@ -85,11 +89,18 @@ def _tracer(variant: str, torch) -> tuple[Any, Any, Any]:
         import callback_probe
 
         probe = callback_probe.patch(_PROBES[variant], cupti_backend.load())
+    if variant == "cupti_api_interpose_nojoin":
+        from madengine_rocprof.tracer import api_recorder
+
+        api_recorder.launch_cbids = lambda cupti: []
+    interposed = variant.startswith("cupti_api_interpose")
     backend = cupti_backend.CuptiBackend(
-        cupti_backend.load(), api=variant in ("cupti_api", "cupti_api_activity", "cupti_driver", *_PROBES),
+        cupti_backend.load(),
+        api=variant in ("cupti_api", "cupti_api_activity", "cupti_driver", *_PROBES) or interposed,
         api_domain="driver" if variant == "cupti_driver" else "runtime",
         per_thread_buffers=variant != "cupti_shared_buffers",
-        api_recorder_choice="activity" if variant == "cupti_api_activity" else "callbacks")
+        api_recorder_choice="activity" if variant == "cupti_api_activity" else
+        "interpose" if interposed else "callbacks")
 
     def start_checked():
         backend.start()

@@ -1,20 +1,21 @@
-"""An opt-in API recorder for the CUPTI backend (MADENGINE_ROCPROF_TRACER_API_RECORDER=callbacks): CUPTI's callback
-API calling native code, instead of CUPTI's API activity records (the default).
+"""Native API recorders for the CUPTI backend, instead of CUPTI's API activity records (the default):
 
-CUPTI calls a C function (`native/api_recorder.c`) at the entry and exit of every call of the domain; it takes two
-clock reads and writes one 32-byte record per call into a per-thread chunk. The records carry CUPTI's correlation
-ids, so they join the kernel, memcpy and memset records exactly as CUPTI's own API records would (checked on an
-H200: the same 68,491 calls, ids, callback ids and threads as CUPTI's records of the same window).
+- `Interposer` (MADENGINE_ROCPROF_TRACER_API_RECORDER=interpose, x86-64 Linux): while a window is open, the GOT
+  slots through which the loaded libraries call libcudart's cuda* functions point at stubs in `native/api_recorder.c`
+  that time each call with the time-stamp counter; no CUPTI callback runs on a runtime call. A CUPTI callback on the
+  driver's launch, copy and set calls only gives each launching call CUPTI's correlation id (and records driver
+  launches made outside libcudart.so), so every kernel joins a host call. It cannot see calls made inside libraries
+  that link the CUDA runtime statically (cuBLAS). Measured on an H200 (benchmarks/wrapper/README.md, 0e): +42-46 ns
+  per call against +104-107 ns for an activity record; `--hip-trace` on eager v1 B8 S128 about 1.8 points cheaper.
+- `Recorder` (=callbacks): CUPTI's callback API calls a C function at the entry and exit of every call of a domain.
+  It records exactly what CUPTI's activity records do (68,491 of 68,491 calls), but measured dearer on eager PyTorch
+  (0d): CUPTI's callback dispatch alone, with a C function that does nothing, costs more than the activity records.
 
-Why it is not the default (benchmarks/wrapper/README.md, section 0d): in a tight loop it adds half of what CUPTI's
-activity records add per call (+51 against +104 ns), but in eager PyTorch CUPTI's callback dispatch alone, with a C
-function that does nothing, costs more than the activity records do (+17% against +10-11% on TinyTransformer v1
-B8 S128, which makes about 13,700 runtime calls per step, 11,000 of them cudaGetDevice).
-
-The C file is compiled once per source version with the system's C compiler into a cache folder
+Both write 32-byte records into per-thread chunks; Python maps their ticks to CUPTI's clock through calibration
+pairs. The C file is compiled once per source version with the system's C compiler into a cache folder
 (MADENGINE_ROCPROF_CACHE, else $XDG_CACHE_HOME/madengine-rocprof, else ~/.cache/madengine-rocprof, else a temporary
-folder). Without a compiler, or when CUPTI refuses a second subscriber, the backend falls back to CUPTI's activity
-records and says so in tracer_summary.json.
+folder). When a recorder is unavailable, the backend falls back to CUPTI's activity records and says why in
+tracer_summary.json.
 """
 from __future__ import annotations
 
@@ -24,15 +25,18 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from madengine_rocprof.tracer.cupti_records import DRIVER, RUNTIME
+from madengine_rocprof.tracer.cupti_records import DRIVER, RUNTIME, api_name
 
 SOURCE = Path(__file__).with_name("native") / "api_recorder.c"
 ENV_RECORDER = "MADENGINE_ROCPROF_TRACER_API_RECORDER"
-CHOICES = ("activity", "callbacks")
+CHOICES = ("activity", "callbacks", "interpose")
+CUDART = "libcudart.so"
+LAUNCH_PREFIXES = ("cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset")
 DOMAINS = {"driver": 1, "runtime": 2}  # CUpti_CallbackDomain
 RECORD = struct.Struct("<QQIIII")  # api_record: start, end ticks; correlation, cbid, thread, domain
 MIN_CALIBRATION_NS = 20_000_000  # a window shorter than this waits before its second pair: a steadier tick rate
@@ -129,14 +133,11 @@ class Window:
         return self.ns0 + round((tick - self.t0) * self.rate)
 
 
-class Recorder:
-    """Subscribes the native callback to one CUPTI API domain; start()/stop() bracket a window."""
+class _Native:
+    """The compiled recorder library and what both mechanisms do with it: clock pairs, windows, copying records."""
 
-    def __init__(self, lib, domain: str, native_path: Path | None = None, *, tsc: bool | None = None) -> None:
-        if domain not in DOMAINS:
-            raise ValueError(f"domain must be one of {', '.join(DOMAINS)}, not {domain!r}")
+    def __init__(self, lib, native_path: Path | None, tsc: bool | None) -> None:
         self.lib = lib
-        self.domain = domain
         self.native = ctypes.CDLL(str(native_path or build()))
         n = self.native
         n.api_recorder_pair.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_uint64),
@@ -151,7 +152,6 @@ class Recorder:
                               f" reads {RECORD.size}")
         self.tsc = invariant_tsc() if tsc is None else tsc
         n.api_recorder_use_tsc(1 if self.tsc else 0)
-        self.callback = ctypes.cast(n.api_recorder_callback, ctypes.c_void_p)
         self.get_timestamp = ctypes.cast(lib.cuptiGetTimestamp, ctypes.c_void_p)
         self.subscriber = ctypes.c_void_p(None)
         self.windows: list[Window] = []
@@ -168,24 +168,17 @@ class Recorder:
             raise RuntimeError(f"cuptiGetTimestamp failed with CUPTI status {status}")
         return tick.value, ns.value
 
-    def subscribe(self) -> None:
+    def _subscribe(self, callback) -> None:
         if self.subscriber.value:
             return
-        status = self.lib.cuptiSubscribe(ctypes.byref(self.subscriber), self.callback, None)
+        status = self.lib.cuptiSubscribe(ctypes.byref(self.subscriber), callback, None)
         if status != 0:
             self.subscriber = ctypes.c_void_p(None)
             why = " (another CUPTI subscriber is active)" if status == _ERROR_MULTIPLE_SUBSCRIBERS else ""
             raise Unavailable(f"cuptiSubscribe failed with CUPTI status {status}{why}")
 
-    def start(self) -> None:
-        self.subscribe()
-        self.first = self.pair()
-        status = self.lib.cuptiEnableDomain(1, self.subscriber, DOMAINS[self.domain])
-        if status != 0:
-            raise Unavailable(f"cuptiEnableDomain failed with CUPTI status {status}")
-
-    def stop(self) -> None:
-        self.lib.cuptiEnableDomain(0, self.subscriber, DOMAINS[self.domain])
+    def _close_window(self) -> None:
+        """Takes the window's records with a second clock pair (after waiting, if the window was very short)."""
         if self.first is None:
             return
         last = self.pair()
@@ -207,6 +200,36 @@ class Recorder:
     def lost(self) -> int:
         return int(self.native.api_recorder_lost())
 
+    def close(self) -> None:
+        if self.subscriber.value:
+            self.lib.cuptiUnsubscribe(self.subscriber)
+            self.subscriber = ctypes.c_void_p(None)
+
+
+class Recorder(_Native):
+    """Subscribes the native callback to one CUPTI API domain; start()/stop() bracket a window."""
+
+    def __init__(self, lib, domain: str, native_path: Path | None = None, *, tsc: bool | None = None) -> None:
+        if domain not in DOMAINS:
+            raise ValueError(f"domain must be one of {', '.join(DOMAINS)}, not {domain!r}")
+        super().__init__(lib, native_path, tsc)
+        self.domain = domain
+        self.callback = ctypes.cast(self.native.api_recorder_callback, ctypes.c_void_p)
+
+    def subscribe(self) -> None:
+        self._subscribe(self.callback)
+
+    def start(self) -> None:
+        self.subscribe()
+        self.first = self.pair()
+        status = self.lib.cuptiEnableDomain(1, self.subscriber, DOMAINS[self.domain])
+        if status != 0:
+            raise Unavailable(f"cuptiEnableDomain failed with CUPTI status {status}")
+
+    def stop(self) -> None:
+        self.lib.cuptiEnableDomain(0, self.subscriber, DOMAINS[self.domain])
+        self._close_window()
+
     def records(self, pid: int) -> list[tuple[int, dict]]:
         """(CUpti_ActivityKind RUNTIME or DRIVER, fields) for every call recorded, as cupti_records parses them."""
         kinds = {1: DRIVER, 2: RUNTIME}
@@ -218,19 +241,127 @@ class Recorder:
                              "process_id": pid, "thread_id": thread}))
         return out
 
-    def close(self) -> None:
-        if self.subscriber.value:
-            self.lib.cuptiUnsubscribe(self.subscriber)
-            self.subscriber = ctypes.c_void_p(None)
+
+def launch_cbids(cupti) -> list[int]:
+    """The driver API's callback ids of the calls that put work on the GPU (launch, graph launch, copy, set): the
+    calls whose CUPTI correlation id the GPU records carry."""
+    found = []
+    for cbid in range(1, 2048):
+        try:
+            name = str(cupti.get_callback_name(cupti.CallbackDomain.DRIVER_API, cbid))
+        except Exception:  # noqa: BLE001 - an id CUPTI does not know
+            continue
+        if name.startswith(LAUNCH_PREFIXES):
+            found.append(cbid)
+    return found
+
+
+class Interposer(_Native):
+    """The libcudart interposer (native/api_recorder.c): start() points the loaded libraries' calls into libcudart at
+    recording stubs, stop() puts them back. With a CUPTI module, a callback on the driver's launch, copy and set calls
+    gives the runtime call around each its correlation id, so kernels join their launch as with CUPTI's records."""
+
+    def __init__(self, lib, cupti=None, native_path: Path | None = None, *, tsc: bool | None = None,
+                 library: str | None = None) -> None:
+        if os.uname().machine != "x86_64" or not sys.platform.startswith("linux"):
+            raise Unavailable(f"the libcudart interposer is written for x86-64 Linux, not {os.uname().machine}")
+        super().__init__(lib, native_path, tsc)
+        if not self.tsc:
+            raise Unavailable("the CPU's time-stamp counter is not invariant (the interposer's only clock)")
+        n = self.native
+        if not hasattr(n, "api_recorder_interpose") or not n.api_recorder_can_interpose():
+            raise Unavailable("this build of the native recorder has no interposer")
+        n.api_recorder_interpose.argtypes = [ctypes.c_char_p]
+        n.api_recorder_interpose.restype = ctypes.c_long
+        n.api_recorder_restore.restype = ctypes.c_long
+        n.api_recorder_refresh.argtypes = [ctypes.c_char_p]
+        n.api_recorder_refresh.restype = ctypes.c_long
+        n.api_recorder_function.argtypes = [ctypes.c_uint32]
+        n.api_recorder_function.restype = ctypes.c_char_p
+        n.api_recorder_foreign_slots.restype = ctypes.c_uint64
+        self.library = library or CUDART
+        self.cbids = launch_cbids(cupti) if cupti is not None else []
+        self.callback = ctypes.cast(n.api_recorder_launch_callback, ctypes.c_void_p)
+        self.slots = 0
+
+    def subscribe(self) -> None:
+        if not self.cbids or self.subscriber.value:
+            return
+        self._subscribe(self.callback)
+        for cbid in self.cbids:
+            status = self.lib.cuptiEnableCallback(1, self.subscriber, DOMAINS["driver"], cbid)
+            if status != 0:
+                raise Unavailable(f"cuptiEnableCallback failed with CUPTI status {status} for driver callback {cbid}")
+
+    def start(self) -> None:
+        self.subscribe()
+        self.first = self.pair()
+        patched = self.native.api_recorder_interpose(self.library.encode())
+        if patched == -1:
+            self.first = None
+            raise Unavailable(f"no {self.library}* is loaded in this process (is the CUDA runtime linked statically?)")
+        if patched < 0:
+            self.first = None
+            raise Unavailable(f"could not write the GOT slots of {self.library} calls (status {patched})")
+        self.slots = max(self.slots, patched)
+
+    def refresh(self) -> None:
+        """Patches libraries loaded since the window opened (cheap when none was)."""
+        if self.first is not None:
+            self.slots += max(0, self.native.api_recorder_refresh(self.library.encode()))
+
+    def stop(self) -> None:
+        self.native.api_recorder_restore()
+        self._close_window()
+
+    @property
+    def foreign_slots(self) -> int:
+        """GOT slots that held something other than libcudart's function (another interposer): left alone."""
+        return int(self.native.api_recorder_foreign_slots())
+
+    def records(self, pid: int) -> list[tuple[int, dict]]:
+        """RUNTIME records, named by the function; calls that put no work on the GPU get correlation ids above
+        CUPTI's 32-bit range, so every row keeps a unique id as in rocprofv3."""
+        names: dict[int, str] = {}
+        out: list[tuple[int, dict]] = []
+        spare = 1 << 32
+        for w in self.windows:
+            for start, end, correlation, func, thread, domain in RECORD.iter_unpack(w.raw):
+                fields = {"start": w.ns(start), "end": w.ns(end), "correlation_id": correlation, "cbid": func,
+                          "process_id": pid, "thread_id": thread}
+                if domain == DOMAINS["driver"]:  # a driver launch/copy/set outside libcudart.so (cbid: CUPTI's)
+                    out.append((DRIVER, fields))
+                    continue
+                if func not in names:
+                    names[func] = function_name(self.native.api_recorder_function(func), func)
+                if not correlation:
+                    fields["correlation_id"], spare = spare, spare + 1
+                out.append((RUNTIME, {**fields, "cbid": 0, "name": names[func]}))
+        return out
+
+
+def function_name(symbol: bytes | None, index: int) -> str:
+    """The API name of an interposed symbol: nvcc's launch stubs call `__cudaLaunchKernel`, which CUPTI and the
+    CUDA documentation call cudaLaunchKernel; a version suffix goes as in CUPTI's names."""
+    if not symbol:
+        return f"cuda_function_{index}"
+    return api_name(symbol.decode().lstrip("_"))
 
 
 def describe(env) -> str:
     """One line for `doctor`: how a traced CUDA process would record API calls."""
-    if (env.get(ENV_RECORDER) or "activity").strip().lower() != "callbacks":
-        return (f"API trace recorder: CUPTI activity records (the default; {ENV_RECORDER}=callbacks selects native"
-                " CUPTI callbacks, measured dearer on eager PyTorch)")
+    choice = (env.get(ENV_RECORDER) or "activity").strip().lower()
+    if choice not in ("callbacks", "interpose"):
+        return (f"API trace recorder: CUPTI activity records (the default; {ENV_RECORDER}=interpose selects the"
+                " libcudart interposer, =callbacks native CUPTI callbacks)")
     cc = compiler(env)
     if cc is None:
-        return (f"API trace recorder: CUPTI activity records ({ENV_RECORDER}=callbacks, but no C compiler builds"
+        return (f"API trace recorder: CUPTI activity records ({ENV_RECORDER}={choice}, but no C compiler builds"
                 " the native recorder)")
+    if choice == "interpose":
+        if os.uname().machine != "x86_64":
+            return (f"API trace recorder: CUPTI activity records ({ENV_RECORDER}=interpose, but the interposer is"
+                    f" written for x86-64, not {os.uname().machine})")
+        return (f"API trace recorder: libcudart interposer ({ENV_RECORDER}=interpose; built with {cc} on first use;"
+                " falls back to CUPTI activity records where libcudart is not a shared library)")
     return f"API trace recorder: native CUPTI callbacks ({ENV_RECORDER}=callbacks; built with {cc} on first use)"

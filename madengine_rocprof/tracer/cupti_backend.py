@@ -3,8 +3,9 @@
 Only the activity kinds the profile needs are enabled: concurrent kernels, memcpy and memset. An API trace
 (--hip-trace/--runtime-trace/--sys-trace) records every CUDA runtime call, like rocprofv3's --hip-trace, or, with
 api_domain="driver" (MADENGINE_ROCPROF_TRACER_API_DOMAIN=driver), the driver calls instead. API calls are recorded as
-CUPTI's API activity records, or, opted in (api_recorder_choice="callbacks"), by a native CUPTI callback
-(`api_recorder`), which measured dearer on eager PyTorch (benchmarks/wrapper/README.md, section 0d).
+CUPTI's API activity records or, opted in, by a native recorder (`api_recorder`): the libcudart interposer
+(api_recorder_choice="interpose": cheaper per call, blind to statically linked runtimes; benchmarks/wrapper/README.md,
+section 0e) or a CUPTI callback (="callbacks", measured dearer on eager PyTorch, section 0d).
 Activity buffers are per thread where CUPTI supports it (no lock shared by the forward and autograd threads), and
 CUPTI is told not to zero a buffer before filling it (a 32 MiB memset each time a buffer is handed over; records
 are walked by their valid size, so stale bytes are never read). Hardware-event-based tracing is switched on where
@@ -148,7 +149,7 @@ class CuptiBackend:
         self.kinds = [cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET]
         self.api_recorder_choice = api_recorder_choice
         self.native_recorder = native_recorder  # a built recorder library (tests); None: build or find it
-        self.recorder: api_recorder.Recorder | None = None
+        self.recorder: api_recorder.Recorder | api_recorder.Interposer | None = None
         self.api_mechanism = "undecided" if api else "none"  # decided by the first start()
         self.warnings: list[str] = []
         self._check_kind_values()
@@ -209,26 +210,50 @@ class CuptiBackend:
             c.activity_enable(kind)
             self.enabled.append(kind)
         if self.recorder is not None:
-            self.recorder.start()
+            try:
+                self.recorder.start()
+            except api_recorder.Unavailable as exc:  # e.g. no libcudart.so loaded (a statically linked runtime)
+                if self.recorder.windows:
+                    raise
+                self.recorder.close()
+                self.recorder = None
+                kind = self.cupti.ActivityKind.RUNTIME
+                self.api_mechanism = f"CUPTI activity records ({self.api_recorder_choice} recorder unavailable: {exc})"
+                self.warnings.append(f"{api_recorder.ENV_RECORDER}={self.api_recorder_choice}, but {exc}; recording"
+                                     " API calls with CUPTI activity records")
+                self.kinds.append(kind)
+                c.activity_enable(kind)
+                self.enabled.append(kind)
 
     def _choose_api_recorder(self) -> None:
         """API activity records, or the native callback recorder when asked for and it builds and CUPTI takes its
         subscription (every call of the domain either way)."""
         ak = self.cupti.ActivityKind
         activity_kind = ak.RUNTIME if self.api_domain == "runtime" else ak.DRIVER
-        if self.api_recorder_choice == "activity":
+        choice = self.api_recorder_choice
+        if choice == "interpose" and self.api_domain == "driver":
+            self.warnings.append(f"{api_recorder.ENV_RECORDER}=interpose records runtime calls only; recording"
+                                 " driver API calls with CUPTI activity records")
+            choice = "activity"
+        if choice == "activity":
             self.api_mechanism = "CUPTI activity records"
         else:
             try:
                 path = Path(self.native_recorder) if self.native_recorder else None
-                recorder = api_recorder.Recorder(self.lib, self.api_domain, path)
+                recorder: api_recorder.Recorder | api_recorder.Interposer
+                if choice == "interpose":
+                    recorder = api_recorder.Interposer(self.lib, self.cupti, path)
+                    mechanism = "libcudart interposer"
+                else:
+                    recorder = api_recorder.Recorder(self.lib, self.api_domain, path)
+                    mechanism = "native CUPTI callbacks"
                 recorder.subscribe()
                 self.recorder = recorder
-                self.api_mechanism = f"native CUPTI callbacks ({recorder.clock})"
+                self.api_mechanism = f"{mechanism} ({recorder.clock})"
                 return
             except (api_recorder.Unavailable, OSError, AttributeError) as exc:
-                self.api_mechanism = f"CUPTI activity records (native recorder unavailable: {exc})"
-                self.warnings.append(f"{api_recorder.ENV_RECORDER}=callbacks, but {exc}; recording API calls"
+                self.api_mechanism = f"CUPTI activity records ({choice} recorder unavailable: {exc})"
+                self.warnings.append(f"{api_recorder.ENV_RECORDER}={choice}, but {exc}; recording API calls"
                                      " with CUPTI activity records")
         self.kinds.append(activity_kind)
 
@@ -251,6 +276,11 @@ class CuptiBackend:
         self.raw += self.buffers.take()
         if self.hw_trace == "on":
             c.activity_enable_hw_trace(0)
+
+    def refresh(self) -> None:
+        """Called at optimizer steps: the interposer patches libraries the app loaded since the window opened."""
+        if isinstance(self.recorder, api_recorder.Interposer):
+            self.recorder.refresh()
 
     def close(self) -> None:
         """Gives up the CUPTI callback subscription (a later backend in this process may subscribe)."""

@@ -96,7 +96,7 @@ def _memcpy_name(rec: dict) -> str:
 
 def chrome_trace(records: list[tuple[int, dict]], *, kernel_name, api_name_of, pid: int) -> dict:
     """Kineto-style trace of parsed records. `kernel_name(ptr)` -> the name to show; `api_name_of(kind, cbid)` -> str
-    (kind RUNTIME or DRIVER)."""
+    (kind RUNTIME or DRIVER), for API records that do not carry their own `name` (the interposer's do)."""
     starts = [r["start"] for _k, r in records if r["start"]]
     base = min(starts) if starts else 0
     events = []
@@ -128,7 +128,7 @@ def chrome_trace(records: list[tuple[int, dict]], *, kernel_name, api_name_of, p
                                     "bytes": r["bytes"], "value": r["value"]}})
         elif kind in (RUNTIME, DRIVER):
             events.append({"ph": "X", "cat": "cuda_runtime" if kind == RUNTIME else "cuda_driver",
-                           "name": api_name_of(kind, r["cbid"]),
+                           "name": r.get("name") or api_name_of(kind, r["cbid"]),
                            "pid": r["process_id"] or pid, "tid": r["thread_id"], "ts": ts, "dur": dur,
                            "args": {"correlation": r["correlation_id"], "cbid": r["cbid"]}})
     events.sort(key=lambda e: e["ts"])

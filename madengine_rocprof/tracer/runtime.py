@@ -25,9 +25,11 @@ uncaught exception) or on SIGTERM. Environment (all optional):
                                         like --hip-trace) or `driver` (the CUDA driver calls: launches, copies,
                                         allocations, without the runtime's bookkeeping calls; less overhead)
   MADENGINE_ROCPROF_TRACER_API_RECORDER CUPTI backend, with API rows: `activity` (default: CUPTI's API activity
-                                        records) or `callbacks` (CUPTI callbacks into native code built with the
-                                        system's C compiler on first use; measured dearer on eager PyTorch, see
-                                        benchmarks/wrapper/README.md 0d; warns and falls back when unavailable)
+                                        records), `interpose` (native stubs in the GOT slots of libcudart calls;
+                                        cheaper, but blind to statically linked runtimes, see
+                                        benchmarks/wrapper/README.md 0e) or `callbacks` (CUPTI callbacks into native
+                                        code; measured dearer, 0d). Native code is built with the system's C
+                                        compiler on first use; both warn and fall back when unavailable
   MADENGINE_ROCPROF_TRACER_GPU_ACTIVITIES  torch.profiler backend only: comma list of Kineto activity types
                                         to record on a GPU, e.g.
                                         CONCURRENT_KERNEL,GPU_MEMCPY,GPU_MEMSET,CUDA_RUNTIME (default: torch's whole
@@ -182,6 +184,9 @@ class _Tracer:
                 self.start(torch)
             return
         self.recorded_steps += 1
+        refresh = getattr(self.prof, "refresh", None)
+        if refresh is not None:
+            refresh()
         over_steps = self.steps > 0 and self.recorded_steps >= self.steps
         over_time = self.max_seconds > 0 and time.monotonic() - self.t_start >= self.max_seconds
         if over_steps or over_time:

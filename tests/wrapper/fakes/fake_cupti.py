@@ -94,6 +94,7 @@ class _State:
         self.attribute_status = 0  # what cuptiActivitySetAttribute answers (an older CUPTI: not 0)
         self.subscriber: Any = None  # the subscribed C callback (a ctypes function; a test may put any object)
         self.domains: set[int] = set()  # callback domains enabled for it
+        self.cbids: set[tuple[int, int]] = set()  # (domain, callback id) enabled one by one (cuptiEnableCallback)
         self.next_correlation = 1
 
 
@@ -209,7 +210,7 @@ def api_call(domain: int, cbid: int, work=None) -> int:
     with _LOCK:
         corr = STATE.next_correlation
         STATE.next_correlation += 1
-    calls = STATE.subscriber is not None and int(domain) in STATE.domains
+    calls = STATE.subscriber is not None and (int(domain) in STATE.domains or (int(domain), cbid) in STATE.cbids)
     slot = ctypes.c_uint64(0)
     data = CallbackData(0, b"fake", None, None, None, None, 1, ctypes.pointer(slot), corr)
     start = time.monotonic_ns()
@@ -249,8 +250,14 @@ class FakeLib:
         (STATE.domains.add if enable else STATE.domains.discard)(int(domain))
         return 0
 
+    def cuptiEnableCallback(self, enable: int, subscriber, domain: int, cbid: int) -> int:  # noqa: N802 - C name
+        if STATE.subscriber is None or subscriber.value != 0x5B5B:
+            return 1  # CUPTI_ERROR_INVALID_PARAMETER
+        (STATE.cbids.add if enable else STATE.cbids.discard)((int(domain), int(cbid)))
+        return 0
+
     def cuptiUnsubscribe(self, subscriber) -> int:  # noqa: N802 - C name
-        STATE.subscriber, STATE.domains = None, set()
+        STATE.subscriber, STATE.domains, STATE.cbids = None, set(), set()
         return 0
 
     def cuptiActivitySetAttribute(self, attr: int, size_ref, value_ref) -> int:  # noqa: N802 - C name

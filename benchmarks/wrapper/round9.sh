@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Round 9 of issue 10 (benchmarks/wrapper/README.md, section 0e), from the repository root on a CUDA machine:
+#   CALL=1: the libcudart interposer checked against CUPTI's own API records; the wrapper path with it; eager v1 B8
+#           S128 overhead with alternating windows (plain, kernel trace, --hip-trace by activity records / interposer)
+#   CALL=2: the overhead again (ALT_VARIANTS, PAIRS)
+#   CALL=3: per-call cost through the PLT; overhead with and without the join callback (the first device call ran
+#           this before the interposer also covered __cudaLaunchKernel: results/round9_call1)
+# cupti-python (and the wrapper's dependencies) come from carried wheels: WHEELS=dir (default .whl). Results: $OUT/res.tgz
+set -uo pipefail
+RES=${RES:-/tmp/res}; OUT=${OUT:-/tmp/round9}; mkdir -p "$RES" "$OUT"
+trap 'tar czf "$OUT/res.tgz" -C "$RES" .' EXIT
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "${WHEELS:-.whl}"/*.whl > "$RES/pip.log" 2>&1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 MADENGINE_ROCPROF_CACHE=${MADENGINE_ROCPROF_CACHE:-/tmp/mrc}
+V1=(--version v1 --batch-size 8 --seq-len 128 --cuda-graphs off)
+alternating() {  # variants, pairs, time limit
+  timeout "$3" python3 benchmarks/wrapper/overhead_alternating.py --out "$RES/v1_b8s128_alternating" --procs 2 \
+      --pairs "$2" --block-steps 4 --variants "$1" -- "${V1[@]}" > "$RES/v1_b8s128_alternating.txt" \
+      2> "$RES/v1_b8s128_alternating.log"
+  echo "alternating exit $?"; cat "$RES/v1_b8s128_alternating.txt"
+}
+wrapper() {  # the short v1 run through the wrapper with every API call recorded by the interposer
+  SMALL=(--version v1 --num-layers 2 --num-steps 2 --warmup-steps 1 --batch-size 4 --seq-len 64 --cuda-graphs off)
+  work=$(mktemp -d)
+  ( cd "$work" && MADENGINE_ROCPROF_TRACER_API_RECORDER=${1:-interpose} timeout 120 python3 -m madengine_rocprof.wrapper \
+      --profiler embedded --profile lightweight --kernel-trace --hip-trace --stats -d "$work/embedded" -- \
+      python3 "$OLDPWD/scripts/tinytransformer/tt_harness.py" "${SMALL[@]}" ) > "$RES/wrapper_interpose.log" 2>&1
+  echo "wrapper exit $?"
+  python3 - "$work/embedded" > "$RES/wrapper_interpose.json" <<'PY'
+import csv, glob, json, os, sys
+d = sys.argv[1]; m = json.load(open(os.path.join(d, "manifest.json")))
+api = [r for f in glob.glob(f"{d}/**/*_hip_api_trace.csv", recursive=True) for r in csv.DictReader(open(f))]
+ker = [r for f in glob.glob(f"{d}/**/*_kernel_trace.csv", recursive=True) for r in csv.DictReader(open(f))]
+summ = [json.load(open(f)) for f in glob.glob(f"{d}/**/*_tracer_summary.json", recursive=True)]
+ids = {r["Correlation_Id"] for r in api}
+print(json.dumps({"outcome": m["outcome"], "dispatch_count": m["dispatch_count"], "api_rows": len(api),
+                  "kernel_rows": len(ker), "kernels_joined_to_an_api_row": sum(r["Correlation_Id"] in ids for r in ker),
+                  "summary": summ, "files": sorted(o["path"] for o in m["outputs"])}, indent=1))
+PY
+  head -c 1500 "$RES/wrapper_interpose.json"
+}
+case "${CALL:-1}" in
+1)
+  {
+    echo "cc: $(command -v cc)"; cc --version 2>&1 | head -1; grep -m1 "model name" /proc/cpuinfo
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    python3 -c 'import sys, torch, importlib.metadata as m; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "cupti-python", m.version("cupti-python"), "nvidia-cuda-cupti", m.version("nvidia-cuda-cupti"))'
+    python3 -c 'from madengine_rocprof.tracer import api_recorder as a; print("tsc invariant", a.invariant_tsc(), "recorder", a.build())'
+    lib=$(python3 -c "import torch, os; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))")
+    for f in "$lib"/libtorch_cuda.so "$lib"/libc10_cuda.so; do
+      echo "$(basename "$f") imports from libcudart: $(nm -D --undefined-only "$f" | grep -c ' _*cuda') cuda*/__cuda*;" \
+           "launch entries: $(nm -D --undefined-only "$f" | grep -o '_*cudaLaunch[A-Za-z_]*' | sort -u | tr '\n' ' ')"
+    done
+  } > "$RES/versions.txt" 2>&1
+  cat "$RES/versions.txt"
+  timeout 150 python3 benchmarks/wrapper/interposer_check.py --steps 5 -- "${V1[@]}" > "$RES/interposer_check.json" 2> "$RES/interposer_check.log"
+  echo "check exit $?"; tail -3 "$RES/interposer_check.log"
+  wrapper interpose
+  alternating plain,cupti,cupti_api_activity,cupti_api_interpose "${PAIRS:-35}" 380 ;;
+3)
+  timeout 90 python3 benchmarks/wrapper/api_record_cost.py --plt --calls 200000 --blocks 4 > "$RES/api_record_cost_plt.json" 2> "$RES/api_record_cost_plt.log"
+  echo "cost exit $?"; tail -3 "$RES/api_record_cost_plt.log"
+  alternating plain,cupti,cupti_api_activity,cupti_api_interpose,cupti_api_interpose_nojoin 25 320 ;;
+2)
+  alternating "${ALT_VARIANTS:-plain,cupti,cupti_api_activity,cupti_api_interpose}" "${PAIRS:-40}" 540 ;;
+esac
