@@ -30,19 +30,25 @@ def percentiles(values: list[float]) -> dict:
     return {**pick, "max": v[-1], "mean": round(statistics.fmean(v), 1)}
 
 
-def main(argv=None) -> int:
+def warm_step(argv) -> tuple:
+    """(args, tt_train, step, feed, device): the harness's training step after 10 untraced warm-up steps."""
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("harness", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
-    harness = [a for a in args.harness if a != "--"]
     sys.path[:0] = [REPO, HERE]
-    from madengine_rocprof.tracer import cupti_backend
-    from madengine_rocprof.tracer import cupti_records as cr
     from overhead_alternating import build_step
 
-    _torch, tt_train, step, feed, device, _args = build_step(harness)
+    _torch, tt_train, step, feed, device, _args = build_step([a for a in args.harness if a != "--"])
     tt_train.timed_run(step, feed, 10, 0, device)
+    return args, tt_train, step, feed, device
+
+
+def main(argv=None) -> int:
+    args, tt_train, step, feed, device = warm_step(argv)
+    from madengine_rocprof.tracer import cupti_backend
+    from madengine_rocprof.tracer import cupti_records as cr
+
     module = cupti_backend.load()
     backend = cupti_backend.CuptiBackend(module, api=True, api_recorder_choice="callbacks")
     backend.kinds.append(module.ActivityKind.RUNTIME)  # CUPTI's own records of the same calls, to compare with

@@ -12,14 +12,9 @@ libcudart.so), and no launch may start after its kernel.
 """
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
 from collections import Counter, defaultdict
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
 
 
 def window(backend, tt_train, step, feed, device, steps: int) -> dict:
@@ -44,20 +39,12 @@ def window(backend, tt_train, step, feed, device, steps: int) -> dict:
 
 
 def main(argv=None) -> int:
-    from api_recorder_check import percentiles
+    from api_recorder_check import percentiles, warm_step
 
-    p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=5)
-    p.add_argument("harness", nargs=argparse.REMAINDER)
-    args = p.parse_args(argv)
-    harness = [a for a in args.harness if a != "--"]
-    sys.path[:0] = [REPO, HERE]
+    args, tt_train, step, feed, device = warm_step(argv)
     from madengine_rocprof.tracer import cupti_backend
     from madengine_rocprof.tracer import cupti_records as cr
-    from overhead_alternating import build_step
 
-    _torch, tt_train, step, feed, device, _args = build_step(harness)
-    tt_train.timed_run(step, feed, 10, 0, device)
     module = cupti_backend.load()
 
     def name(r: dict) -> str:

@@ -7,11 +7,7 @@
 #           this before the interposer also covered __cudaLaunchKernel: results/round9_call1)
 # cupti-python (and the wrapper's dependencies) come from carried wheels: WHEELS=dir (default .whl). Results: $OUT/res.tgz
 set -uo pipefail
-RES=${RES:-/tmp/res}; OUT=${OUT:-/tmp/round9}; mkdir -p "$RES" "$OUT"
-trap 'tar czf "$OUT/res.tgz" -C "$RES" .' EXIT
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "${WHEELS:-.whl}"/*.whl > "$RES/pip.log" 2>&1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 MADENGINE_ROCPROF_CACHE=${MADENGINE_ROCPROF_CACHE:-/tmp/mrc}
-V1=(--version v1 --batch-size 8 --seq-len 128 --cuda-graphs off)
+source benchmarks/wrapper/device_setup.sh round9
 alternating() {  # variants, pairs, time limit
   timeout "$3" python3 benchmarks/wrapper/overhead_alternating.py --out "$RES/v1_b8s128_alternating" --procs 2 \
       --pairs "$2" --block-steps 4 --variants "$1" -- "${V1[@]}" > "$RES/v1_b8s128_alternating.txt" \
@@ -25,17 +21,7 @@ wrapper() {  # the short v1 run through the wrapper with every API call recorded
       --profiler embedded --profile lightweight --kernel-trace --hip-trace --stats -d "$work/embedded" -- \
       python3 "$OLDPWD/scripts/tinytransformer/tt_harness.py" "${SMALL[@]}" ) > "$RES/wrapper_interpose.log" 2>&1
   echo "wrapper exit $?"
-  python3 - "$work/embedded" > "$RES/wrapper_interpose.json" <<'PY'
-import csv, glob, json, os, sys
-d = sys.argv[1]; m = json.load(open(os.path.join(d, "manifest.json")))
-api = [r for f in glob.glob(f"{d}/**/*_hip_api_trace.csv", recursive=True) for r in csv.DictReader(open(f))]
-ker = [r for f in glob.glob(f"{d}/**/*_kernel_trace.csv", recursive=True) for r in csv.DictReader(open(f))]
-summ = [json.load(open(f)) for f in glob.glob(f"{d}/**/*_tracer_summary.json", recursive=True)]
-ids = {r["Correlation_Id"] for r in api}
-print(json.dumps({"outcome": m["outcome"], "dispatch_count": m["dispatch_count"], "api_rows": len(api),
-                  "kernel_rows": len(ker), "kernels_joined_to_an_api_row": sum(r["Correlation_Id"] in ids for r in ker),
-                  "summary": summ, "files": sorted(o["path"] for o in m["outputs"])}, indent=1))
-PY
+  python3 benchmarks/wrapper/wrapper_run_summary.py "$work/embedded" > "$RES/wrapper_interpose.json"
   head -c 1500 "$RES/wrapper_interpose.json"
 }
 case "${CALL:-1}" in

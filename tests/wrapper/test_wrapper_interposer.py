@@ -15,7 +15,6 @@ records and says why.
 from __future__ import annotations
 
 import collections
-import csv
 import ctypes
 import json
 import os
@@ -28,10 +27,10 @@ from pathlib import Path
 
 import pytest
 
-from madengine_rocprof.tracer import api_recorder, convert, cupti_backend
+from madengine_rocprof.tracer import api_recorder, convert
 
 from .fakes import fake_cupti
-from .test_wrapper_api_recorder import api_rows, launch_kernel
+from .test_wrapper_api_recorder import api_rows, backends, launch_kernel, trace_rows
 from .test_wrapper_cupti import _traced
 
 pytestmark = pytest.mark.skipif(os.uname().machine != "x86_64" or api_recorder.compiler() is None,
@@ -184,20 +183,7 @@ def libs(tmp_path_factory) -> Libs:
 
 @pytest.fixture
 def backend(native, libs):
-    made = []
-
-    def make(**options):
-        fake_cupti.reset()
-        options.setdefault("api_recorder_choice", "interpose")
-        b = cupti_backend.CuptiBackend(fake_cupti, api=True, lib=fake_cupti.FakeLib(), native_recorder=str(native),
-                                       **options)
-        made.append(b)
-        return b
-    yield make
-    for b in made:
-        if b.recorder is not None and b.recorder.first is not None:  # a test failed inside a window: unpatch
-            b.stop()
-        b.close()
+    yield from backends(native, "interpose")
 
 
 # ------------------------------------------------------------------ GOT slots, read from the ELF file and memory
@@ -461,12 +447,8 @@ def test_runtime_writes_joined_csv_files(monkeypatch, tmp_path, native, libs):
         t.finish()
     finally:
         t.prof.close()
-    host = tmp_path / socket.gethostname()
-    pid = os.getpid()
-    with open(host / f"{pid}_hip_api_trace.csv", newline="") as fh:
-        api = list(csv.DictReader(fh))
-    with open(host / f"{pid}_kernel_trace.csv", newline="") as fh:
-        kernels = list(csv.DictReader(fh))
+    api, kernels = trace_rows(tmp_path)
+    host, pid = tmp_path / socket.gethostname(), os.getpid()
     assert [r["Function"] for r in api] == ["cudaLaunchKernel", "cudaLaunchKernel", "cudaGetDevice",
                                             "cudaLaunchKernel"]
     assert {r["Domain"] for r in api} == {"CUDA_RUNTIME_API"}
