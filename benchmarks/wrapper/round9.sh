@@ -3,6 +3,7 @@
 #   CALL=1: the libcudart interposer checked against CUPTI's own API records; the wrapper path with it; eager v1 B8
 #           S128 overhead with alternating windows (plain, kernel trace, --hip-trace by activity records / interposer)
 #   CALL=2: the overhead again (ALT_VARIANTS, PAIRS)
+#   CALL=4: the final stub (a real call with the stack arguments copied): check, per-call cost through the PLT, overhead
 #   CALL=3: per-call cost through the PLT; overhead with and without the join callback (the first device call ran
 #           this before the interposer also covered __cudaLaunchKernel: results/round9_call1)
 # cupti-python (and the wrapper's dependencies) come from carried wheels: WHEELS=dir (default .whl). Results: $OUT/res.tgz
@@ -42,6 +43,12 @@ case "${CALL:-1}" in
   echo "check exit $?"; tail -3 "$RES/interposer_check.log"
   wrapper interpose
   alternating plain,cupti,cupti_api_activity,cupti_api_interpose "${PAIRS:-35}" 380 ;;
+4)
+  timeout 150 python3 benchmarks/wrapper/interposer_check.py --steps 5 -- "${V1[@]}" > "$RES/interposer_check.json" 2> "$RES/interposer_check.log"
+  echo "check exit $?"; tail -1 "$RES/interposer_check.log"
+  timeout 100 python3 benchmarks/wrapper/api_record_cost.py --plt --calls 200000 --blocks 6 > "$RES/api_record_cost_plt.json" 2> "$RES/api_record_cost_plt.log"
+  echo "cost exit $?"; tail -2 "$RES/api_record_cost_plt.log"
+  alternating plain,cupti,cupti_api_activity,cupti_api_interpose "${PAIRS:-40}" 360 ;;
 3)
   timeout 90 python3 benchmarks/wrapper/api_record_cost.py --plt --calls 200000 --blocks 4 > "$RES/api_record_cost_plt.json" 2> "$RES/api_record_cost_plt.log"
   echo "cost exit $?"; tail -3 "$RES/api_record_cost_plt.log"

@@ -5,8 +5,8 @@
   that time each call with the time-stamp counter; no CUPTI callback runs on a runtime call. A CUPTI callback on the
   driver's launch, copy and set calls only gives each launching call CUPTI's correlation id (and records driver
   launches made outside libcudart.so), so every kernel joins a host call. It cannot see calls made inside libraries
-  that link the CUDA runtime statically (cuBLAS). Measured on an H200 (benchmarks/wrapper/README.md, 0e): +42-46 ns
-  per call against +104-107 ns for an activity record; `--hip-trace` on eager v1 B8 S128 about 1.8 points cheaper.
+  that link the CUDA runtime statically (cuBLAS). Measured on an H200 (benchmarks/wrapper/README.md, 0e): +18-31 ns
+  per call against +102-104 ns for an activity record; `--hip-trace` on eager v1 B8 S128 1.8-2.4 points cheaper.
 - `Recorder` (=callbacks): CUPTI's callback API calls a C function at the entry and exit of every call of a domain.
   It records exactly what CUPTI's activity records do (68,491 of 68,491 calls), but measured dearer on eager PyTorch
   (0d): CUPTI's callback dispatch alone, with a C function that does nothing, costs more than the activity records.

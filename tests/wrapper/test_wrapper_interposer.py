@@ -41,6 +41,7 @@ GLOB_DAT, JUMP_SLOT = 6, 7  # R_X86_64_*
 CUDART_NAME, LAZY, NOW = "libcudart.so.13", "libapp_lazy.so", "libapp_now.so"
 
 CUDART_C = r"""
+#include <execinfo.h>
 #include <stdint.h>
 typedef struct { int x, y, z; } dim3;
 typedef struct { long lo, hi; } two;
@@ -55,7 +56,14 @@ long cudaStructs(dim3 grid, dim3 block, void **args, unsigned long shared, void 
            + (long)shared * 1000000L;
 }
 two cudaTwo(long x) { two t = {x * 3, x * 5}; return t; }
+typedef struct { long ptr, pitch, xsize, ysize; } pitched;  /* like cudaPitchedPtr and cudaExtent: by value, */
+typedef struct { long width, height, depth; } extent;        /* 56 bytes on the stack, as cudaMemset3D takes them */
+long cudaPitched(pitched p, int value, extent e, long stream) {
+    return p.ptr + 2 * p.pitch + 3 * p.xsize + 4 * p.ysize + 5L * value + 6 * e.width + 7 * e.height + 8 * e.depth
+           + 9 * stream;
+}
 int cudaNested(int (*f)(void)) { return f() + 1; }
+int cudaFrames(void) { void *frames[512]; return backtrace(frames, 512); }  /* how deep the unwinder sees */
 static int (*hook)(int);
 void fake_set_hook(int (*h)(int)) { hook = h; }
 int cudaLaunchKernel(int cbid) { return hook ? hook(cbid) : -1; }
@@ -71,7 +79,11 @@ int cudaGetLastError(void);
 double cudaMany(long, long, long, long, long, long, long, long, double, double);
 long cudaStructs(dim3, dim3, void **, unsigned long, void *);
 two cudaTwo(long);
+typedef struct { long ptr, pitch, xsize, ysize; } pitched;
+typedef struct { long width, height, depth; } extent;
+long cudaPitched(pitched, int, extent, long);
 int cudaNested(int (*)(void));
+int cudaFrames(void);
 int cudaLaunchKernel(int);
 int __cudaLaunchKernel(int);
 int __cudaRegisterFunction(int);
@@ -87,8 +99,14 @@ long app_structs(long stream) {
     return (long)out == stream ? r : -1;
 }
 long app_two(long x) { two t = cudaTwo(x); return t.lo * 1000 + t.hi; }  /* returned in rax:rdx */
+long app_pitched(long k) {
+    pitched p = {k, k + 1, k + 2, k + 3};
+    extent e = {k + 4, k + 5, k + 6};
+    return cudaPitched(p, 9, e, k + 7);
+}
 static int inner(void) { return cudaGetLastError(); }  /* called back from inside cudaNested */
 int app_nested(void) { return cudaNested(inner); }
+int app_frames(void) { return cudaFrames(); }
 int app_launch(int cbid) { return cudaLaunchKernel(cbid); }
 int app_stub_launch(int cbid) { return __cudaLaunchKernel(cbid); }
 int app_register(int x) { return __cudaRegisterFunction(x); }
@@ -99,17 +117,22 @@ def many(a: int, x: float, y: float) -> float:
     return sum((k + 1) * (a + k) for k in range(8)) + x * y
 
 
+def pitched(k: int) -> int:
+    return sum(w * v for w, v in enumerate([k, k + 1, k + 2, k + 3, 9, k + 4, k + 5, k + 6, k + 7], start=1))
+
+
 # What each app function returns, with the arguments call_all passes; and the runtime calls recorded of them.
-EXPECTED = (7, many(11, 1.5, -2.25), 7654321, 21035, 4, 12, 42)
-CALLS = {"cudaGetDevice": 1, "cudaMany": 1, "cudaStructs": 1, "cudaTwo": 1, "cudaNested": 1, "cudaGetLastError": 5}
+EXPECTED = (7, many(11, 1.5, -2.25), 7654321, 21035, 4, 12, 42, pitched(100))
+CALLS = {"cudaGetDevice": 1, "cudaMany": 1, "cudaStructs": 1, "cudaTwo": 1, "cudaNested": 1, "cudaGetLastError": 5,
+         "cudaPitched": 1}
 # The libcudart symbols the apps import: all but __cudaRegisterFunction are interposed.
-IMPORTED = set(CALLS) | {"cudaLaunchKernel", "__cudaLaunchKernel", "__cudaRegisterFunction"}
+IMPORTED = set(CALLS) | {"cudaLaunchKernel", "__cudaLaunchKernel", "__cudaRegisterFunction", "cudaFrames"}
 INTERPOSED = IMPORTED - {"__cudaRegisterFunction"}
 
 
 def call_all(lib) -> tuple:
     return (lib.app_get_device(), lib.app_many(11, 1.5, -2.25), lib.app_structs(0x5150), lib.app_two(7),
-            lib.app_nested(), lib.app_loop(4), lib.app_register(41))
+            lib.app_nested(), lib.app_loop(4), lib.app_register(41), lib.app_pitched(100))
 
 
 @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)
@@ -152,6 +175,8 @@ def _load_app(path: Path):
     lib.app_structs.restype = ctypes.c_long
     lib.app_two.argtypes = [ctypes.c_long]
     lib.app_two.restype = ctypes.c_long
+    lib.app_pitched.argtypes = [ctypes.c_long]
+    lib.app_pitched.restype = ctypes.c_long
     lib.app_launch.argtypes = [ctypes.c_int]
     lib.app_stub_launch.argtypes = [ctypes.c_int]
     lib.app_register.argtypes = [ctypes.c_int]
@@ -260,6 +285,15 @@ def test_arguments_and_results_pass_through_unchanged(backend, libs):
     assert before == during == after == [EXPECTED, EXPECTED]
     # the calls did go through the stubs: each came back, from both libraries
     assert names_by_thread(b) == {threading.get_native_id(): collections.Counter({k: 2 * n for k, n in CALLS.items()})}
+
+
+def test_an_unwinder_walks_through_the_stub_to_the_caller(backend, libs):
+    outside = libs.now.app_frames()
+    b = backend()
+    b.start()
+    inside = libs.now.app_frames()
+    b.stop()
+    assert outside > 5 and inside == outside + 1  # the stub's own frame, then every frame up to the top
 
 
 def test_every_call_comes_back_once_named_on_its_thread_inside_its_span(backend, libs):
