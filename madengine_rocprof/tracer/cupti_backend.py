@@ -217,17 +217,23 @@ class CuptiBackend:
                     raise
                 self.recorder.close()
                 self.recorder = None
-                kind = self.cupti.ActivityKind.RUNTIME
-                self.api_mechanism = f"CUPTI activity records ({self.api_recorder_choice} recorder unavailable: {exc})"
-                self.warnings.append(f"{api_recorder.ENV_RECORDER}={self.api_recorder_choice}, but {exc}; recording"
-                                     " API calls with CUPTI activity records")
-                self.kinds.append(kind)
+                kind = self._use_activity_records(self.api_recorder_choice, exc)
                 c.activity_enable(kind)
                 self.enabled.append(kind)
 
+    def _use_activity_records(self, choice: str, why: Exception):
+        """Falls back from a native recorder to CUPTI's API activity records, saying why; returns their kind."""
+        self.api_mechanism = f"CUPTI activity records ({choice} recorder unavailable: {why})"
+        self.warnings.append(f"{api_recorder.ENV_RECORDER}={choice}, but {why}; recording API calls with CUPTI"
+                             " activity records")
+        ak = self.cupti.ActivityKind
+        kind = ak.RUNTIME if self.api_domain == "runtime" else ak.DRIVER
+        self.kinds.append(kind)
+        return kind
+
     def _choose_api_recorder(self) -> None:
-        """API activity records, or the native callback recorder when asked for and it builds and CUPTI takes its
-        subscription (every call of the domain either way)."""
+        """API activity records, or a native recorder (the libcudart interposer or CUPTI callbacks) when asked for
+        and it builds and CUPTI takes its subscription."""
         ak = self.cupti.ActivityKind
         activity_kind = ak.RUNTIME if self.api_domain == "runtime" else ak.DRIVER
         choice = self.api_recorder_choice
@@ -252,9 +258,8 @@ class CuptiBackend:
                 self.api_mechanism = f"{mechanism} ({recorder.clock})"
                 return
             except (api_recorder.Unavailable, OSError, AttributeError) as exc:
-                self.api_mechanism = f"CUPTI activity records ({choice} recorder unavailable: {exc})"
-                self.warnings.append(f"{api_recorder.ENV_RECORDER}={choice}, but {exc}; recording API calls"
-                                     " with CUPTI activity records")
+                self._use_activity_records(choice, exc)
+                return
         self.kinds.append(activity_kind)
 
     def _set_flag(self, attribute, flag: int) -> str:

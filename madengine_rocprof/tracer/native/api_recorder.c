@@ -7,8 +7,8 @@
  *   No CUPTI callback runs for these calls, which is what made CUPTI's API records and callbacks dear on eager
  *   PyTorch (benchmarks/wrapper/README.md, 0d). Closing the window writes the original slots back.
  *   Correlation ids: a CUPTI callback on the driver's launch, copy and set calls (api_recorder_launch_callback)
- *   leaves the id CUPTI gives the GPU work in the thread's state, and the exit stub of the runtime call around it
- *   takes it, so a kernel joins the runtime call that launched it.
+ *   leaves the id CUPTI gives the GPU work in the thread's state, and the stub of the runtime call around it takes
+ *   it, so a kernel joins the runtime call that launched it; a driver call outside any is recorded itself.
  * - CUPTI callbacks (MADENGINE_ROCPROF_TRACER_API_RECORDER=callbacks): CUPTI calls api_recorder_callback at the entry
  *   and exit of every call of a domain, with CUPTI's own correlation id and callback id.
  *
