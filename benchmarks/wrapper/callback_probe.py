@@ -18,15 +18,10 @@ MODES = ("null", "no_launch", "launch_only")
 
 
 def launch_cbids(cupti) -> list[int]:
-    found = []
-    for cbid in range(1, 1024):
-        try:
-            name = str(cupti.get_callback_name(cupti.CallbackDomain.RUNTIME_API, cbid))
-        except Exception:  # noqa: BLE001 - ids without a function
-            continue
-        if name.startswith("cudaLaunch"):
-            found.append(cbid)
-    return found
+    """The runtime API's kernel launch calls (cudaLaunch*)."""
+    from madengine_rocprof.tracer import api_recorder
+
+    return api_recorder.callback_ids(cupti, cupti.CallbackDomain.RUNTIME_API, ("cudaLaunch",))
 
 
 def patch(mode: str, cupti) -> dict:

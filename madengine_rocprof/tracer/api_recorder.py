@@ -242,18 +242,23 @@ class Recorder(_Native):
         return out
 
 
-def launch_cbids(cupti) -> list[int]:
-    """The driver API's callback ids of the calls that put work on the GPU (launch, graph launch, copy, set): the
-    calls whose CUPTI correlation id the GPU records carry."""
+def callback_ids(cupti, domain, prefixes: tuple[str, ...]) -> list[int]:
+    """CUPTI's callback ids in `domain` (a cupti.CallbackDomain) of the functions whose names start with `prefixes`."""
     found = []
     for cbid in range(1, 2048):
         try:
-            name = str(cupti.get_callback_name(cupti.CallbackDomain.DRIVER_API, cbid))
+            name = str(cupti.get_callback_name(domain, cbid))
         except Exception:  # noqa: BLE001 - an id CUPTI does not know
             continue
-        if name.startswith(LAUNCH_PREFIXES):
+        if name.startswith(prefixes):
             found.append(cbid)
     return found
+
+
+def launch_cbids(cupti) -> list[int]:
+    """The driver API's callback ids of the calls that put work on the GPU (launch, graph launch, copy, set): the
+    calls whose CUPTI correlation id the GPU records carry."""
+    return callback_ids(cupti, cupti.CallbackDomain.DRIVER_API, LAUNCH_PREFIXES)
 
 
 class Interposer(_Native):

@@ -42,7 +42,9 @@
 #define API_RECORDER_VERSION 2
 #define CHUNK_RECORDS 65536u
 #define MAX_FUNCS 1024  /* distinct cuda* functions the interposer can stub; torch 2.11's libraries have 165 slots */
-#define DOMAIN_INTERPOSED 3
+#define DOMAIN_INTERPOSED 3  /* api_record.domain of an interposed runtime call */
+#define STRING(x) #x
+#define VALUE_OF(x) STRING(x)
 
 typedef struct {
     uint64_t start;        /* ticks at the API call's entry */
@@ -378,7 +380,7 @@ __asm__(
     "  movl %edi, 20(%rsi)\n"               /* function index */
     "  movl 40(%r11), %edi\n"
     "  movl %edi, 24(%rsi)\n"               /* thread */
-    "  movl $3, 28(%rsi)\n"                 /* DOMAIN_INTERPOSED */
+    "  movl $" VALUE_OF(DOMAIN_INTERPOSED) ", 28(%rsi)\n"
     "  addq $32, %rsi\n"
     "  movq %rsi, 8(%r11)\n"
     "  movq 24(%r11), %rdi\n"
