@@ -41,8 +41,14 @@ VARIANTS = {
     "cupti_driver": "CUPTI + CUDA driver API calls by the native callback (MADENGINE_ROCPROF_TRACER_API_DOMAIN=driver)",
     "cupti_api_interpose": "CUPTI + every CUDA runtime API call recorded by the libcudart interposer, kernels joined"
                            " to their launch by a CUPTI callback on the driver's launch/copy/set calls"
-                           " (MADENGINE_ROCPROF_TRACER_API_RECORDER=interpose)",
+                           " (MADENGINE_ROCPROF_TRACER_API_RECORDER=interpose; round 10's results name it"
+                           " cupti_api_interpose_callback)",
     "cupti_api_interpose_nojoin": "diagnostic: as cupti_api_interpose without the driver launch callback (no join)",
+    "cupti_latency": "diagnostic: as `cupti`, plus CUPTI's latency timestamps (queued, submitted) on kernel records;"
+                     " hangs in the 29th window on an H200 with driver 580 (README 0f)",
+    "cupti_latency_window": "diagnostic: as cupti_latency, the latency timestamps on during each window only",
+    "cupti_latency_noforce": "diagnostic: as cupti_latency, windows end with an unforced flush",
+    "cupti_kernel_only": "diagnostic: as `cupti`, concurrent kernel records only (no memcpy/memset records)",
     "torch": "torch.profiler, CUDA activities, external correlation off (the torch backend's default)",
     "cupti_api_null_callback": "diagnostic: CUPTI calls a C function that does nothing, at every runtime call",
     "cupti_api_no_launch": "diagnostic: the native recorder on every runtime call except kernel launches",
@@ -93,6 +99,12 @@ def _tracer(variant: str, torch) -> tuple[Any, Any, Any]:
         from madengine_rocprof.tracer import api_recorder
 
         api_recorder.launch_cbids = lambda cupti: []
+    module = cupti_backend.load()
+    if variant in ("cupti_latency", "cupti_latency_noforce"):
+        module.activity_enable_latency_timestamps(1)
+    if variant == "cupti_latency_noforce":
+        flush = module.activity_flush_all
+        module.activity_flush_all = lambda _flag: flush(0)
     interposed = variant.startswith("cupti_api_interpose")
     backend = cupti_backend.CuptiBackend(
         cupti_backend.load(),
@@ -101,8 +113,12 @@ def _tracer(variant: str, torch) -> tuple[Any, Any, Any]:
         per_thread_buffers=variant != "cupti_shared_buffers",
         api_recorder_choice="activity" if variant == "cupti_api_activity" else
         "interpose" if interposed else "callbacks")
+    if variant == "cupti_kernel_only":
+        backend.kinds = backend.kinds[:1]
 
     def start_checked():
+        if variant == "cupti_latency_window":
+            module.activity_enable_latency_timestamps(1)
         backend.start()
         if backend.warnings:  # a variant must measure what its name says, not a fallback
             raise SystemExit(f"{variant}: {backend.warnings}")
@@ -113,6 +129,8 @@ def _tracer(variant: str, torch) -> tuple[Any, Any, Any]:
         if interposer is not None:
             interposer.probe_recording(0)
         backend.stop()
+        if variant == "cupti_latency_window":
+            module.activity_enable_latency_timestamps(0)
 
     def summary():
         trace, counts = backend.trace(demangle_names=False)
@@ -168,6 +186,7 @@ def one(variant: str, pairs: int, block_steps: int, harness_argv: list[str]) -> 
     for i in range(pairs):
         order = (False, True) if i % 2 == 0 else (True, False)
         got = {traced: block(traced) for traced in order}
+        print(f"pair {i + 1}/{pairs}", file=sys.stderr, flush=True)  # progress: a hang shows where it stopped
         rows.append({"order": "untraced first" if order[0] is False else "traced first",
                      "untraced_ms": got[False][0], "traced_ms": got[True][0],
                      "untraced_wall_s": got[False][1], "traced_wall_s": got[True][1]})

@@ -7,11 +7,6 @@
 # cupti-python (and the wrapper's dependencies) come from carried wheels: WHEELS=dir (default .whl). Results: $OUT/res.tgz
 set -uo pipefail
 source benchmarks/wrapper/device_setup.sh round8
-alternating() {  # variants, pairs
-  timeout 420 python3 benchmarks/wrapper/overhead_alternating.py --out "$RES/v1_b8s128_alternating" --procs 2 --pairs "$2" \
-      --block-steps 4 --variants "$1" -- "${V1[@]}" > "$RES/v1_b8s128_alternating.txt" 2> "$RES/v1_b8s128_alternating.log"
-  echo "alternating exit $?"; cat "$RES/v1_b8s128_alternating.txt"
-}
 case "${CALL:-1}" in
 1)
   {
@@ -25,17 +20,11 @@ case "${CALL:-1}" in
   echo "check exit $?"
   timeout 120 python3 benchmarks/wrapper/api_record_cost.py --calls 200000 --blocks 6 > "$RES/api_record_cost.json" 2> "$RES/api_record_cost.log"
   echo "cost exit $?"
-  alternating plain,cupti,cupti_api,cupti_api_activity 40 ;;
+  alternating plain,cupti,cupti_api,cupti_api_activity 40 420 ;;
 2)
   timeout 100 python3 benchmarks/wrapper/api_recorder_check.py --steps 5 -- "${V1[@]}" > "$RES/api_recorder_check.json" 2> "$RES/api_recorder_check.log"
-  alternating plain,cupti,cupti_api,cupti_api_null_callback,cupti_api_no_launch,cupti_api_launch_only 30 ;;
+  alternating plain,cupti,cupti_api,cupti_api_null_callback,cupti_api_no_launch,cupti_api_launch_only 30 420 ;;
 3)
-  SMALL=(--version v1 --num-layers 2 --num-steps 2 --warmup-steps 1 --batch-size 4 --seq-len 64 --cuda-graphs off)
-  work=$(mktemp -d)
-  ( cd "$work" && MADENGINE_ROCPROF_TRACER_API_RECORDER=callbacks timeout 120 python3 -m madengine_rocprof.wrapper \
-      --profiler embedded --profile lightweight --kernel-trace --hip-trace --stats -d "$work/embedded" -- \
-      python3 "$OLDPWD/scripts/tinytransformer/tt_harness.py" "${SMALL[@]}" ) > "$RES/wrapper_callbacks.log" 2>&1
-  echo "wrapper exit $?"
-  python3 benchmarks/wrapper/wrapper_run_summary.py "$work/embedded" > "$RES/wrapper_callbacks.json"
-  alternating plain,cupti,cupti_api_activity,cupti_interpose_probe 40 ;;
+  wrapper_run callbacks
+  alternating plain,cupti,cupti_api_activity,cupti_interpose_probe 40 420 ;;
 esac

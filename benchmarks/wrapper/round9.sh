@@ -9,22 +9,6 @@
 # cupti-python (and the wrapper's dependencies) come from carried wheels: WHEELS=dir (default .whl). Results: $OUT/res.tgz
 set -uo pipefail
 source benchmarks/wrapper/device_setup.sh round9
-alternating() {  # variants, pairs, time limit
-  timeout "$3" python3 benchmarks/wrapper/overhead_alternating.py --out "$RES/v1_b8s128_alternating" --procs 2 \
-      --pairs "$2" --block-steps 4 --variants "$1" -- "${V1[@]}" > "$RES/v1_b8s128_alternating.txt" \
-      2> "$RES/v1_b8s128_alternating.log"
-  echo "alternating exit $?"; cat "$RES/v1_b8s128_alternating.txt"
-}
-wrapper() {  # the short v1 run through the wrapper with every API call recorded by the interposer
-  SMALL=(--version v1 --num-layers 2 --num-steps 2 --warmup-steps 1 --batch-size 4 --seq-len 64 --cuda-graphs off)
-  work=$(mktemp -d)
-  ( cd "$work" && MADENGINE_ROCPROF_TRACER_API_RECORDER=${1:-interpose} timeout 120 python3 -m madengine_rocprof.wrapper \
-      --profiler embedded --profile lightweight --kernel-trace --hip-trace --stats -d "$work/embedded" -- \
-      python3 "$OLDPWD/scripts/tinytransformer/tt_harness.py" "${SMALL[@]}" ) > "$RES/wrapper_interpose.log" 2>&1
-  echo "wrapper exit $?"
-  python3 benchmarks/wrapper/wrapper_run_summary.py "$work/embedded" > "$RES/wrapper_interpose.json"
-  head -c 1500 "$RES/wrapper_interpose.json"
-}
 case "${CALL:-1}" in
 1)
   {
@@ -41,7 +25,7 @@ case "${CALL:-1}" in
   cat "$RES/versions.txt"
   timeout 150 python3 benchmarks/wrapper/interposer_check.py --steps 5 -- "${V1[@]}" > "$RES/interposer_check.json" 2> "$RES/interposer_check.log"
   echo "check exit $?"; tail -3 "$RES/interposer_check.log"
-  wrapper interpose
+  wrapper_run interpose
   alternating plain,cupti,cupti_api_activity,cupti_api_interpose "${PAIRS:-35}" 380 ;;
 4)
   timeout 150 python3 benchmarks/wrapper/interposer_check.py --steps 5 -- "${V1[@]}" > "$RES/interposer_check.json" 2> "$RES/interposer_check.log"
