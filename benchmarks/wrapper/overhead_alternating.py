@@ -107,7 +107,7 @@ def _tracer(variant: str, torch) -> tuple[Any, Any, Any]:
         module.activity_flush_all = lambda _flag: flush(0)
     interposed = variant.startswith("cupti_api_interpose")
     backend = cupti_backend.CuptiBackend(
-        cupti_backend.load(),
+        module,
         api=variant in ("cupti_api", "cupti_api_activity", "cupti_driver", *_PROBES) or interposed,
         api_domain="driver" if variant == "cupti_driver" else "runtime",
         per_thread_buffers=variant != "cupti_shared_buffers",

@@ -8,7 +8,8 @@
 #   CALL=2: the overhead only (ALT_VARIANTS, PAIRS)
 #   CALL=3: which ways of using CUPTI's latency timestamps survive 30 pairs of windows (one process each, at once,
 #           100 s each: a hang is a timeout); then the overhead of those that did, with plain and cupti
-# Device calls 1, 5 and 6 of the round ran earlier revisions of this script (results/round10_call*/NOTE.md).
+# Device calls 1 and 5-7 of the round ran earlier revisions of this script (results/round10_call*/NOTE.md); call 8
+# ran this one before its helpers moved into device_setup.sh (record_versions now also lists cc and the TSC).
 # cupti-python (and the wrapper's dependencies) come from carried wheels: WHEELS=dir (default .whl). Results: $OUT/res.tgz
 set -uo pipefail
 source benchmarks/wrapper/device_setup.sh round10
@@ -21,11 +22,7 @@ long_window() {  # optional flag --latency
 }
 case "${CALL:-1}" in
 1)
-  {
-    grep -m1 "model name" /proc/cpuinfo; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-    python3 -c 'import sys, torch, importlib.metadata as m; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "cupti-python", m.version("cupti-python"), "nvidia-cuda-cupti", m.version("nvidia-cuda-cupti"))'
-  } > "$RES/versions.txt" 2>&1
-  cat "$RES/versions.txt"
+  record_versions
   timeout 150 python3 benchmarks/wrapper/latency_join_check.py --steps 5 -- "${V1[@]}" > "$RES/latency_join_check.json" \
       2> "$RES/latency_join_check.log"
   echo "check exit $?"; tail -1 "$RES/latency_join_check.log"

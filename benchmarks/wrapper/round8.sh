@@ -9,13 +9,7 @@ set -uo pipefail
 source benchmarks/wrapper/device_setup.sh round8
 case "${CALL:-1}" in
 1)
-  {
-    echo "cc: $(command -v cc)"; cc --version 2>&1 | head -1; grep -m1 "model name" /proc/cpuinfo
-    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-    python3 -c 'import sys, torch, importlib.metadata as m; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "cupti-python", m.version("cupti-python"), "nvidia-cuda-cupti", m.version("nvidia-cuda-cupti"))'
-    python3 -c 'from madengine_rocprof.tracer import api_recorder as a; print("tsc invariant", a.invariant_tsc(), "recorder", a.build())'
-  } > "$RES/versions.txt" 2>&1
-  cat "$RES/versions.txt"
+  record_versions
   timeout 150 python3 benchmarks/wrapper/api_recorder_check.py --steps 5 -- "${V1[@]}" > "$RES/api_recorder_check.json" 2> "$RES/api_recorder_check.log"
   echo "check exit $?"
   timeout 120 python3 benchmarks/wrapper/api_record_cost.py --calls 200000 --blocks 6 > "$RES/api_record_cost.json" 2> "$RES/api_record_cost.log"

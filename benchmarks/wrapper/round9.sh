@@ -11,18 +11,15 @@ set -uo pipefail
 source benchmarks/wrapper/device_setup.sh round9
 case "${CALL:-1}" in
 1)
+  record_versions
   {
-    echo "cc: $(command -v cc)"; cc --version 2>&1 | head -1; grep -m1 "model name" /proc/cpuinfo
-    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-    python3 -c 'import sys, torch, importlib.metadata as m; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "cupti-python", m.version("cupti-python"), "nvidia-cuda-cupti", m.version("nvidia-cuda-cupti"))'
-    python3 -c 'from madengine_rocprof.tracer import api_recorder as a; print("tsc invariant", a.invariant_tsc(), "recorder", a.build())'
     lib=$(python3 -c "import torch, os; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))")
     for f in "$lib"/libtorch_cuda.so "$lib"/libc10_cuda.so; do
       echo "$(basename "$f") imports from libcudart: $(nm -D --undefined-only "$f" | grep -c ' _*cuda') cuda*/__cuda*;" \
            "launch entries: $(nm -D --undefined-only "$f" | grep -o '_*cudaLaunch[A-Za-z_]*' | sort -u | tr '\n' ' ')"
     done
-  } > "$RES/versions.txt" 2>&1
-  cat "$RES/versions.txt"
+  } >> "$RES/versions.txt" 2>&1
+  tail -2 "$RES/versions.txt"
   timeout 150 python3 benchmarks/wrapper/interposer_check.py --steps 5 -- "${V1[@]}" > "$RES/interposer_check.json" 2> "$RES/interposer_check.log"
   echo "check exit $?"; tail -3 "$RES/interposer_check.log"
   wrapper_run interpose
