@@ -25,7 +25,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=150)
     p.add_argument("--buffer-mb", type=float, default=8, help="activity buffer size (small: many completions)")
-    p.add_argument("--latency", action="store_true", help="CUPTI latency timestamps on (what the time join uses)")
+    p.add_argument("--latency", action="store_true", help="CUPTI latency timestamps on (README 0f)")
     args = p.parse_args(own)
     from api_recorder_check import warm_step
 

@@ -84,6 +84,7 @@ def _tracer(variant: str, torch) -> tuple[Any, Any, Any]:
     sys.path.insert(0, REPO)
     from madengine_rocprof.tracer import cupti_backend
 
+    module = cupti_backend.load()
     probe: dict = {}
     interposer = None
     if variant == "cupti_interpose_probe":
@@ -94,12 +95,11 @@ def _tracer(variant: str, torch) -> tuple[Any, Any, Any]:
     if variant in _PROBES:
         import callback_probe
 
-        probe = callback_probe.patch(_PROBES[variant], cupti_backend.load())
+        probe = callback_probe.patch(_PROBES[variant], module)
     if variant == "cupti_api_interpose_nojoin":
         from madengine_rocprof.tracer import api_recorder
 
         api_recorder.launch_cbids = lambda cupti: []
-    module = cupti_backend.load()
     if variant in ("cupti_latency", "cupti_latency_noforce"):
         module.activity_enable_latency_timestamps(1)
     if variant == "cupti_latency_noforce":
