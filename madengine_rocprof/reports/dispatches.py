@@ -55,8 +55,12 @@ def _device_time(device: str, table: pl.DataFrame) -> DeviceTime:
     )
 
 
-def aggregate(src: TimingSource, table: pl.DataFrame) -> TimingSource:
-    """Fill src from a dispatch table (columns: name, start, end, device); durations must not be negative."""
+def aggregate(src: TimingSource, table: pl.DataFrame, copies: pl.DataFrame | None = None) -> TimingSource:
+    """Fill src from a dispatch table (columns: name, start, end, device); durations must not be negative.
+
+    `copies`: the same process's memory copies and memsets on the devices (DISPATCH_SCHEMA), when the input has them
+    (rocprofv3 memory_copy_trace, Kineto memcpy/memset); they count towards device busy time (see docs/reports.md).
+    """
     duration = pl.col("end") - pl.col("start")
     per_name = table.group_by("name").agg(
         pl.len().alias("calls"),

@@ -20,10 +20,13 @@ class KernelStats:
     total_ns: float = 0
     min_ns: float | None = None
     max_ns: float | None = None
+    self_ns: float | None = None  # exclusive time (CPU operators: total_ns less nested operators); None for kernels
 
     def merge(self, other: KernelStats) -> None:
         self.calls += other.calls
         self.total_ns += other.total_ns
+        if self.self_ns is not None or other.self_ns is not None:
+            self.self_ns = (self.self_ns or 0) + (other.self_ns or 0)
         self.min_ns = _pick(min, self.min_ns, other.min_ns)
         self.max_ns = _pick(max, self.max_ns, other.max_ns)
 
@@ -53,6 +56,15 @@ class DeviceTime:
     kernel_time_sum_ns: int  # plain sum of durations (overlapping kernels counted in full)
 
 
+@dataclass(frozen=True)
+class Iteration:
+    """One marked training iteration (torch.profiler's ProfilerStep#N), host time span in ns."""
+
+    number: int
+    start_ns: int
+    end_ns: int
+
+
 @dataclass
 class TimingSource:
     """Kernel timings read from one file (or one database)."""
@@ -72,6 +84,8 @@ class TimingSource:
     # set when the dispatches were derived from a counter_collection file (no kernel trace for the process):
     # "gpu__time_duration.sum" (ncu), "timestamps" (End - Start of each dispatch) or "untimed" (no timestamps)
     counter_time: str | None = None
+    rank: int | None = None  # distributed rank when the trace says (Kineto's distributedInfo)
+    iterations: list[Iteration] = field(default_factory=list)  # marked iterations, in order (empty: none marked)
 
 
 @dataclass
