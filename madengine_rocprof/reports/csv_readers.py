@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
-from madengine_rocprof.reports import dispatches
+from madengine_rocprof.reports import cpu_ops, dispatches
 from madengine_rocprof.reports.csv_tables import open_table, parse_int, parse_number, read_header
 from madengine_rocprof.reports.model import CopyStats, CounterSource, CounterStats, KernelStats, TimingSource
 
@@ -37,9 +37,32 @@ def read_kernel_trace(src: TimingSource) -> TimingSource:
     return dispatches.aggregate(src, table)
 
 
-def _columns(path: Path) -> tuple[str, str, str, str | None]:
+def read_cpu_operator_trace(src: TimingSource) -> TimingSource:
+    """The embedded tracer's CPU output (kernel_trace.csv rows with Agent_Id CPU): nested operators, one thread each.
+
+    Per operator name: inclusive time counted once where the name nests in itself, and self time (cpu_ops). There is
+    no device timeline, so no busy time: `devices` stays empty.
+    """
+    table = _polars_table(src.path, THREAD)
+    if table is None:
+        table = _stdlib_table(src.path, THREAD)
+    src.cpu_operators = True
+    src.kernels = cpu_ops.operator_stats(
+        zip(table["name"].cast(pl.String), table["device"].cast(pl.String), table["start"], table["end"], strict=True)
+    )
+    src.dispatches = table.height
+    src.has_timeline = table.height > 0
+    if table.height:
+        src.first_start_ns, src.last_end_ns = table.select(pl.col("start").min(), pl.col("end").max()).row(0)
+    return src
+
+
+THREAD = ("Thread_Id",)  # the host thread of a CPU operator row
+
+
+def _columns(path: Path, track: tuple[str, ...] = TRACK["agent"]) -> tuple[str, str, str, str | None]:
     """Header names of the name, start, end and (optional) device columns; missing required ones are an error."""
-    with open_table(path, {"name": NAME, "start": START, "end": END}, {"device": TRACK["agent"]}) as table:
+    with open_table(path, {"name": NAME, "start": START, "end": END}, {"device": track}) as table:
         header = read_header(path)
         index = table.index
         device = index["device"]
@@ -52,8 +75,9 @@ def _columns(path: Path) -> tuple[str, str, str, str | None]:
         )
 
 
-def _polars_table(path: Path) -> pl.DataFrame | None:
-    name, start, end, device = _columns(path)
+def _polars_table(path: Path, track: tuple[str, ...] = TRACK["agent"]) -> pl.DataFrame | None:
+    """The dispatch table; `track` names the column read as `device` (the agent, or the thread for CPU rows)."""
+    name, start, end, device = _columns(path, track)
     types: dict[str, pl.DataType] = {name: pl.Categorical(), start: pl.Int64(), end: pl.Int64()}
     if device:
         types[device] = pl.Categorical()
@@ -84,10 +108,10 @@ def _polars_table(path: Path) -> pl.DataFrame | None:
     return table
 
 
-def _stdlib_table(path: Path) -> pl.DataFrame:
+def _stdlib_table(path: Path, track: tuple[str, ...] = TRACK["agent"]) -> pl.DataFrame:
     """The same table through the csv module: slower, exact errors (file, line, what) for malformed rows."""
     rows: dict[str, list] = {"name": [], "start": [], "end": [], "device": []}
-    with open_table(path, {"name": NAME, "start": START, "end": END}, {"device": TRACK["agent"]}) as table:
+    with open_table(path, {"name": NAME, "start": START, "end": END}, {"device": track}) as table:
         i_name, i_start, i_end, i_device = (table.index[k] for k in ("name", "start", "end", "device"))
         for row in table.rows():
             start = parse_int(table, row[i_start], "Start_Timestamp")

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import cast
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.reports import csv_readers, json_reader, rocpd_reader
+from madengine_rocprof.reports import csv_readers, json_reader, kineto_reader, rocpd_reader
 from madengine_rocprof.reports.csv_tables import first_value, normalize, read_header
-from madengine_rocprof.reports.model import CounterSource, KernelStats, RunData, TimingSource
+from madengine_rocprof.reports.model import CopyStats, CounterSource, KernelStats, RunData, TimingSource
 from madengine_rocprof.wrapper import file_kinds
 from madengine_rocprof.wrapper.contracts import Manifest, RunJson, WorkloadResult
 
@@ -35,16 +35,17 @@ FORMATS = {
 # lower number = richer source; the richest per process is counted
 PRIORITY = {
     "rocprofv3-csv": 0,
-    "rocpd": 1,
-    "rocprofv3-json": 2,
-    "legacy-csv": 3,
-    "rocprofv3-stats": 4,
-    "legacy-stats": 5,
+    "kineto": 1,  # the embedded tracer keeps its Kineto JSON beside the kernel_trace.csv made from it
+    "rocpd": 2,
+    "rocprofv3-json": 3,
+    "legacy-csv": 4,
+    "rocprofv3-stats": 5,
+    "legacy-stats": 6,
 }
 PASS_DIR = re.compile(r"^(pmc|pass)_(\d+)$")
 RUN_FILES = ("workload_result.json", "run.json", "manifest.json")
 LOOKED_FOR = ("*kernel_trace.csv, *kernel_stats.csv, *counter_collection.csv, *results.json, *results.db, "
-              "legacy results.csv / results.stats.csv")
+              "legacy results.csv / results.stats.csv, PyTorch profiler (Kineto) traces *.json / *.json.gz")
 
 
 def classify(path: Path) -> str | None:
@@ -55,6 +56,8 @@ def classify(path: Path) -> str | None:
             return None  # legacy rocprof's chrome trace, or another tool's
         return FORMATS[kind]
     name = path.name
+    if kineto_reader.is_kineto_trace(path):
+        return kineto_reader.FORMAT
     if name.endswith(".csv"):
         header = {normalize(h) for h in read_header(path)}
         if {"kernelname", "beginns", "endns"} <= header:
@@ -65,8 +68,15 @@ def classify(path: Path) -> str | None:
     return None
 
 
-def _process_key(rel: Path) -> str:
-    """Origin of a file: its directory plus the per-process prefix (`host/1234`)."""
+def _process_key(rel: Path, fmt: str | None = None) -> str:
+    """Origin of a file: its directory plus the per-process prefix (`host/1234`).
+
+    A PyTorch profiler trace is its own origin (the path without `.json`/`.json.gz`: torch names files
+    `<worker>.<timestamp>.pt.trace.json`), except the embedded tracer's `<pid>_perfetto_trace.json`, which shares its
+    origin with the kernel_trace.csv converted from it so that the two are not counted twice.
+    """
+    if fmt == kineto_reader.FORMAT and file_kinds.kind_of(rel.name) != "perfetto_trace":
+        return rel.as_posix().removesuffix(".gz").removesuffix(".json")
     prefix = file_kinds.split_name(rel.name)[1]
     parent = rel.parent.as_posix()
     return prefix if parent == "." else (f"{parent}/{prefix}" if prefix else parent)
@@ -134,14 +144,11 @@ def load_run(path: Path, label: str) -> RunData:
         kind = classify(full)
         if kind is None:
             continue
-        common = dict(path=full, rel=rel.as_posix(), fmt=kind, process=_process_key(rel), pass_id=_pass_id(rel))
+        common = dict(path=full, rel=rel.as_posix(), fmt=kind, process=_process_key(rel, kind), pass_id=_pass_id(rel))
         if kind == "counters-csv":
             run.counters.append(csv_readers.read_counter_collection(CounterSource(**common)))
         elif kind == "memory-copy":
-            for direction, stats in csv_readers.read_memory_copies(full).items():
-                total = run.copies.setdefault(direction, type(stats)())
-                total.calls += stats.calls
-                total.total_ns += stats.total_ns
+            _add_copies(run, csv_readers.read_memory_copies(full))
         else:
             timing.append(TimingSource(**common))
             if kind == "rocpd":
@@ -173,6 +180,13 @@ def load_run(path: Path, label: str) -> RunData:
     return run
 
 
+def _add_copies(run: RunData, copies: dict[str, CopyStats]) -> None:
+    for direction, stats in copies.items():
+        total = run.copies.setdefault(direction, CopyStats())
+        total.calls += stats.calls
+        total.total_ns += stats.total_ns
+
+
 def _choose_timing(run: RunData, timing: list[TimingSource]) -> None:
     """Keep one source per process, from the first pass that has any; read only those."""
     if not timing:
@@ -193,6 +207,7 @@ def _choose_timing(run: RunData, timing: list[TimingSource]) -> None:
     for source in best.values():
         _read_timing(source)
         run.timing.append(source)
+        _add_copies(run, source.copies)  # Kineto memcpy/memset: the run's copy table
     run.timing.sort(key=lambda s: s.rel)
     skipped_passes = sorted({s.pass_id for s in run.skipped_timing if s.pass_id != first_pass}, key=_pass_order)
     if skipped_passes:
@@ -240,14 +255,18 @@ def derive_timing_from_counters(run: RunData) -> None:
 
 def _read_timing(source: TimingSource) -> None:
     if source.fmt in ("rocprofv3-csv", "legacy-csv"):
-        csv_readers.read_kernel_trace(source)
-        source.cpu_operators = first_value(source.path, "Agent_Id") == "CPU"
+        if first_value(source.path, "Agent_Id") == "CPU":  # the embedded tracer without a GPU: CPU operators
+            csv_readers.read_cpu_operator_trace(source)
+        else:
+            csv_readers.read_kernel_trace(source)
     elif source.fmt in ("rocprofv3-stats", "legacy-stats"):
         csv_readers.read_kernel_stats(source)
     elif source.fmt == "rocprofv3-json":
         json_reader.read_json(source)
     elif source.fmt == "rocpd":
         rocpd_reader.read_rocpd_kernels(source)
+    elif source.fmt == kineto_reader.FORMAT:
+        kineto_reader.read_kineto(source)
 
 
 def iter_dispatches(source: TimingSource):
@@ -258,4 +277,6 @@ def iter_dispatches(source: TimingSource):
         return json_reader.iter_json(source.path)
     if source.fmt == "rocpd":
         return rocpd_reader.iter_rocpd(source.path)
+    if source.fmt == kineto_reader.FORMAT:
+        return kineto_reader.iter_kineto(source.path)
     return iter(())

@@ -86,6 +86,11 @@ class TimingSource:
     counter_time: str | None = None
     rank: int | None = None  # distributed rank when the trace says (Kineto's distributedInfo)
     iterations: list[Iteration] = field(default_factory=list)  # marked iterations, in order (empty: none marked)
+    # device copies and memsets of this process, per direction (Kineto gpu_memcpy / gpu_memset); discover adds them
+    # to RunData.copies
+    copies: dict[str, CopyStats] = field(default_factory=dict)
+    # peak allocated memory per device ("GPU 0", "CPU") from the trace's memory events (Kineto `[memory]`)
+    peak_memory_bytes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
