@@ -17,8 +17,12 @@ by decimal arithmetic, so no timestamp goes through a binary float.
 
 from __future__ import annotations
 
+import array
+import contextlib
 import gzip
+import queue
 import re
+import threading
 import zlib
 from collections.abc import Iterator
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
@@ -26,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import polars as pl
 
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import cpu_ops, dispatches
@@ -44,37 +49,21 @@ KINETO_MARK = re.compile(
 )
 STEP = re.compile(r"^ProfilerStep#(\d+)$")
 KERNEL, MEMCPY, MEMSET, CPU_OP = "kernel", "gpu_memcpy", "gpu_memset", "cpu_op"
-STEP_CATEGORIES = ("user_annotation", "cpu_op")
+_GPU, _CPU, _ANNOTATION = "gpu", "cpu", "annotation"
+# event category (as written, any case) -> what is read from it; ProfilerStep#N is a user_annotation, or a cpu_op in
+# older traces
+CATEGORY_KINDS = {
+    spelling: kind
+    for cat, kind in ((KERNEL, _GPU), (MEMCPY, _GPU), (MEMSET, _GPU), (CPU_OP, _CPU), ("user_annotation", _ANNOTATION))
+    for spelling in (cat, cat.upper(), cat.capitalize())
+}
 # c10::DeviceType of a [memory] event: CPU 0, CUDA 1, HIP 6 (ROCm builds report 1 or 6 for GPU memory)
 DEVICE_TYPES = {0: "CPU", 1: "GPU", 6: "GPU"}
 FIX = "the trace is truncated or corrupt; export it again (torch.profiler's export_chrome_trace)"
 
 
-class _Event(msgspec.Struct):
-    """The fields read from a trace event; the rest of each event is skipped by the decoder."""
-
-    ph: Any = None
-    cat: Any = None
-    name: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: Any = None
-    dur: Any = None
-    args: Any = None
-
-
-class _Trace(msgspec.Struct):
-    traceEvents: list[_Event]  # noqa: N815 - Kineto's key
-    baseTimeNanoseconds: Any = None  # noqa: N815
-    distributedInfo: Any = None  # noqa: N815
-
-
-# floats arrive as their JSON text (float_hook=str): timestamps stay exact
-_DECODER = msgspec.json.Decoder(_Trace, float_hook=str)
-
-
 def is_kineto_trace(path: Path) -> bool:
-    """By name (`*.json`, `*.json.gz`) and the first bytes: a JSON object with Kineto's keys."""
+    """By name (`*.json`, `*.json.gz`) and the first bytes: a JSON object with Kineto's keys or event categories."""
     name = path.name
     if not name.endswith(SUFFIXES):
         return False
@@ -95,36 +84,216 @@ def is_kineto_trace(path: Path) -> bool:
     return KINETO_MARK.search(head) is not None
 
 
-def _raw(path: Path) -> bytes:
-    try:
-        if path.name.endswith(".gz"):
-            with gzip.open(path, "rb") as fh:
-                return fh.read()
-        return path.read_bytes()
-    except (EOFError, zlib.error, gzip.BadGzipFile) as err:
-        raise UserError(f"cannot decompress: {err}", file=str(path), fix=FIX) from None
-    except OSError as err:
-        raise UserError(f"cannot read: {err.strerror or err}", file=str(path)) from None
+class _Args(msgspec.Struct, gc=False):
+    """The args read: a GPU event's device and stream, a [memory] event's figures; others are skipped."""
+
+    device: Any = None
+    stream: Any = None
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
 
 
-def _load(path: Path) -> _Trace:
-    raw = _raw(path)
-    try:
-        return _DECODER.decode(raw)
-    except msgspec.ValidationError as err:
-        text = str(err)
-        where = text.rsplit(" - at `", 1)[1].rstrip("`") if " - at `" in text else None
-        raise UserError(f"not a Kineto trace: {text.split(' - at `')[0]}", file=str(path), where=where,
-                        fix="pass a trace written by torch.profiler (export_chrome_trace)") from None
-    except msgspec.DecodeError as err:
-        text = str(err)
-        match = re.search(r"\(byte (\d+)\)", text)
+class _Event(msgspec.Struct, gc=False):
+    """The fields read from a trace event; the rest of each event is skipped by the decoder."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    args: _Args | None = None
+
+
+class _Meta(msgspec.Struct):
+    """The top-level object without its events."""
+
+    traceEvents: list[Any]  # noqa: N815 - Kineto's key
+    baseTimeNanoseconds: Any = None  # noqa: N815
+    distributedInfo: Any = None  # noqa: N815
+
+
+# floats arrive as their JSON text (float_hook=str): timestamps stay exact
+_EVENTS = msgspec.json.Decoder(list[_Event], float_hook=str)
+_META = msgspec.json.Decoder(_Meta, float_hook=str)
+CHUNK = 8 << 20  # decompressed bytes decoded at a time: memory stays flat however large the trace
+EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
+
+
+class _Stream:
+    """A trace file's bytes (decompressed), read chunk by chunk, with the position of what was consumed.
+
+    A thread reads and decompresses the next chunks while the caller decodes this one (zlib lets go of the GIL).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0  # bytes consumed before `buffer`
+        self.lines = 0  # newlines consumed before `buffer`
+        self.buffer = b""
+        self.eof = False
+        try:
+            fh = gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")  # noqa: SIM115
+        except OSError as err:
+            raise UserError(f"cannot read: {err.strerror or err}", file=str(path)) from None
+        self._chunks: queue.Queue = queue.Queue(maxsize=2)
+        self._stop = threading.Event()
+        self._reader = threading.Thread(target=self._read_ahead, args=(fh,), daemon=True)
+        self._reader.start()
+
+    def _read_ahead(self, fh) -> None:
+        with fh:
+            while not self._stop.is_set():
+                try:
+                    data = fh.read(CHUNK)
+                except (EOFError, zlib.error, gzip.BadGzipFile) as err:
+                    self._chunks.put(UserError(f"cannot decompress: {err}", file=str(self.path), fix=FIX))
+                    return
+                except OSError as err:
+                    self._chunks.put(UserError(f"cannot read: {err.strerror or err}", file=str(self.path)))
+                    return
+                self._chunks.put(data)
+                if not data:
+                    return
+
+    def fill(self) -> bool:
+        """Append the next chunk to the buffer; False at the end of the file."""
+        if self.eof:
+            return False
+        data = self._chunks.get()
+        if isinstance(data, UserError):
+            self.eof = True
+            raise data
+        if not data:
+            self.eof = True
+            return False
+        self.buffer += data
+        return True
+
+    def close(self) -> None:
+        """Stop the reading thread (it may be waiting to hand over a chunk)."""
+        self._stop.set()
+        while self._reader.is_alive():
+            with contextlib.suppress(queue.Empty):
+                self._chunks.get(timeout=0.05)
+
+    def consume(self, n: int) -> bytes:
+        taken, self.buffer = self.buffer[:n], self.buffer[n:]
+        self.offset += n
+        self.lines += taken.count(b"\n")
+        return taken
+
+    def error(self, what: str, pos: int | None = None, where: str | None = None) -> UserError:
+        """An error at byte `pos` of the buffer (line and column counted from the start of the file)."""
         line = column = None
+        if pos is not None:
+            pos = max(0, min(pos, len(self.buffer)))
+            line = self.lines + self.buffer.count(b"\n", 0, pos) + 1
+            column = pos - (self.buffer.rfind(b"\n", 0, pos) + 1) + 1
+        return UserError(what, file=str(self.path), line=line, column=column, where=where, fix=FIX)
+
+
+def _decode_error_pos(err: Exception) -> int | None:
+    match = re.search(r"\(byte (\d+)\)", str(err))
+    return int(match.group(1)) if match else None
+
+
+def _events(stream: _Stream, handle) -> _Meta:
+    """Decode the events block by block, passing each decoded list to `handle(events, index of the first)`.
+
+    A block ends at the last `}, {` in the buffer; if that was inside a string the block does not decode, and a
+    longer one is tried. Returns the top-level object with an empty event list (its keys may come before or after
+    the events).
+    """
+    while True:  # the prefix, up to `"traceEvents": [`
+        match = EVENTS_KEY.search(stream.buffer)
         if match:
-            pos = int(match.group(1))
-            line = raw.count(b"\n", 0, pos) + 1
-            column = pos - (raw.rfind(b"\n", 0, pos) + 1) + 1
-        raise UserError(f"not valid JSON: {text}", file=str(path), line=line, column=column, fix=FIX) from None
+            break
+        if not stream.fill() or len(stream.buffer) > 8 * CHUNK:
+            raise stream.error('no "traceEvents" list: not a PyTorch profiler trace', 0)
+    head = stream.consume(match.end())
+    seen = 0
+    while True:
+        while not stream.eof and len(stream.buffer) < CHUNK:
+            stream.fill()
+        if stream.eof:
+            return _last_block(stream, head, handle, seen)
+        cut = _last_boundary(stream.buffer)
+        try:
+            if cut is None:
+                raise msgspec.DecodeError("no end of an event in this block")
+            events = _EVENTS.decode(b"[" + stream.buffer[:cut] + b"]")
+        except msgspec.DecodeError as err:
+            if len(stream.buffer) > 8 * CHUNK:  # not a string that holds `}, {`: the JSON is broken here
+                pos = _decode_error_pos(err)
+                raise stream.error(f"not valid JSON: {err}", None if pos is None else max(0, pos - 1)) from None
+            stream.fill()
+            continue
+        except msgspec.ValidationError as err:
+            raise _validation(stream, err, seen) from None
+        handle(events, seen)
+        seen += len(events)
+        comma = stream.buffer.index(b",", cut)  # the comma between this block's last event and the next one
+        stream.consume(comma + 1)
+
+
+def _last_boundary(buffer: bytes) -> int | None:
+    """Offset just past the `}` of the last `}, {` in the buffer (the end of a tentative block of whole events)."""
+    end = len(buffer)
+    for _ in range(64):  # Kineto writes `},` then a newline and `{`: found with rfind, no regex over the buffer
+        end = buffer.rfind(b"},", 0, end)
+        if end < 0:
+            break
+        if buffer[end + 2: end + 2 + 64].lstrip()[:1] == b"{":
+            return end + 1
+    last = None  # other writers (spaces before the comma): the regex, over the whole buffer
+    for match in BETWEEN_EVENTS.finditer(buffer):
+        last = match
+    return None if last is None else last.start() + 1
+
+
+def _last_block(stream: _Stream, head: bytes, handle, seen: int) -> _Meta:
+    """At the end of the file: the last events, then `]`, then the rest of the top-level object."""
+    rest = stream.buffer
+    close = len(rest)
+    error: Exception | None = None
+    while True:  # the array's `]` is the last one after which both parts decode
+        close = rest.rfind(b"]", 0, close)
+        if close < 0:
+            break
+        try:
+            events = _EVENTS.decode(b"[" + rest[: close + 1])
+            meta = _META.decode(head + b"]" + rest[close + 1:])
+        except msgspec.ValidationError as err:
+            raise _validation(stream, err, seen) from None
+        except msgspec.DecodeError as err:
+            error = error or err
+            continue
+        handle(events, seen)
+        return meta
+    try:  # say where the events stop being JSON (a truncated file: at its end)
+        _EVENTS.decode(b"[" + rest)
+    except msgspec.DecodeError as err:
+        error = err
+    except msgspec.ValidationError:
+        pass
+    pos = _decode_error_pos(error) if error else None
+    raise stream.error(f"not valid JSON: {error or 'no end of the traceEvents list'}",
+                       None if pos is None else max(0, pos - 1))
+
+
+def _validation(stream: _Stream, err: msgspec.ValidationError, seen: int) -> UserError:
+    text = str(err)
+    what, _, at = text.partition(" - at `")
+    where = at.rstrip("`")
+    match = re.match(r"\$\[(\d+)\](.*)", where)
+    if match:
+        where = f"$.traceEvents[{seen + int(match.group(1))}]{match.group(2)}"
+    return UserError(f"not a PyTorch profiler trace: {what}", file=str(stream.path), where=where or None,
+                     fix="pass a trace written by torch.profiler (export_chrome_trace)")
 
 
 def to_ns(value: Any) -> int:
@@ -146,71 +315,106 @@ class _Bad(Exception):
     """An event field that cannot be used; carries the message for UserError."""
 
 
-def _times(event: _Event, base: int) -> tuple[int, int]:
+class _Columns:
+    """One table of GPU events: codes and integer times in arrays (8 bytes a value, not a Python int object)."""
+
+    def __init__(self) -> None:
+        self.name = array.array("q")
+        self.start = array.array("q")
+        self.end = array.array("q")
+        self.device = array.array("q")
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+    def frame(self, names: dict[str, int], devices: dict[Any, int], base: int) -> pl.DataFrame:
+        """The dispatch table (dispatches.DISPATCH_SCHEMA, names categorical), times from baseTimeNanoseconds."""
+        name_list = pl.Series(list(names), dtype=pl.String).cast(pl.Categorical)
+        device_list = pl.Series([f"GPU {d}" for d in devices], dtype=pl.String)
+        return pl.DataFrame(
+            {
+                "name": name_list.gather(pl.Series(self.name, dtype=pl.Int64)),
+                "start": pl.Series(self.start, dtype=pl.Int64) + base,
+                "end": pl.Series(self.end, dtype=pl.Int64) + base,
+                "device": device_list.gather(pl.Series(self.device, dtype=pl.Int64)),
+            }
+        )
+
+
+class _Collected:
+    """Columns gathered from the events, block by block; times in ns relative to baseTimeNanoseconds."""
+
+    def __init__(self, path: Path, *, want_tracks: bool = False) -> None:
+        self.path = path
+        self.want_tracks = want_tracks
+        # GPU events as compact columns: name and device as codes into `names` / `devices`, times in ns
+        self.kernels = _Columns()
+        self.copies = _Columns()
+        self.names: dict[str, int] = {}
+        self.devices: dict[str, int] = {}
+        self.cpu: list[tuple[str, object, int, int]] = []
+        self.steps: dict[int, tuple[int, int]] = {}
+        self.memory: dict[str, int] = {}
+        self.tracks: list[str] = []  # per kernel: "GPU <device> stream <n>" (for the Perfetto writer)
+        self.strings: dict[str, str] = {}  # one str object per distinct CPU operator name
+
+    def __call__(self, events: list[_Event], first: int) -> None:
+        strings, kinds, names, devices = self.strings, CATEGORY_KINDS, self.names, self.devices
+        for i, event in enumerate(events):
+            ph = event.ph
+            if ph == "X":
+                kind = kinds.get(event.cat)
+                if kind is None:
+                    continue
+                try:
+                    if kind is _GPU:
+                        start, end = _times(event)
+                        args = event.args
+                        device = event.pid if args is None or args.device is None else args.device
+                        table = self.kernels if event.cat.lower() == KERNEL else self.copies
+                        name = _name(event)
+                        code = names.get(name)
+                        if code is None:
+                            code = names[name] = len(names)
+                        table.name.append(code)
+                        table.start.append(start)
+                        table.end.append(end)
+                        code = devices.get(device)
+                        if code is None:
+                            code = devices[device] = len(devices)
+                        table.device.append(code)
+                        if self.want_tracks and table is self.kernels:
+                            stream = event.tid if args is None or args.stream is None else args.stream
+                            self.tracks.append(f"GPU {device} stream {stream}")
+                    elif type(event.name) is str and event.name.startswith("ProfilerStep#"):
+                        match = STEP.match(event.name)
+                        if match:
+                            self.steps.setdefault(int(match.group(1)), _times(event))
+                    elif kind is _CPU:
+                        name = _name(event)
+                        start, end = _times(event)
+                        self.cpu.append((strings.setdefault(name, name), (event.pid, event.tid), start, end))
+                except _Bad as err:
+                    raise UserError(f"{event.cat} event {event.name!r}: {err}", file=str(self.path),
+                                    where=f"$.traceEvents[{first + i}]", fix=FIX) from None
+            elif (ph == "i" or ph == "I") and event.name == "[memory]" and event.args is not None:
+                _memory(event.args, self.memory)
+
+
+def _times(event: _Event) -> tuple[int, int]:
+    ts, dur = event.ts, event.dur
     try:
-        start = base + to_ns(event.ts)
-        duration = to_ns(event.dur)
+        if type(ts) is str and type(dur) is str and ts[-4:-3] == "." and dur[-4:-3] == ".":  # three decimals
+            start = int(ts.replace(".", ""))
+            duration = int(dur.replace(".", ""))
+        else:
+            start = to_ns(ts)
+            duration = to_ns(dur)
     except ValueError:
         raise _Bad(f"ts {event.ts!r} / dur {event.dur!r} are not numbers of microseconds") from None
     if duration < 0:
         raise _Bad(f"negative dur {event.dur}")
     return start, start + duration
-
-
-def _int_arg(args: Any, key: str, default: Any) -> Any:
-    return args.get(key, default) if isinstance(args, dict) else default
-
-
-class _Collected:
-    """Columns gathered in one pass over the events."""
-
-    def __init__(self) -> None:
-        self.kernels: dict[str, list] = {"name": [], "start": [], "end": [], "device": []}
-        self.copies: dict[str, list] = {"name": [], "start": [], "end": [], "device": []}
-        self.cpu: list[tuple[str, object, int, int]] = []
-        self.steps: dict[int, Iteration] = {}
-        self.memory: dict[str, int] = {}
-        self.tracks: list[str] = []  # per kernel/copy: "<device> stream <n>" (for the Perfetto writer)
-
-
-def _collect(path: Path, trace: _Trace, *, want_cpu: bool = True, want_tracks: bool = False) -> _Collected:
-    base = trace.baseTimeNanoseconds
-    if base is None:
-        base = 0
-    elif type(base) is not int or base < 0:
-        raise UserError(f"baseTimeNanoseconds is {base!r}, not a non-negative integer", file=str(path),
-                        where="$.baseTimeNanoseconds", fix=FIX)
-    out = _Collected()
-    for i, event in enumerate(trace.traceEvents):
-        ph, cat = event.ph, event.cat
-        try:
-            if ph == "X" and type(cat) is str:
-                cat = cat.lower()
-                if cat in (KERNEL, MEMCPY, MEMSET):
-                    start, end = _times(event, base)
-                    args = event.args
-                    device = _int_arg(args, "device", event.pid)
-                    table = out.kernels if cat == KERNEL else out.copies
-                    table["name"].append(_name(event))
-                    table["start"].append(start)
-                    table["end"].append(end)
-                    table["device"].append(f"GPU {device}")
-                    if want_tracks and cat == KERNEL:
-                        out.tracks.append(f"GPU {device} stream {_int_arg(args, 'stream', event.tid)}")
-                elif cat in STEP_CATEGORIES and type(event.name) is str and event.name.startswith("ProfilerStep#"):
-                    match = STEP.match(event.name)
-                    if match:
-                        start, end = _times(event, base)
-                        out.steps.setdefault(int(match.group(1)), Iteration(int(match.group(1)), start, end))
-                elif cat == CPU_OP and want_cpu:
-                    start, end = _times(event, base)
-                    out.cpu.append((_name(event), (event.pid, event.tid), start, end))
-            elif ph in ("i", "I") and event.name == "[memory]" and isinstance(event.args, dict):
-                _memory(event.args, out.memory)
-        except _Bad as err:
-            raise UserError(f"{cat} event {event.name!r}: {err}", file=str(path), where=f"$.traceEvents[{i}]",
-                            fix=FIX) from None
-    return out
 
 
 def _name(event: _Event) -> str:
@@ -219,13 +423,12 @@ def _name(event: _Event) -> str:
     return event.name
 
 
-def _memory(args: dict, peaks: dict[str, int]) -> None:
-    allocated = args.get("Total Allocated")
+def _memory(args: _Args, peaks: dict[str, int]) -> None:
+    allocated, device_type = args.total_allocated, args.device_type
     if type(allocated) is not int:
         return
-    device_type = args.get("Device Type")
     kind = DEVICE_TYPES.get(device_type, f"device type {device_type}") if type(device_type) is int else "device"
-    label = kind if kind == "CPU" else f"{kind} {args.get('Device Id', '?')}"
+    label = kind if kind == "CPU" else f"{kind} {args.device_id if args.device_id is not None else '?'}"
     if allocated > peaks.get(label, -1):
         peaks[label] = allocated
 
@@ -240,33 +443,48 @@ def _rank(path: Path, info: Any) -> int | None:
     return rank
 
 
+def _read(path: Path, *, want_tracks: bool = False) -> tuple[_Collected, int, int | None]:
+    """The events' columns, baseTimeNanoseconds (0 when absent) and the rank (None when not distributed)."""
+    stream = _Stream(path)
+    got = _Collected(path, want_tracks=want_tracks)
+    try:
+        meta = _events(stream, got)
+    finally:
+        stream.close()
+    base = meta.baseTimeNanoseconds
+    if base is None:
+        base = 0
+    elif type(base) is not int or base < 0:
+        raise UserError(f"baseTimeNanoseconds is {base!r}, not a non-negative integer", file=str(path),
+                        where="$.baseTimeNanoseconds", fix=FIX)
+    return got, base, _rank(path, meta.distributedInfo)
+
+
 def read_kineto(src: TimingSource) -> TimingSource:
     """Fill src from one Kineto trace: kernels (or CPU operators when there are none), copies, steps, memory."""
-    trace = _load(src.path)
-    src.rank = _rank(src.path, trace.distributedInfo)
-    got = _collect(src.path, trace)
-    del trace  # the decoded events are the largest thing held; the columns are all that is needed now
-    copies = dispatches.frame(got.copies) if got.copies["name"] else None
-    if got.kernels["name"] or not got.cpu:
-        dispatches.aggregate(src, dispatches.frame(got.kernels), copies=copies)
+    got, base, src.rank = _read(src.path)
+    copies = got.copies.frame(got.names, got.devices, base) if len(got.copies) else None
+    if len(got.kernels) or not got.cpu:
+        dispatches.aggregate(src, got.kernels.frame(got.names, got.devices, base), copies=copies)
     else:
         src.cpu_operators = True
         src.kernels = cpu_ops.operator_stats(got.cpu)
         src.dispatches = len(got.cpu)
         src.has_timeline = True
-        src.first_start_ns = min(c[2] for c in got.cpu)
-        src.last_end_ns = max(c[3] for c in got.cpu)
-    src.copies = _copy_stats(got.copies)
-    src.iterations = [got.steps[n] for n in sorted(got.steps)]
+        src.first_start_ns = base + min(c[2] for c in got.cpu)
+        src.last_end_ns = base + max(c[3] for c in got.cpu)
+    src.copies = _copy_stats(got)
+    src.iterations = [Iteration(n, base + start, base + end) for n, (start, end) in sorted(got.steps.items())]
     src.peak_memory_bytes = dict(sorted(got.memory.items()))
     return src
 
 
-def _copy_stats(copies: dict[str, list]) -> dict[str, CopyStats]:
+def _copy_stats(got: _Collected) -> dict[str, CopyStats]:
     """Per direction as the rocprofv3 reader names them: `Memcpy HtoD (Pinned -> Device)` -> `host to device`."""
     stats: dict[str, CopyStats] = {}
-    for name, start, end in zip(copies["name"], copies["start"], copies["end"], strict=True):
-        words = name.split()
+    names = list(got.names)
+    for code, start, end in zip(got.copies.name, got.copies.start, got.copies.end, strict=True):
+        words = names[code].split()
         direction = "memset" if words and words[0].lower() == "memset" else DIRECTIONS.get(
             words[1] if len(words) > 1 else "", "unknown")
         entry = stats.setdefault(direction, CopyStats())
@@ -281,11 +499,11 @@ DIRECTIONS = {"HtoD": "host to device", "DtoH": "device to host", "DtoD": "devic
 
 def iter_kineto(path: Path) -> Iterator[tuple[str, int, int, str]]:
     """Each kernel as (name, start ns, end ns, track) for the Perfetto writer; CPU operators when there are none."""
-    got = _collect(path, _load(path), want_tracks=True)
-    if got.kernels["name"]:
-        k = got.kernels
-        yield from zip(k["name"], k["start"], k["end"], got.tracks, strict=True)
+    got, base, _ = _read(path, want_tracks=True)
+    if len(got.kernels):
+        k, names = got.kernels, list(got.names)
+        for code, start, end, track in zip(k.name, k.start, k.end, got.tracks, strict=True):
+            yield names[code], base + start, base + end, track
         return
     for name, thread, start, end in got.cpu:
-        yield name, start, end, "pid {} thread {}".format(*thread)  # type: ignore[misc]
-
+        yield name, base + start, base + end, "pid {} thread {}".format(*thread)  # type: ignore[misc]
