@@ -1,18 +1,21 @@
 """PyTorch profiler traces: Kineto's Chrome-trace JSON (`torch.profiler` export_chrome_trace), `.json` or `.json.gz`.
 
-One file per process (rank). What is read, by event category (`cat`, compared lower-case):
+One file per process (rank). What is read, by event category (`cat`, any case):
 
 - `kernel` (GPU kernels, NCCL/RCCL included): the dispatches, per device (`args.device`, else the event's pid);
-- `gpu_memcpy` / `gpu_memset`: device copies, passed to `dispatches.aggregate` as `copies` (busy time) and
-  summed per direction into `TimingSource.copies`;
-- `cpu_op`: CPU operators, reported only when the trace has no kernels (self and inclusive time: cpu_ops);
+- `gpu_memcpy` / `gpu_memset` (`Memcpy` / `Memset` before 2022): device copies, passed to `dispatches.aggregate`
+  as `copies` (busy time) and summed per direction into `TimingSource.copies`;
+- `cpu_op` (`Operator` before 2022): CPU operators, reported only when the trace has no kernels, with self and
+  inclusive time (cpu_ops);
 - `ProfilerStep#N` (category `user_annotation`, or `cpu_op` in older traces): the marked iterations;
 - `[memory]` instant events: the peak of `Total Allocated` per device;
 - `distributedInfo.rank`: the rank.
 
 Times: Kineto writes `ts`/`dur` in microseconds with up to three decimals, relative to `baseTimeNanoseconds` when
 the trace has it. The JSON is decoded with msgspec, floats kept as their text, and converted to integer nanoseconds
-by decimal arithmetic, so no timestamp goes through a binary float.
+by decimal arithmetic, so no timestamp goes through a binary float. The file is decoded a block of events at a
+time (CHUNK bytes), so memory does not grow with the size of the file, only with the number of GPU events kept
+(four 8-byte integers each).
 """
 
 from __future__ import annotations
@@ -50,11 +53,14 @@ KINETO_MARK = re.compile(
 STEP = re.compile(r"^ProfilerStep#(\d+)$")
 KERNEL, MEMCPY, MEMSET, CPU_OP = "kernel", "gpu_memcpy", "gpu_memset", "cpu_op"
 _GPU, _CPU, _ANNOTATION = "gpu", "cpu", "annotation"
-# event category (as written, any case) -> what is read from it; ProfilerStep#N is a user_annotation, or a cpu_op in
-# older traces
+# event category (as written, any case) -> what is read from it. ProfilerStep#N is a user_annotation, or a cpu_op in
+# older traces. Kineto before 2022 wrote Kernel, Memcpy, Memset and Operator.
 CATEGORY_KINDS = {
     spelling: kind
-    for cat, kind in ((KERNEL, _GPU), (MEMCPY, _GPU), (MEMSET, _GPU), (CPU_OP, _CPU), ("user_annotation", _ANNOTATION))
+    for cat, kind in (
+        (KERNEL, _GPU), (MEMCPY, _GPU), (MEMSET, _GPU), ("memcpy", _GPU), ("memset", _GPU),
+        (CPU_OP, _CPU), ("operator", _CPU), ("user_annotation", _ANNOTATION),
+    )
     for spelling in (cat, cat.upper(), cat.capitalize())
 }
 # c10::DeviceType of a [memory] event: CPU 0, CUDA 1, HIP 6 (ROCm builds report 1 or 6 for GPU memory)
@@ -70,13 +76,11 @@ def is_kineto_trace(path: Path) -> bool:
     if TORCH_NAME.search(name):
         return True
     try:
-        if name.endswith(".gz"):
-            with gzip.open(path, "rb") as fh:
-                head = fh.read(SNIFF_BYTES)
-        else:
-            with open(path, "rb") as fh:
-                head = fh.read(SNIFF_BYTES)
-    except (OSError, EOFError, zlib.error):
+        with open(path, "rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+        if name.endswith(".gz"):  # the start of the stream, even when the file is truncated (the read then says so)
+            head = zlib.decompressobj(wbits=31).decompress(head, SNIFF_BYTES)
+    except (OSError, zlib.error):
         return False
     head = head.lstrip()
     if not head.startswith(b"{") or b'"traceEvents"' not in head:
@@ -281,8 +285,9 @@ def _last_block(stream: _Stream, head: bytes, handle, seen: int) -> _Meta:
     except msgspec.ValidationError:
         pass
     pos = _decode_error_pos(error) if error else None
-    raise stream.error(f"not valid JSON: {error or 'no end of the traceEvents list'}",
-                       None if pos is None else max(0, pos - 1))
+    if pos is None:  # "Input data was truncated": the file ends early, so the place is its end
+        pos = len(rest) + 1
+    raise stream.error(f"not valid JSON: {error or 'no end of the traceEvents list'}", max(0, pos - 1))
 
 
 def _validation(stream: _Stream, err: msgspec.ValidationError, seen: int) -> UserError:
