@@ -395,3 +395,35 @@ def test_other_json_files_are_not_traces(tmp_path):
     write(tmp_path / "chrome.json", {"traceEvents": [{"ph": "X", "cat": "gemm", "name": "k", "ts": 1, "dur": 1}]})
     assert classify(tmp_path / "config.json") is None
     assert classify(tmp_path / "chrome.json") is None  # e.g. the report's own Perfetto output
+
+
+def test_the_readme_example_works_as_written(tmp_path, repo):
+    """The README's torch.profiler snippet, run as written, then `madengine-rocprof report my_torch_traces/`."""
+    pytest.importorskip("torch")
+    import re
+    import subprocess
+    import sys
+
+    readme = (repo / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Reports on the PyTorch profiler traces"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code and "madengine-rocprof report my_torch_traces/" in section
+    (tmp_path / "record.py").write_text(code.group(1))
+    proc = subprocess.run([sys.executable, "record.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = tmp_path / "r.json"
+    assert main(["report", str(tmp_path / "my_torch_traces"), "--json", str(out), "-q"]) == 0
+    (run,) = load_runs([tmp_path / "my_torch_traces"])
+    (source,) = run.timing
+    assert source.fmt == "kineto" and source.iterations  # the 3 active steps of the schedule
+    assert [i.number for i in source.iterations] == sorted(i.number for i in source.iterations)
+    if source.cpu_operators:  # no GPU here: CPU operators, self time never more than inclusive time
+        assert "aten::mm" in source.kernels or "aten::addmm" in source.kernels
+        assert all(0 <= (k.self_ns or 0) <= k.total_ns for k in source.kernels.values())
+        assert source.peak_memory_bytes.get("CPU", 0) > 0  # profile_memory=True
+
+
+def test_escalate_says_why_a_trace_folder_does_not_apply(capsys):
+    """escalate re-runs a model with counters: a folder of traces has no model to re-run."""
+    assert main(["escalate", str(FIXTURES / "tracelens_h100_bert"), "--dry-run"]) == 2
+    assert "needs a run directory" in capsys.readouterr().err

@@ -1,0 +1,146 @@
+"""Benchmark: `madengine-rocprof report` on a large PyTorch profiler (Kineto) trace, side by side with HTA.
+
+Usage: python benchmarks/reports/bench_kineto.py [--gpu-events 1000000] [--runs 3] [--hta-python PY]
+                                                 [--hta-runs N] [--work DIR] [--json FILE]
+
+The trace (gzip) is generated once under --work by make_kineto_trace.py, which also returns the exact figures it
+wrote. Each timed run is one fresh process, as a user runs it: ours is `python -m madengine_rocprof report DIR
+--json --html -q`; HTA's (with --hta-python, a Python where HolisticTraceAnalysis is installed) loads the same
+folder with TraceAnalysis and computes its kernel breakdown and temporal breakdown (what our report gives).
+Runs alternate (ours, HTA, ours, HTA, ...) after one untimed run of ours that warms the page cache.
+Every run of ours must give exactly the generator's kernel count and per-kernel total time, or the benchmark fails.
+Prints and records wall time, CPU time (user + system, which the machine's load does not inflate) and peak RSS.
+Targets (issue 24): at most 10 s and 1.5 GiB for 1M GPU events; at least 5x faster than HTA.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+sys.path.insert(0, str(HERE))
+import make_kineto_trace  # noqa: E402
+
+TARGET_S, TARGET_MIB, TARGET_SPEEDUP = 10.0, 1536, 5.0
+HTA_SCRIPT = """
+import sys, warnings, logging
+warnings.filterwarnings("ignore"); logging.disable(logging.WARNING)
+from hta.trace_analysis import TraceAnalysis
+analyzer = TraceAnalysis(trace_dir=sys.argv[1])
+analyzer.get_gpu_kernel_breakdown(visualize=False)
+analyzer.get_temporal_breakdown(visualize=False)
+"""
+
+
+def prepare(work: Path, gpu_events: int) -> tuple[Path, dict]:
+    run_dir = work / f"kineto-{gpu_events}"
+    expected_file = work / f"kineto-{gpu_events}.expected.json"
+    if expected_file.exists():
+        return run_dir, json.loads(expected_file.read_text())
+    expected = make_kineto_trace.write(run_dir / "rank0.pt.trace.json.gz", gpu_events)
+    expected_file.write_text(json.dumps(expected))
+    return run_dir, expected
+
+
+def measure(cmd: list[str], env: dict | None = None) -> dict:
+    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of one process; exits if it fails."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    err = proc.stderr.read() if proc.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{err[-3000:]}")
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mib": usage.ru_maxrss / 1024}
+
+
+def ours(run_dir: Path, out: Path, expected: dict) -> dict:
+    result = measure([sys.executable, "-m", "madengine_rocprof", "report", str(run_dir), "--json",
+                      str(out / "r.json"), "--html", str(out / "r.html"), "-q"])
+    report = json.loads((out / "r.json").read_text())["runs"][0]
+    got = {k["name"]: [k["calls"], k["total_ns"]] for k in report["kernels"]}
+    if got != expected["kernels"] or report["summary"]["dispatches"] != expected["by_category"]["kernel"]:
+        sys.exit("the report's kernels differ from what the generator wrote")
+    return result
+
+
+def summary(runs: list[dict], key: str) -> dict:
+    values = [r[key] for r in runs]
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpu-events", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--hta-python", help="a Python with HolisticTraceAnalysis installed (side-by-side runs)")
+    parser.add_argument("--hta-runs", type=int, help="HTA runs (default: --runs)")
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "madengine-rocprof-bench")
+    parser.add_argument("--json", type=Path, help="write the results here as well")
+    args = parser.parse_args()
+    out = args.work / "out-kineto"
+    out.mkdir(parents=True, exist_ok=True)
+    run_dir, expected = prepare(args.work, args.gpu_events)
+    trace = next(run_dir.glob("*.json.gz"))
+    load_start = os.getloadavg()
+    print(f"machine: {os.cpu_count()} CPUs, load average {load_start[0]:.1f}; Python {platform.python_version()}; "
+          f"trace {trace.stat().st_size / 2**20:.0f} MiB gzip, {expected['gpu_events']:,} GPU events")
+    ours(run_dir, out, expected)  # warm the page cache
+    mine: list[dict] = []
+    hta: list[dict] = []
+    hta_runs = args.hta_runs if args.hta_runs is not None else args.runs
+    env = dict(os.environ, HTA_DISABLE_NS_ROUNDING="1")
+    for i in range(max(args.runs, hta_runs if args.hta_python else 0)):
+        if i < args.runs:
+            mine.append(ours(run_dir, out, expected))
+            print(f"  ours: {mine[-1]}")
+        if args.hta_python and i < hta_runs:
+            hta.append(measure([args.hta_python, "-c", HTA_SCRIPT, str(run_dir)], env=env))
+            print(f"  HTA:  {hta[-1]}")
+    result: dict = {
+        "gpu_events": expected["gpu_events"],
+        "events_by_category": expected["by_category"],
+        "trace_gzip_mib": trace.stat().st_size / 2**20,
+        "ours": {key: summary(mine, key) for key in ("wall_s", "cpu_s", "peak_rss_mib")} | {"runs": mine},
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "versions": {p: importlib.metadata.version(p) for p in ("polars", "msgspec")},
+        "load_average_at_start": load_start,
+        "load_average_at_end": os.getloadavg(),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+    }
+    median = result["ours"]["wall_s"]["median"]
+    met = median <= TARGET_S and result["ours"]["peak_rss_mib"]["max"] <= TARGET_MIB
+    print(f"ours: wall median {median:.2f} s, CPU median {result['ours']['cpu_s']['median']:.2f} s, peak RSS "
+          f"{result['ours']['peak_rss_mib']['max']:.0f} MiB (target {TARGET_S} s, {TARGET_MIB} MiB): "
+          + ("met" if met else "MISSED"))
+    if hta:
+        result["hta"] = {key: summary(hta, key) for key in ("wall_s", "cpu_s", "peak_rss_mib")} | {"runs": hta}
+        result["hta_version"] = subprocess.run(
+            [args.hta_python, "-c", "from importlib.metadata import version as v; "
+             "print(v('HolisticTraceAnalysis'), v('pandas'))"], capture_output=True, text=True).stdout.split()
+        speedup = {k: result["hta"][k]["median"] / result["ours"][k]["median"] for k in ("wall_s", "cpu_s")}
+        result["speedup_vs_hta"] = speedup
+        met &= speedup["wall_s"] >= TARGET_SPEEDUP
+        print(f"HTA: wall median {result['hta']['wall_s']['median']:.2f} s, peak RSS "
+              f"{result['hta']['peak_rss_mib']['max']:.0f} MiB; ours is {speedup['wall_s']:.1f}x faster (wall), "
+              f"{speedup['cpu_s']:.1f}x (CPU); target {TARGET_SPEEDUP}x")
+    result["met"] = met
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
