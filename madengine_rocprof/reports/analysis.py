@@ -178,7 +178,7 @@ def timeline_rows(run: RunData) -> list[dict]:
             rows.append(
                 {
                     "origin": source.process,
-                    "rank": int(rank.group(1)) if rank else None,
+                    "rank": source.rank if source.rank is not None else (int(rank.group(1)) if rank else None),
                     "device": d.device,
                     "dispatches": d.dispatches,
                     "span_ns": d.span_ns,

@@ -52,13 +52,13 @@ KINETO_MARK = re.compile(
 )
 STEP = re.compile(r"^ProfilerStep#(\d+)$")
 KERNEL, MEMCPY, MEMSET, CPU_OP = "kernel", "gpu_memcpy", "gpu_memset", "cpu_op"
-_GPU, _CPU, _ANNOTATION = "gpu", "cpu", "annotation"
+_KERNEL, _COPY, _CPU, _ANNOTATION = "kernel", "copy", "cpu", "annotation"
 # event category (as written, any case) -> what is read from it. ProfilerStep#N is a user_annotation, or a cpu_op in
 # older traces. Kineto before 2022 wrote Kernel, Memcpy, Memset and Operator.
 CATEGORY_KINDS = {
     spelling: kind
     for cat, kind in (
-        (KERNEL, _GPU), (MEMCPY, _GPU), (MEMSET, _GPU), ("memcpy", _GPU), ("memset", _GPU),
+        (KERNEL, _KERNEL), (MEMCPY, _COPY), (MEMSET, _COPY), ("memcpy", _COPY), ("memset", _COPY),
         (CPU_OP, _CPU), ("operator", _CPU), ("user_annotation", _ANNOTATION),
     )
     for spelling in (cat, cat.upper(), cat.capitalize())
@@ -364,57 +364,68 @@ class _Collected:
         self.strings: dict[str, str] = {}  # one str object per distinct CPU operator name
 
     def __call__(self, events: list[_Event], first: int) -> None:
-        strings, kinds, names, devices = self.strings, CATEGORY_KINDS, self.names, self.devices
-        for i, event in enumerate(events):
-            ph = event.ph
-            if ph == "X":
-                kind = kinds.get(event.cat)
-                if kind is None:
-                    continue
+        kinds, names, devices = CATEGORY_KINDS, self.names, self.devices
+        for event in events:
+            if event.ph != "X":
+                if event.name == "[memory]" and event.ph in ("i", "I") and event.args is not None:
+                    _memory(event.args, self.memory)
+                continue
+            kind = kinds.get(event.cat)
+            if kind is None:
+                continue
+            ts, dur, name = event.ts, event.dur, event.name
+            if kind is _ANNOTATION and not (type(name) is str and name.startswith("ProfilerStep#")):
+                continue  # record_function ranges: only the profiler's steps are read
+            # the common case inline (three decimals, as Kineto writes them); anything else through _times
+            if type(ts) is str and type(dur) is str and ts[-4:-3] == "." and dur[-4:-3] == "." and type(name) is str:
                 try:
-                    if kind is _GPU:
-                        start, end = _times(event)
-                        args = event.args
-                        device = event.pid if args is None or args.device is None else args.device
-                        table = self.kernels if event.cat.lower() == KERNEL else self.copies
-                        name = _name(event)
-                        code = names.get(name)
-                        if code is None:
-                            code = names[name] = len(names)
-                        table.name.append(code)
-                        table.start.append(start)
-                        table.end.append(end)
-                        code = devices.get(device)
-                        if code is None:
-                            code = devices[device] = len(devices)
-                        table.device.append(code)
-                        if self.want_tracks and table is self.kernels:
-                            stream = event.tid if args is None or args.stream is None else args.stream
-                            self.tracks.append(f"GPU {device} stream {stream}")
-                    elif type(event.name) is str and event.name.startswith("ProfilerStep#"):
-                        match = STEP.match(event.name)
-                        if match:
-                            self.steps.setdefault(int(match.group(1)), _times(event))
-                    elif kind is _CPU:
-                        name = _name(event)
-                        start, end = _times(event)
-                        self.cpu.append((strings.setdefault(name, name), (event.pid, event.tid), start, end))
-                except _Bad as err:
-                    raise UserError(f"{event.cat} event {event.name!r}: {err}", file=str(self.path),
-                                    where=f"$.traceEvents[{first + i}]", fix=FIX) from None
-            elif (ph == "i" or ph == "I") and event.name == "[memory]" and event.args is not None:
-                _memory(event.args, self.memory)
+                    start = int(ts.replace(".", ""))
+                    end = start + int(dur.replace(".", ""))
+                except ValueError:
+                    start, end = self._times(event, events, first)
+                if end < start:
+                    start, end = self._times(event, events, first)
+            else:
+                start, end = self._times(event, events, first)
+            if kind is _KERNEL or kind is _COPY:
+                args = event.args
+                device = event.pid if args is None or args.device is None else args.device
+                table = self.kernels if kind is _KERNEL else self.copies
+                code = names.get(name)
+                if code is None:
+                    code = names[name] = len(names)
+                table.name.append(code)
+                table.start.append(start)
+                table.end.append(end)
+                code = devices.get(device)
+                if code is None:
+                    code = devices[device] = len(devices)
+                table.device.append(code)
+                if self.want_tracks and kind is _KERNEL:
+                    stream = event.tid if args is None or args.stream is None else args.stream
+                    self.tracks.append(f"GPU {device} stream {stream}")
+            elif name.startswith("ProfilerStep#"):
+                match = STEP.match(name)
+                if match:
+                    self.steps.setdefault(int(match.group(1)), (start, end))
+            elif kind is _CPU:
+                self.cpu.append((self.strings.setdefault(name, name), (event.pid, event.tid), start, end))
+
+    def _times(self, event: _Event, events: list[_Event], first: int) -> tuple[int, int]:
+        """Start and end in ns of an event whose fields are not the common case; an error names the event."""
+        try:
+            _name(event)
+            return _times(event)
+        except _Bad as err:
+            index = first + next(i for i, e in enumerate(events) if e is event)
+            raise UserError(f"{event.cat} event {event.name!r}: {err}", file=str(self.path),
+                            where=f"$.traceEvents[{index}]", fix=FIX) from None
 
 
 def _times(event: _Event) -> tuple[int, int]:
-    ts, dur = event.ts, event.dur
     try:
-        if type(ts) is str and type(dur) is str and ts[-4:-3] == "." and dur[-4:-3] == ".":  # three decimals
-            start = int(ts.replace(".", ""))
-            duration = int(dur.replace(".", ""))
-        else:
-            start = to_ns(ts)
-            duration = to_ns(dur)
+        start = to_ns(event.ts)
+        duration = to_ns(event.dur)
     except ValueError:
         raise _Bad(f"ts {event.ts!r} / dur {event.dur!r} are not numbers of microseconds") from None
     if duration < 0:

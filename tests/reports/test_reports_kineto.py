@@ -427,3 +427,10 @@ def test_escalate_says_why_a_trace_folder_does_not_apply(capsys):
     """escalate re-runs a model with counters: a folder of traces has no model to re-run."""
     assert main(["escalate", str(FIXTURES / "tracelens_h100_bert"), "--dry-run"]) == 2
     assert "needs a run directory" in capsys.readouterr().err
+
+
+def test_timeline_rows_carry_the_trace_rank(tmp_path):
+    out = tmp_path / "r.json"
+    assert main(["report", str(FIXTURES / "hta_two_ranks"), "--json", str(out), "-q"]) == 0
+    rows = json.loads(out.read_text())["runs"][0]["timeline"]
+    assert sorted(r["rank"] for r in rows) == [0, 1]
