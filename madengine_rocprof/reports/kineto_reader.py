@@ -357,7 +357,7 @@ class _Collected:
         self.copies = _Columns()
         self.names: dict[str, int] = {}
         self.devices: dict[str, int] = {}
-        self.cpu: list[tuple[str, object, int, int]] = []
+        self.cpu: list[tuple[str, object, int, int]] | None = []  # None once a kernel was seen
         self.steps: dict[int, tuple[int, int]] = {}
         self.memory: dict[str, int] = {}
         self.tracks: list[str] = []  # per kernel: "GPU <device> stream <n>" (for the Perfetto writer)
@@ -401,6 +401,8 @@ class _Collected:
                 if code is None:
                     code = devices[device] = len(devices)
                 table.device.append(code)
+                if kind is _KERNEL and self.cpu is not None:
+                    self.cpu = None  # CPU operators are reported only for traces without kernels: stop keeping them
                 if self.want_tracks and kind is _KERNEL:
                     stream = event.tid if args is None or args.stream is None else args.stream
                     self.tracks.append(f"GPU {device} stream {stream}")
@@ -408,7 +410,7 @@ class _Collected:
                 match = STEP.match(name)
                 if match:
                     self.steps.setdefault(int(match.group(1)), (start, end))
-            elif kind is _CPU:
+            elif kind is _CPU and self.cpu is not None:
                 self.cpu.append((self.strings.setdefault(name, name), (event.pid, event.tid), start, end))
 
     def _times(self, event: _Event, events: list[_Event], first: int) -> tuple[int, int]:
@@ -521,5 +523,5 @@ def iter_kineto(path: Path) -> Iterator[tuple[str, int, int, str]]:
         for code, start, end, track in zip(k.name, k.start, k.end, got.tracks, strict=True):
             yield names[code], base + start, base + end, track
         return
-    for name, thread, start, end in got.cpu:
+    for name, thread, start, end in got.cpu or []:
         yield name, base + start, base + end, "pid {} thread {}".format(*thread)  # type: ignore[misc]
