@@ -268,9 +268,9 @@ def _last_block(stream: _Stream, head: bytes, handle, seen: int) -> _Meta:
         close = rest.rfind(b"]", 0, close)
         if close < 0:
             break
-        try:
-            events = _EVENTS.decode(b"[" + rest[: close + 1])
+        try:  # the small part first: most wrong candidates (a `]` in the keys after the events) fail there
             meta = _META.decode(head + b"]" + rest[close + 1:])
+            events = _EVENTS.decode(b"[" + rest[: close + 1])
         except msgspec.ValidationError as err:
             raise _validation(stream, err, seen) from None
         except msgspec.DecodeError as err:
