@@ -23,7 +23,7 @@ def main() -> int:
     with gzip.open(sys.argv[1], "rb") as fh:
         raw = fh.read(64 << 20)
     start = raw.index(b'"traceEvents": [') + len(b'"traceEvents": [')
-    block = b"[" + raw[start: kineto_reader._last_boundary(raw)] + b"]"
+    block = b"[" + raw[start: next(kineto_reader._boundaries(raw))] + b"]"
     parsers = {
         "msgspec, typed records, floats as text (the reader)": kineto_reader._EVENTS.decode,
         "json (stdlib), parse_float=str": lambda b: json.loads(b, parse_float=str),

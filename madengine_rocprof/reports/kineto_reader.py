@@ -225,38 +225,49 @@ def _events(stream: _Stream, handle) -> _Meta:
             stream.fill()
         if stream.eof:
             return _last_block(stream, head, handle, seen)
-        cut = _last_boundary(stream.buffer)
-        try:
-            if cut is None:
-                raise msgspec.DecodeError("no end of an event in this block")
-            events = _EVENTS.decode(b"[" + stream.buffer[:cut] + b"]")
-        except msgspec.DecodeError as err:
-            if len(stream.buffer) > 8 * CHUNK:  # not a string that holds `}, {`: the JSON is broken here
-                pos = _decode_error_pos(err)
-                raise stream.error(f"not valid JSON: {err}", None if pos is None else max(0, pos - 1)) from None
-            stream.fill()
+        events, cut = _decode_block(stream, seen)
+        if events is None:
+            stream.fill()  # no candidate end decoded (a string holding `}, {`, or a huge event): take in more
             continue
-        except msgspec.ValidationError as err:
-            raise _validation(stream, err, seen) from None
         handle(events, seen)
         seen += len(events)
         comma = stream.buffer.index(b",", cut)  # the comma between this block's last event and the next one
         stream.consume(comma + 1)
 
 
-def _last_boundary(buffer: bytes) -> int | None:
-    """Offset just past the `}` of the last `}, {` in the buffer (the end of a tentative block of whole events)."""
+def _decode_block(stream: _Stream, seen: int) -> tuple[list[_Event] | None, int]:
+    """The events of the buffer up to a candidate end of an event (the last `}, {` first); (None, 0) if none decodes.
+
+    A candidate can be inside a string that holds `}, {`: then the block does not decode and the next one back is
+    tried. A buffer that grew past 8 blocks without a decodable end is broken JSON, reported where it breaks.
+    """
+    error: Exception | None = None
+    for attempt, cut in enumerate(_boundaries(stream.buffer)):
+        if attempt == 8:
+            break
+        try:
+            return _EVENTS.decode(b"[" + stream.buffer[:cut] + b"]"), cut
+        except msgspec.DecodeError as err:
+            error = error or err
+        except msgspec.ValidationError as err:
+            raise _validation(stream, err, seen) from None
+    if len(stream.buffer) > 8 * CHUNK:
+        pos = _decode_error_pos(error) if error else None
+        raise stream.error(f"not valid JSON: {error or 'no end of an event'}", None if pos is None else max(0, pos - 1))
+    return None, 0
+
+
+def _boundaries(buffer: bytes) -> Iterator[int]:
+    """Offsets just past the `}` of `}, {` in the buffer, the last first: tentative ends of a block of whole events."""
     end = len(buffer)
-    for _ in range(64):  # Kineto writes `},` then a newline and `{`: found with rfind, no regex over the buffer
+    for _ in range(2):  # Kineto writes `},` then a newline and `{`: found with rfind, no regex over the buffer
         end = buffer.rfind(b"},", 0, end)
         if end < 0:
             break
         if buffer[end + 2: end + 2 + 64].lstrip()[:1] == b"{":
-            return end + 1
-    last = None  # other writers (spaces before the comma): the regex, over the whole buffer
-    for match in BETWEEN_EVENTS.finditer(buffer):
-        last = match
-    return None if last is None else last.start() + 1
+            yield end + 1
+    # other writers (spaces before the comma), or every `},` was inside a string: the regex, over the whole buffer
+    yield from reversed([match.start() + 1 for match in BETWEEN_EVENTS.finditer(buffer)])
 
 
 def _last_block(stream: _Stream, head: bytes, handle, seen: int) -> _Meta:

@@ -434,3 +434,24 @@ def test_timeline_rows_carry_the_trace_rank(tmp_path):
     assert main(["report", str(FIXTURES / "hta_two_ranks"), "--json", str(out), "-q"]) == 0
     rows = json.loads(out.read_text())["runs"][0]["timeline"]
     assert sorted(r["rank"] for r in rows) == [0, 1]
+
+
+@pytest.mark.parametrize("separator", [",\n  ", " , ", ","])
+def test_blocks_split_anywhere_give_the_same_result(tmp_path, monkeypatch, separator):
+    """Tiny blocks, kernel names holding `}, {` (a tentative block boundary inside a string), other writers'
+    spacing: the reader must still see every event once."""
+    from madengine_rocprof.reports import kineto_reader
+
+    monkeypatch.setattr(kineto_reader, "CHUNK", 97)
+    events = [
+        {"ph": "X", "cat": "kernel", "name": f"void k<{{lambda()#{i % 3}}}, {{x}}>(int)" + "}, {" * (i % 2),
+         "pid": 0, "tid": 7, "ts": 1000 + 10 * i, "dur": 1 + i % 5, "args": {"device": i % 2, "stream": 7}}
+        for i in range(300)
+    ] + [{"ph": "s", "id": 1, "cat": "ac2g", "name": "ac2g", "pid": 0, "tid": 1, "ts": 5}]
+    body = separator.join(json.dumps(e) for e in events)
+    text = '{"schemaVersion": 1, "traceEvents": [' + body + '], "deviceProperties": [{"id": 0}], "x": [[1], [2]]}'
+    write(tmp_path / "run" / "t.json", None, text=text)
+    source = load_runs([tmp_path / "run"])[0].timing[0]
+    trace = json.loads(text, parse_float=Decimal)
+    assert {n: (k.calls, k.total_ns) for n, k in source.kernels.items()} == kernel_table(trace)
+    assert {d.device: d.busy_ns for d in source.devices} == busy_per_device(trace, "kernel")
