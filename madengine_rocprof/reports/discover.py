@@ -124,6 +124,7 @@ def expand_runs(path: Path) -> list[Path]:
 def load_run(path: Path, label: str) -> RunData:
     run = RunData(label=label, path=path)
     timing: list[TimingSource] = []
+    copy_files: dict[tuple[str, str | None], list[Path]] = {}  # (process, pass) -> its memory_copy_trace files
     run_files: dict[str, tuple[int, Path]] = {}
     for rel, full in walk(path):
         if rel.name in RUN_FILES:
@@ -138,6 +139,7 @@ def load_run(path: Path, label: str) -> RunData:
         if kind == "counters-csv":
             run.counters.append(csv_readers.read_counter_collection(CounterSource(**common)))
         elif kind == "memory-copy":
+            copy_files.setdefault((common["process"], common["pass_id"]), []).append(full)
             for direction, stats in csv_readers.read_memory_copies(full).items():
                 total = run.copies.setdefault(direction, type(stats)())
                 total.calls += stats.calls
@@ -149,7 +151,7 @@ def load_run(path: Path, label: str) -> RunData:
                 if source.counters:
                     run.counters.append(source)
 
-    _choose_timing(run, timing)
+    _choose_timing(run, timing, copy_files)
     derive_timing_from_counters(run)
     for name, (_, file) in run_files.items():
         value = _read_json_object(file)  # typed as the contract says; readers still check each value they use
@@ -173,7 +175,9 @@ def load_run(path: Path, label: str) -> RunData:
     return run
 
 
-def _choose_timing(run: RunData, timing: list[TimingSource]) -> None:
+def _choose_timing(
+    run: RunData, timing: list[TimingSource], copy_files: dict[tuple[str, str | None], list[Path]]
+) -> None:
     """Keep one source per process, from the first pass that has any; read only those."""
     if not timing:
         return
@@ -191,7 +195,7 @@ def _choose_timing(run: RunData, timing: list[TimingSource]) -> None:
         else:
             run.skipped_timing.append(source)
     for source in best.values():
-        _read_timing(source)
+        _read_timing(source, copy_files.get((source.process, source.pass_id), []))
         run.timing.append(source)
     run.timing.sort(key=lambda s: s.rel)
     skipped_passes = sorted({s.pass_id for s in run.skipped_timing if s.pass_id != first_pass}, key=_pass_order)
@@ -238,9 +242,10 @@ def derive_timing_from_counters(run: RunData) -> None:
         )
 
 
-def _read_timing(source: TimingSource) -> None:
+def _read_timing(source: TimingSource, copy_files: list[Path]) -> None:
+    """Read one timing source; the CSV trace also takes the same process's memory_copy_trace files (busy time)."""
     if source.fmt in ("rocprofv3-csv", "legacy-csv"):
-        csv_readers.read_kernel_trace(source)
+        csv_readers.read_kernel_trace(source, copy_files)
         source.cpu_operators = first_value(source.path, "Agent_Id") == "CPU"
     elif source.fmt in ("rocprofv3-stats", "legacy-stats"):
         csv_readers.read_kernel_stats(source)
