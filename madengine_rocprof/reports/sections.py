@@ -121,6 +121,7 @@ def comparison(report: Report, top: int) -> Section | None:
     rows = report["comparison"]
     section = Section(f"Comparison (baseline: {report['baseline']})", level=2, anchor="comparison")
     time_title, speedup_title = _time_words(rows)
+    all_cpu = all(r["cpu_operators"] for r in rows)
     host = any(r["peak_memory_kind"] == "host" for r in rows)
     notes = [RATIO_NOTE]
     if any(not r["cpu_operators"] for r in rows):
@@ -138,8 +139,8 @@ def comparison(report: Report, top: int) -> Section | None:
         Table(
             [
                 Column("run", "label"),
-                Column("dispatches", "count"),
-                Column("unique kernels", "count"),
+                Column("operator calls" if all_cpu else "dispatches", "count"),
+                Column("unique operators" if all_cpu else "unique kernels", "count"),
                 Column(time_title),
                 Column(speedup_title, "times"),
                 Column("tokens/s", "number"),
@@ -419,7 +420,7 @@ def categories(run: ReportRun, top: int) -> Section | None:
             Table(
                 [
                     Column("category"),
-                    Column("kernels", "count"),
+                    Column("operators" if run["summary"].get("cpu_operators") else "kernels", "count"),
                     Column("calls", "count"),
                     Column("time (ms)", "ms"),
                     Column("share", "pct"),
@@ -587,7 +588,7 @@ def iterations(run: ReportRun, top: int) -> Section | None:
     summary_rows = []
     for t in rows:
         shown = t["iterations"][:ITERATION_ROWS]
-        kept = {r["iteration"] for r in (t["iteration_summary"] or {}).get("iterations", [])} if steady else None
+        kept = set((t["iteration_summary"] or {}).get("iterations", [])) if steady else None
         table = Table(
             [
                 Column("iteration"),
