@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from madengine_rocprof.reports import build_report, html_page, markdown
 from madengine_rocprof.reports.model import DeviceTime, KernelStats, RunData, TimingSource
+from madengine_rocprof.wrapper.contracts import WorkloadResult
 
 # a nested training step: linear -> addmm; matmul -> mm; backward wrapper -> MmBackward0 -> mm (ns)
 OPERATORS = {  # name: (calls, inclusive, self)
@@ -40,7 +42,7 @@ def cpu_run(label: str = "cpu", scale: float = 1.0, rss: int | None = 3 * 2**30)
     workload = {"model": "tiny_llama_v1", "status": "ok", "device": "cpu",
                 "metrics": {"tokens_per_second": 1000.0 / scale, "peak_memory_allocated_bytes": None,
                             "peak_host_rss_bytes": rss}}
-    return RunData(label=label, path=Path(label), timing=[src], workload=workload)  # type: ignore[typeddict-item]
+    return RunData(label=label, path=Path(label), timing=[src], workload=cast(WorkloadResult, workload))
 
 
 def test_hotspots_by_self_time_with_inclusive_beside_it():

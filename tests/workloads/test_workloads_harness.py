@@ -45,6 +45,12 @@ def test_json_result_and_performance_line(tmp_path, capsys):
     assert m["tokens_per_second_end_to_end"] == pytest.approx(3 * 12 * 4 / m["end_to_end_seconds"])
     e2e = re.findall(r"^end-to-end: ([0-9.]+) tokens_per_second", printed, re.M)
     assert float(e2e[0]) == pytest.approx(m["tokens_per_second_end_to_end"], abs=0.006)
+    # host memory on every device: the peak RSS, against the kernel's own high-water mark read another way
+    assert m["peak_memory_allocated_bytes"] is None  # no GPU memory on the CPU
+    if sys.platform == "linux":
+        status = open("/proc/self/status").read()
+        high_water = int(re.search(r"^VmHWM:\s+(\d+) kB", status, re.M).group(1)) * 1024
+        assert 50 * 2**20 < m["peak_host_rss_bytes"] <= high_water  # torch alone is larger than 50 MiB
 
 
 def test_batch_feed_cycles_the_seeded_batches_in_order():
