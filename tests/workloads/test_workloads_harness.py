@@ -7,6 +7,7 @@ import re
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -48,8 +49,10 @@ def test_json_result_and_performance_line(tmp_path, capsys):
     # host memory on every device: the peak RSS, against the kernel's own high-water mark read another way
     assert m["peak_memory_allocated_bytes"] is None  # no GPU memory on the CPU
     if sys.platform == "linux":
-        status = open("/proc/self/status").read()
-        high_water = int(re.search(r"^VmHWM:\s+(\d+) kB", status, re.M).group(1)) * 1024
+        status = Path("/proc/self/status").read_text()
+        found = re.search(r"^VmHWM:\s+(\d+) kB", status, re.M)
+        assert found is not None
+        high_water = int(found.group(1)) * 1024
         assert 50 * 2**20 < m["peak_host_rss_bytes"] <= high_water  # torch alone is larger than 50 MiB
 
 
