@@ -265,3 +265,43 @@ def test_definitions_option_shows_ours_hta_or_both(tmp_path, capsys):
     assert "(HTA: copy and fill kernels count as compute)" in both  # the difference is spelled out
     with pytest.raises(SystemExit):
         main(["report", str(tmp_path / "run"), "--definitions", "nvidia"])
+
+
+def test_rocprofv3_json_and_rocpd_copies_count_as_busy(tmp_path):
+    """The JSON's buffer_records.memory_copy and rocpd's memory_copies view give the same numbers as the CSV."""
+    import sqlite3
+
+    from .test_reports_formats import make_rocpd, write_rocprofv3_json
+
+    kernels = [(n, s, e) for n, s, e, _ in crafted(6, count=150, devices=("x",))]
+    copies = [(s, e, h2d) for (_, _, _, s, e), h2d in zip(crafted_copies(6, 40), [True, False] * 20, strict=True)]
+    want = next(iter(expected([(n, s, e, "x") for n, s, e in kernels]
+                              + [(ENGINE_COPY, s, e, "x") for s, e, _ in copies]).values()))
+
+    json_path = tmp_path / "json" / "h" / "1_results.json"
+    write_rocprofv3_json(json_path, kernels)  # kernels on agent handle 4; host agent handle 1
+    doc = json.loads(json_path.read_text())
+    doc["rocprofiler-sdk-tool"][0]["buffer_records"]["memory_copy"] = [
+        {"start_timestamp": s, "end_timestamp": e, "operation": 1 if h2d else 2,
+         "dst_agent_id": {"handle": 4 if h2d else 1}, "src_agent_id": {"handle": 1 if h2d else 4}}
+        for s, e, h2d in copies
+    ]
+    json_path.write_text(json.dumps(doc))
+    [row] = report_one(tmp_path / "json")["timeline"]
+    assert subset(row, want) == want and row["copies"] == len(copies)
+
+    db = tmp_path / "rocpd" / "h" / "1_results.db"
+    make_rocpd(db, kernels)  # kernels on agent absolute index 0; the host is agent 1 here
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE copies_0001 (name TEXT, start INTEGER, `end` INTEGER, dst INTEGER, src INTEGER, "
+                "dst_type TEXT, src_type TEXT)")
+    con.executemany("INSERT INTO copies_0001 VALUES (?,?,?,?,?,?,?)",
+                    [("MEMORY_COPY_HOST_TO_DEVICE" if h2d else "MEMORY_COPY_DEVICE_TO_HOST", s, e,
+                      0 if h2d else 1, 1 if h2d else 0, "GPU" if h2d else "CPU", "CPU" if h2d else "GPU")
+                     for s, e, h2d in copies])
+    con.execute("CREATE VIEW memory_copies AS SELECT name, start, `end`, dst AS dst_agent_abs_index, "
+                "src AS src_agent_abs_index, dst_type AS dst_agent_type, src_type AS src_agent_type FROM copies_0001")
+    con.commit()
+    con.close()
+    [row] = report_one(tmp_path / "rocpd")["timeline"]
+    assert subset(row, want) == want and row["copies"] == len(copies)
