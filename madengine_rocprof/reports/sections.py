@@ -426,6 +426,10 @@ def categories(run: ReportRun, top: int) -> Section | None:
                     Column("share", "pct"),
                 ],
                 [[c["category"], c["kernels"], c["calls"], c["total_ns"], c["share"]] for c in rows],
+                note="Inclusive times of nested operators: a category holds its operators' nested calls too, "
+                "so categories over-count (the trace gives no self times)."
+                if run["summary"].get("cpu_operators") and run["summary"].get("time_basis") != "self"
+                else None,
             ),
         ],
     )

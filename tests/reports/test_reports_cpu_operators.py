@@ -96,6 +96,7 @@ def test_without_self_times_the_report_says_inclusive_times_overlap():
     assert run["kernels"][0]["name"] == "aten::linear"  # inclusive: the outermost operator first
     text = markdown.render(report)
     assert "Top 10 CPU operators by inclusive time" in text and "inclusive times overlap and over-count" in text
+    assert "so categories over-count" in text
 
 
 def test_two_cpu_runs_ratios_read_one_way():
