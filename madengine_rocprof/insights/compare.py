@@ -24,7 +24,7 @@ from madengine_rocprof.wrapper.contracts import WorkloadResult
 
 SCHEMA_VERSION = 1
 RUN_MARKERS = ("run.json", "workload_result.json")
-PER_DISPATCH = ("rocprofv3-csv", "legacy-csv", "rocprofv3-json", "rocpd")
+PER_DISPATCH = ("rocprofv3-csv", "legacy-csv", "rocprofv3-json", "rocpd", "rocprofv3-pftrace")
 
 
 @dataclass

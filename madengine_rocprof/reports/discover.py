@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import cast
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.reports import csv_readers, json_reader, rocpd_reader
+from madengine_rocprof.reports import csv_readers, json_reader, pftrace_reader, rocpd_reader
 from madengine_rocprof.reports.csv_tables import first_value, normalize, read_header
 from madengine_rocprof.reports.model import CounterSource, KernelStats, RunData, TimingSource
 from madengine_rocprof.wrapper import file_kinds
@@ -31,20 +31,22 @@ FORMATS = {
     file_kinds.MEMORY_COPY_TRACE: "memory-copy",
     file_kinds.RESULTS_JSON: "rocprofv3-json",
     file_kinds.ROCPD: "rocpd",
+    file_kinds.PERFETTO: "rocprofv3-pftrace",
 }
 # lower number = richer source; the richest per process is counted
 PRIORITY = {
     "rocprofv3-csv": 0,
     "rocpd": 1,
     "rocprofv3-json": 2,
-    "legacy-csv": 3,
-    "rocprofv3-stats": 4,
-    "legacy-stats": 5,
+    "rocprofv3-pftrace": 3,  # kernel times may carry the writer's overlap adjustment (pftrace_reader)
+    "legacy-csv": 4,
+    "rocprofv3-stats": 5,
+    "legacy-stats": 6,
 }
 PASS_DIR = re.compile(r"^(pmc|pass)_(\d+)$")
 RUN_FILES = ("workload_result.json", "run.json", "manifest.json")
 LOOKED_FOR = ("*kernel_trace.csv, *kernel_stats.csv, *counter_collection.csv, *results.json, *results.db, "
-              "legacy results.csv / results.stats.csv")
+              "*results.pftrace, legacy results.csv / results.stats.csv")
 
 
 def classify(path: Path) -> str | None:
@@ -253,6 +255,8 @@ def _read_timing(source: TimingSource, copy_files: list[Path]) -> None:
         json_reader.read_json(source)
     elif source.fmt == "rocpd":
         rocpd_reader.read_rocpd_kernels(source)
+    elif source.fmt == "rocprofv3-pftrace":
+        pftrace_reader.read_pftrace(source)
 
 
 def iter_dispatches(source: TimingSource):
@@ -263,4 +267,6 @@ def iter_dispatches(source: TimingSource):
         return json_reader.iter_json(source.path)
     if source.fmt == "rocpd":
         return rocpd_reader.iter_rocpd(source.path)
+    if source.fmt == "rocprofv3-pftrace":
+        return pftrace_reader.iter_pftrace(source.path)
     return iter(())

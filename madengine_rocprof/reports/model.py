@@ -101,7 +101,7 @@ class TimingSource:
 
     path: Path
     rel: str  # path relative to the run directory, shown as the origin
-    fmt: str  # rocprofv3-csv, rocprofv3-stats, rocprofv3-json, rocpd, legacy-csv, legacy-stats
+    fmt: str  # rocprofv3-csv, rocprofv3-stats, rocprofv3-json, rocprofv3-pftrace, rocpd, legacy-csv, legacy-stats
     process: str  # origin key: relative directory + per-process file prefix
     pass_id: str | None  # "pmc_2", "pass_1" or None for single-pass output
     kernels: dict[str, KernelStats] = field(default_factory=dict)
