@@ -408,6 +408,7 @@ def analyze_run(run: RunData, steady_state: bool = False, definitions: str = "ou
             "idle_ns": None if busy_total is None else span_total - busy_total,
             "idle_share": None if busy_total is None else _ratio(span_total - busy_total, span_total),
             "overlap_ns": sum(t["overlap_ns"] for t in timeline) if timeline else None,
+            "trace_peak_memory": _trace_peak_memory(run),
         },
         "timeline": timeline,
         "kernels": kernel_rows,
@@ -472,12 +473,16 @@ def compare(runs: list[ReportRun], baseline: ReportRun) -> list[dict[str, Any]]:
     memory): baseline / run for times and memory, run / baseline for throughput."""
     base_summary, base_work = baseline["summary"], baseline["workload"] or {}
     base_gpu = base_summary["gpu_time_ns"] if base_summary["has_kernel_data"] else None
-    base_memory, _ = peak_memory(base_work)
+    base_memory, base_kind = peak_memory(base_work)
+    if base_memory is None:
+        base_memory, base_kind = _trace_memory(base_summary)
     rows = []
     for run in runs:
         summary, work = run["summary"], run["workload"] or {}
         gpu = summary["gpu_time_ns"] if summary["has_kernel_data"] else None
         memory, memory_kind = peak_memory(work)
+        if memory is None:  # no workload figure: the trace's own memory events, largest device
+            memory, memory_kind = _trace_memory(summary)
         # CPU operator time and GPU kernel time are different things: no ratio between them
         comparable = summary.get("cpu_operators", False) == base_summary.get("cpu_operators", False)
         rows.append(
@@ -496,11 +501,21 @@ def compare(runs: list[ReportRun], baseline: ReportRun) -> list[dict[str, Any]]:
                 "peak_host_rss_bytes": work.get("peak_host_rss_bytes"),
                 "peak_memory_bytes": memory,
                 "peak_memory_kind": memory_kind,  # "device" (allocated by torch) or "host" (peak RSS)
-                "memory_saving": _ratio(base_memory, memory) if memory_kind == _kind_of(base_work) else None,
+                "memory_saving": _ratio(base_memory, memory) if memory_kind == base_kind else None,
                 "status": run.get("run_status") or work.get("status") or run.get("outcome"),
             }
         )
     return rows
+
+
+def _trace_peak_memory(run: RunData) -> list[dict[str, Any]]:
+    """Peak allocated memory per process and device from the trace's own memory events (PyTorch profiler
+    `[memory]`: the allocator's Total Allocated), where the reader gives it (TimingSource.peak_memory_bytes)."""
+    out = []
+    for source in run.timing:
+        peaks = getattr(source, "peak_memory_bytes", None) or {}  # only the readers of traces with memory events
+        out += [{"origin": source.process, "device": device, "bytes": value} for device, value in peaks.items()]
+    return out
 
 
 def peak_memory(work: Mapping[str, Any]) -> tuple[Any, str | None]:
@@ -512,8 +527,14 @@ def peak_memory(work: Mapping[str, Any]) -> tuple[Any, str | None]:
     return None, None
 
 
-def _kind_of(work: Mapping[str, Any]) -> str | None:
-    return peak_memory(work)[1]
+def _trace_memory(summary: Mapping[str, Any]) -> tuple[Any, str | None]:
+    """The largest per-device peak of the trace's memory events (GPU devices before the host's)."""
+    peaks = summary.get("trace_peak_memory") or []
+    gpu = [p["bytes"] for p in peaks if not str(p["device"]).upper().startswith("CPU")]
+    if gpu:
+        return max(gpu), "trace"
+    host = [p["bytes"] for p in peaks]
+    return (max(host), "trace host") if host else (None, None)
 
 
 def pick_baseline(runs: list[RunData], baseline: str | None) -> int:

@@ -109,6 +109,7 @@ def _time_words(runs: list) -> tuple[str, str]:
     return "GPU kernel time (ms)", "GPU-time speedup"
 
 
+MEMORY_KIND = {"host": " (host RSS)", "trace": " (trace)", "trace host": " (trace, host)"}
 RATIO_NOTE = (
     "Every ratio is against the baseline and reads the same way, above 1x is better: baseline / run for times "
     "and memory (faster, less memory), run / baseline for tokens/s."
@@ -130,6 +131,11 @@ def comparison(report: Report, top: int) -> Section | None:
         notes.append(
             "CPU operator time is the sum of self times where the trace gives them (else of inclusive times); "
             "it is not compared with GPU kernel time."
+        )
+    if any(str(r["peak_memory_kind"]).startswith("trace") for r in rows):
+        notes.append(
+            "Peak memory marked trace is the largest per-device peak of the allocator's Total Allocated in the "
+            "trace's memory events (the workload recorded none)."
         )
     if host:
         notes.append(
@@ -159,7 +165,7 @@ def comparison(report: Report, top: int) -> Section | None:
                     r["gpu_time_speedup"],
                     r["tokens_per_second"],
                     r["throughput_speedup"],
-                    gib(r["peak_memory_bytes"]) + (" (host RSS)" if r["peak_memory_kind"] == "host" else ""),
+                    gib(r["peak_memory_bytes"]) + MEMORY_KIND.get(r["peak_memory_kind"], ""),
                     r["memory_saving"],
                     r["status"] or DASH,
                 ]
@@ -288,6 +294,15 @@ def run_header(run: ReportRun, top: int) -> Section:
             facts.append(f"kernel times from: {', '.join(summary['kernel_time_from'])}")
     else:
         facts.append("no kernel timing in this run")
+    peaks = summary.get("trace_peak_memory") or []
+    if peaks:
+        several = len({p["origin"] for p in peaks}) > 1  # name the process only where there are several
+        facts.append(
+            "peak allocated memory in the trace (memory events): "
+            + ", ".join(
+                f"{p['device']} {gib(p['bytes'])} GiB" + (f" ({p['origin']})" if several else "") for p in peaks
+            )
+        )
     section = Section(f"Run: {run['label']}", level=2, blocks=[Lines(facts)])
     if run["notes"]:
         section.blocks.append(Lines([f"note: {n}" for n in run["notes"]], kind="note"))

@@ -101,3 +101,23 @@ def test_no_iterations_no_section():
     report = build_report([RunData(label="r", path=Path("."), timing=[src])])
     assert report["runs"][0]["timeline"][0]["iteration_summary"] is None
     assert "Device time per iteration" not in markdown.render(report)
+
+
+def test_peak_memory_from_the_traces_memory_events():
+    """Without a workload figure, the trace's own peaks (TimingSource.peak_memory_bytes, set by the trace readers)."""
+    runs = []
+    for label, gpu in (("base", 2 * 2**30), ("new", 4 * 2**30)):
+        src, _ = source(rank=0, seed=6)
+        src.peak_memory_bytes = {"CPU": 2**30, "GPU 0": gpu}  # type: ignore[attr-defined]
+        runs.append(RunData(label=label, path=Path(label), timing=[src]))
+    report = build_report(runs)
+    assert report["runs"][1]["summary"]["trace_peak_memory"] == [
+        {"origin": "host/0", "device": "CPU", "bytes": 2**30},
+        {"origin": "host/0", "device": "GPU 0", "bytes": 4 * 2**30},
+    ]
+    row = report["comparison"][1]
+    assert (row["peak_memory_bytes"], row["peak_memory_kind"]) == (4 * 2**30, "trace")
+    assert row["memory_saving"] == pytest.approx(0.5)
+    text = markdown.render(report)
+    assert "peak allocated memory in the trace (memory events): CPU 1.00 GiB, GPU 0 4.00 GiB" in text
+    assert "| 4.00 (trace) | 0.50x |" in text
