@@ -461,7 +461,9 @@ HTA_DEFINITIONS = (
     "Holistic Trace Analysis's definitions (HTA 0.5.0 temporal breakdown and comm/comp overlap): busy = union of all "
     "GPU events (kernels, copies, memsets), idle = span - busy as ours; communication = kernels named `nccl...Kernel`; "
     "memory = copies and memsets; compute = every other kernel, copy and fill kernels on the SMs included; "
-    "non-compute = busy - compute; overlap = compute and communication at once, its share of the communication time."
+    "non-compute = busy - compute; overlap = compute and communication at once, its share of the communication time. "
+    "HTA itself also drops the GPU work launched in the last ProfilerStep (complete iterations only); these numbers "
+    "cover the whole trace: compare per iteration."
 )
 
 
