@@ -12,8 +12,9 @@ import types
 
 import pytest
 
+from madengine_rocprof.cli import doctor
 from madengine_rocprof.tracer import convert, cupti_backend, cupti_records, demangle, runtime, select
-from madengine_rocprof.wrapper import detect, outputs, planner
+from madengine_rocprof.wrapper import outputs, planner
 
 from .fakes import fake_cupti
 from .wrapper_testlib import manifest, wrapper_cli
@@ -222,7 +223,7 @@ def test_backend_choice(setting, cuda, error, expected, warns):
 
 def test_doctor_shows_the_tracer_backend(monkeypatch):
     env = {"PATH": "/nonexistent"}
-    probe = detect.embedded(env).probes[0]
+    probe = doctor.tracer_probes(env)[0]
     assert probe.startswith("tracer backend: torch")  # no NVIDIA GPU here
     monkeypatch.setattr(select, "cupti_python_version", lambda: "13.0.1")
     assert select.describe(env, nvidia=True).startswith("tracer backend: cupti (CUDA GPU and cupti-python importable")
