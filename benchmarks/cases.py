@@ -149,30 +149,51 @@ def _unit(key: str) -> str:
     return next((unit for suffix, unit in UNIT_SUFFIXES.items() if key.endswith(suffix)), "")
 
 
+def _spread(name: str, unit: str, value: dict[str, Any], n: int | None) -> dict[str, Any]:
+    out = {"name": name, "unit": unit, "min": value["min"], "median": value["median"], "max": value["max"]}
+    return {**out, "n": n} if n else out
+
+
+def _figures_of(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """A script's figures: a list in the rows' form as it is; else every {"min", "median", "max"} object and plain
+    number (of the line, or of its `figures` object), the unit from the key's suffix; `checks` as values."""
+    if isinstance(data.get("figures"), list):
+        return list(data["figures"])
+    n = data.get("rounds") if isinstance(data.get("rounds"), int) else None
+    source = data["figures"] if isinstance(data.get("figures"), dict) else data
+    figs = []
+    for key, value in source.items():
+        if isinstance(value, dict) and {"min", "median", "max"} <= value.keys():
+            figs.append(_spread(key, str(value.get("unit") or _unit(key)), value, n))
+        elif isinstance(value, int | float) and not isinstance(value, bool) and key not in ("rounds", "steps"):
+            figs.append(fixed(key, _unit(key), value))
+    for key, values in (data.get("checks") or {}).items():  # e.g. dropped records, kernel rows: the same each round
+        shown = values if not isinstance(values, list) else values[0] if len(values) == 1 else ", ".join(
+            map(str, values))
+        figs.append(fixed(key, "", shown if isinstance(shown, int | float | str) else json.dumps(shown)))
+    return figs
+
+
 def rows_from_lines(case: Case, ctx: Context, folder: Path) -> list[dict[str, Any]]:
-    """One row per JSON line the script wrote under `folder` (one line per variant). A line gives `variant` and
-    either `figures` in the rows' form, or figures as {"min", "median", "max"} objects and plain numbers, their unit
-    from the key's suffix (_ms, _s, _pct, ...); `device` and `versions` in a line are kept beside ours."""
-    lines = [line for path in sorted(folder.rglob("*.jsonl")) for line in path.read_text().splitlines() if line.strip()]
+    """One row per JSON line the script wrote (results.jsonl under `folder` when there is one, else every .jsonl
+    there): one line per variant. The variant is the line's `variant` (or `name`, or what follows the `/` of its
+    `case`); figures as _figures_of reads them; a line's `device` and `versions` objects are kept beside ours."""
+    files = sorted(folder.rglob("results.jsonl")) or sorted(folder.rglob("*.jsonl"))
+    lines = [line for path in files for line in path.read_text().splitlines() if line.strip()]
     if not lines:
         raise CaseFailed(f"{case.script} wrote no JSON lines under {folder}")
     rows = []
     for number, line in enumerate(lines, 1):
         data = json.loads(line)
-        variant = str(data.get("variant") or data.get("name") or f"line {number}")
-        figs = data.get("figures")
-        if not isinstance(figs, list):
-            figs = []
-            for key, value in data.items():
-                if isinstance(value, dict) and {"min", "median", "max"} <= value.keys():
-                    figs.append(figure(key, str(value.get("unit") or _unit(key)),
-                                       [value["min"], value["median"], value["max"]]))
-                elif isinstance(value, int | float) and not isinstance(value, bool) and key not in ("rounds", "steps"):
-                    figs.append(fixed(key, _unit(key), value))
+        variant = str(data.get("variant") or data.get("name") or str(data.get("case", "")).partition("/")[2]
+                      or f"line {number}")
+        figs = _figures_of(data)
+        if not figs:
+            raise CaseFailed(f"{case.script}: line {number} of its output has no figures")
         row = _row(case, ctx, variant, figs, script_output=data)
         for key in ("device", "versions"):
             if isinstance(data.get(key), dict):
-                row[key] = {**row[key], **data[key]}
+                row[key] = {**row[key], **{k: v for k, v in data[key].items() if v is not None}}
         rows.append(row)
     return rows
 
@@ -183,8 +204,37 @@ def json_lines_script(case: Case, ctx: Context) -> list[dict[str, Any]]:
         raise NotAvailable(f"{case.script or case.name} is not in this checkout: {case.about}")
     argv = [sys.executable, str(script), "--rounds", str(ctx.rounds), "--out", str(ctx.out / "raw")]
     argv += ["--steps", str(ctx.steps)] if "steps" in case.options else []
-    run_script(ctx, argv, "run")
-    return rows_from_lines(case, ctx, ctx.out / "raw")
+    code, _ = run_script(ctx, argv, "run", check=False)  # a failed process still leaves the others' rows
+    rows = rows_from_lines(case, ctx, ctx.out / "raw")
+    if code != 0:
+        for row in rows:
+            row["note"] = f"the script exited {code}: some process failed (see {ctx.out / 'run.log'})"
+    return rows
+
+
+# ------------------------------------------------------------------ gate: compare --gate on repeated CPU runs
+def gate(case: Case, ctx: Context) -> list[dict[str, Any]]:
+    """aa_cpu.py: --rounds chunks of 6 identical runs (A/A) and as many of A B A B A B (a known slowdown); a row per
+    statistic and comparison kind with how often the gate failed (exit 1): false positives for A/A, power for B."""
+    script = case.script_path()
+    out = ctx.out / "raw"
+    argv = [sys.executable, str(script), "--out", str(out), "--aa-chunks", str(ctx.rounds), "--ab-chunks",
+            str(ctx.rounds)]
+    run_script(ctx, argv, "aa_cpu")
+    summary = json.loads((out / "aa_summary.json").read_text())
+    rows = []
+    for statistic, results in summary["results"].items():
+        for kind, tally in results.items():
+            if not isinstance(tally, dict) or not tally.get("comparisons"):
+                continue
+            what = "power: slowdown caught" if kind.startswith("slowdown") else "false-positive rate"
+            failed = tally["exit_1"]
+            rate = 100.0 * failed / tally["comparisons"]
+            figs = [fixed("gate failed (exit 1)", "comparisons", f"{failed} of {tally['comparisons']}"),
+                    fixed(what, "%", round(rate, 1)),
+                    fixed("not judged (exit 2)", "comparisons", tally["exit_2"])]
+            rows.append(_row(case, ctx, f"{kind}, {statistic}", figs, steps=summary.get("steps")))
+    return rows
 
 
 # ------------------------------------------------------------------ reports at scale
@@ -204,7 +254,8 @@ def report_rows(case: Case, ctx: Context, out: Path) -> list[dict[str, Any]]:
     data = json.loads(out.read_text())
     rows = []
     for result in data["results"]:
-        if result["case"] != case.options[0] or (result["sqlite_reader"] or "auto") != (
+        names = case.options[0].split(",")
+        if result["case"] not in names or (result["sqlite_reader"] or "auto") != (
                 "stdlib" if "stdlib" in case.options else "auto"):
             continue
         wall = result["wall_s"]
@@ -214,6 +265,7 @@ def report_rows(case: Case, ctx: Context, out: Path) -> list[dict[str, Any]]:
                       note=f"{result['target_s']} s" + (f", {result['target_peak_mib']} MiB"
                                                         if result["target_peak_mib"] else ""))]
         variant = {None: "default", "auto": "ADBC reader", "stdlib": "stdlib sqlite3 fallback"}[result["sqlite_reader"]]
+        variant = result["case"] if len(names) > 1 else variant
         row = _row(case, ctx, variant, figs,
                    dispatches=result["dispatches"], input_mb=result["input_mb"],
                    load_average_1min=[data["load_average_1min_at_start"], result["load_average_1min_after"]])
@@ -284,6 +336,19 @@ def _workload(config: str, label: str) -> Case:
                 "benchmarks/tinytransformer/bench.py", workloads, (config,))
 
 
+def _kineto() -> Case:
+    """Kineto traces at scale: bench_report.py's kineto cases where it has them, else a script of its own."""
+    source = (REPO / "benchmarks" / "reports" / "bench_report.py").read_text()
+    names = sorted(set(re.findall(r'"(kineto[\w-]*)"\s*:', source)))
+    about = "report on PyTorch profiler (Kineto) traces at scale"
+    if names:
+        return Case("reports.kineto", "cpu", f"{about} (bench_report.py: {', '.join(names)})",
+                    "benchmarks/reports/bench_report.py", reports, (",".join(names),))
+    return Case("reports.kineto", "cpu", f"{about}: its script comes with the Kineto reader "
+                "(benchmarks/reports/bench_kineto.py, --rounds N --out DIR, JSON lines)",
+                "benchmarks/reports/bench_kineto.py", json_lines_script)
+
+
 def _report(name: str, about: str, *extra: str, bench_case: str = "") -> Case:
     """A bench_report.py case; `bench_case` when its name there differs from ours."""
     return Case(f"reports.{name}", "cpu", about, "benchmarks/reports/bench_report.py", reports,
@@ -302,16 +367,14 @@ CASES: dict[str, Case] = {c.name: c for c in [
     _report("rocpd-10m", "report on a rocpd database of 10M dispatches, ADBC reader (target 10 s)"),
     _report("rocpd-10m-stdlib", "the same with the stdlib sqlite3 fallback (an install without adbc-driver-sqlite)",
             "--sqlite-reader", "stdlib", bench_case="rocpd-10m"),
-    Case("reports.kineto", "cpu", "report on a Kineto (torch.profiler) trace at scale: the script comes with the "
-         "Kineto reader's branch (benchmarks/reports/bench_kineto.py, --rounds N --out DIR, JSON lines)",
-         "benchmarks/reports/bench_kineto.py", json_lines_script),
+    _kineto(),
     Case("escalate.ncu-top5", "gpu", "escalate with the real ncu on TinyTransformer v1: top 5 kernels with counters, "
          "the second pass against ncu over every kernel", "benchmarks/insights/escalate_gpu.sh", escalate),
     Case("slurm.local-cluster", "docker", "the local SLURM cluster (1 controller + 2 nodes in Docker): start, and the "
          "SLURM tests with a 2-node TinyTransformer job", "scripts/setup_slurm.sh", slurm),
-    Case("gate.false-positives-and-power", "cpu", "compare --gate: the A/A false-positive rate and the power to catch "
-         "a known slowdown (benchmarks/insights/gate_power.py, --rounds N --out DIR, JSON lines)",
-         "benchmarks/insights/gate_power.py", json_lines_script),
+    Case("gate.false-positives-and-power", "cpu", "compare --gate on repeated CPU runs of TinyTransformer v1 under "
+         "the tracer: the A/A false-positive rate and the power to catch a known slowdown (--rounds chunks of each)",
+         "benchmarks/insights/aa_cpu.py", gate),
     Case("runner.gpu-e2e", "gpu", "madengine-rocprof run (local runner) for v1 and v4 under lightweight and "
          "compute_bound, then report: every phase must exit 0", "benchmarks/runner/gpu_final_check.sh", runner),
 ]}

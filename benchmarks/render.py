@@ -91,6 +91,9 @@ def rerun(row: dict[str, Any]) -> str:
 
     if row["case"] in CASES:
         return f"python -m benchmarks run {row['case']}"
+    scripts = [word for word in row["command"].split() if word.startswith(("benchmarks/", "scripts/"))]
+    if all((REPO / script).is_file() for script in scripts):
+        return row["command"]  # a script of its own, not a suite case
     return f"{row['command']} (retired; git show {row['source'].get('commit', row['commit'])[:7]})"
 
 

@@ -45,11 +45,16 @@ p.add_argument("--rounds", type=int); p.add_argument("--out"); p.add_argument("-
 a = p.parse_args()
 out = pathlib.Path(a.out); out.mkdir(parents=True)
 times = [10.0 + i for i in range(a.rounds)]
-with (out / "table.jsonl").open("w") as fh:
+with (out / "results.jsonl").open("w") as fh:
     fh.write(json.dumps({"variant": "plain", "step_ms": {"min": min(times), "median": sorted(times)[len(times) // 2],
                          "max": max(times)}, "dispatches": 80879, "steps": a.steps}) + "\\n")
     fh.write(json.dumps({"variant": "traced", "figures": [{"name": "overhead", "unit": "%", "min": 1.0,
                          "median": 2.0, "max": 4.0}]}) + "\\n")
+    # product_path.py's form: the variant after the case's "/", figures as an object, checks per round
+    fh.write(json.dumps({"case": "product_path/kernel_trace", "rounds": a.rounds, "figures": {
+        "step_ms": {"min": 22.8, "median": 23.5, "max": 24.6}, "overhead_pct": None},
+        "checks": {"dropped_records": [0], "kernel_rows": [80879, 80880]}, "device": "H100, driver 580"}) + "\\n")
+(out / "runs.jsonl").write_text(json.dumps({"variant": "plain", "round": 0, "step_ms": 10.0}) + "\\n")
 '''
 
 
@@ -70,8 +75,13 @@ def test_a_run_appends_rows_with_figures_and_provenance(capsys, tmp_path, fake_c
                               "--out", str(tmp_path / "out"), "--results", str(results))
     assert code == 0, err
     rows = rowlib.load(results / "gate.jsonl")
-    assert [r["variant"] for r in rows] == ["plain", "traced"]
-    plain, traced = rows
+    assert [r["variant"] for r in rows] == ["plain", "traced", "kernel_trace"]  # results.jsonl only, not runs.jsonl
+    plain, traced, product = rows
+    step_ms = product["figures"][0]
+    assert (step_ms["name"], step_ms["unit"], step_ms["median"], step_ms["n"]) == ("step_ms", "ms", 23.5, 3)
+    assert {"name": "dropped_records", "unit": "", "value": 0} in product["figures"]
+    assert {"name": "kernel_rows", "unit": "", "value": "80879, 80880"} in product["figures"]
+    assert product["details"]["script_output"]["device"] == "H100, driver 580"
     step = next(f for f in plain["figures"] if f["name"] == "step_ms")
     assert (step["min"], step["median"], step["max"], step["unit"]) == (10.0, 11.0, 12.0, "ms")
     assert {"name": "dispatches", "unit": "", "value": 80879} in plain["figures"]
@@ -82,10 +92,10 @@ def test_a_run_appends_rows_with_figures_and_provenance(capsys, tmp_path, fake_c
     assert plain["source"] == {"kind": "measured"}
     assert plain["device"]["name"] and plain["versions"]["python"] == environment.versions()["python"]
     assert plain["commit"] == environment.commit() and len(plain["date"]) == 20
-    assert (tmp_path / "out" / "gate.fake" / "rows.jsonl").read_text().count("\n") == 2
+    assert (tmp_path / "out" / "gate.fake" / "rows.jsonl").read_text().count("\n") == 3
     # a second run appends: the history is kept
     run_main(capsys, "run", "gate.fake", "--rounds", "1", "--out", str(tmp_path / "out2"), "--results", str(results))
-    assert len(rowlib.load(results / "gate.jsonl")) == 4
+    assert len(rowlib.load(results / "gate.jsonl")) == 6
 
 
 def test_smoke_runs_record_nothing(capsys, tmp_path, fake_case):
@@ -213,3 +223,25 @@ def test_imported_rows_name_a_commit_that_holds_their_logs():
 def test_python_dash_m_benchmarks_runs_from_the_repository():
     done = subprocess.run([sys.executable, "-m", "benchmarks", "list"], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0 and "workloads.b8s128" in done.stdout
+
+
+def test_gate_rows_give_the_false_positive_rate_and_the_power(tmp_path, monkeypatch):
+    """aa_cpu.py's summary -> one row per comparison kind and statistic: A/A exit 1 is a false positive, a slowdown's
+    exit 1 is the gate catching it."""
+    def fake_run(ctx, argv, name, env=None, check=True):
+        out = Path(argv[argv.index("--out") + 1])
+        out.mkdir(parents=True)
+        results = {"aa_alternating_3_per_side": {"comparisons": 20, "exit_0": 19, "exit_1": 1, "exit_2": 0},
+                   "slowdown_3_per_side": {"comparisons": 4, "exit_0": 1, "exit_1": 3, "exit_2": 0},
+                   "aa_flagged": [["aa_alternating_3_per_side", []]]}
+        (out / "aa_summary.json").write_text(json.dumps({"steps": 10, "results": {"median": results}}))
+        return 0, 1.0
+
+    monkeypatch.setattr(cases, "run_script", fake_run)
+    case = cases.Case("gate.t", "cpu", "", __file__, cases.gate)
+    env = {"device": {"name": "CPU only (2 cores)"}, "versions": {}, "commit": "abc", "date": "2026-01-01"}
+    aa, slow = cases.gate(case, cases.Context(2, 60, tmp_path, env, "python -m benchmarks run gate.t --rounds 2"))
+    assert aa["variant"] == "aa_alternating_3_per_side, median"
+    assert {"name": "false-positive rate", "unit": "%", "value": 5.0} in aa["figures"]
+    assert {"name": "power: slowdown caught", "unit": "%", "value": 75.0} in slow["figures"]
+    assert {"name": "gate failed (exit 1)", "unit": "comparisons", "value": "3 of 4"} in slow["figures"]

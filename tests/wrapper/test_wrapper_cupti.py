@@ -231,6 +231,23 @@ def test_doctor_shows_the_tracer_backend(monkeypatch):
     assert select.describe(env, nvidia=True).startswith("tracer backend: torch")
 
 
+def test_doctor_adds_the_tracer_probes_the_wrapper_does_not_make(monkeypatch, capsys):
+    """The wrapper's detection says only that the embedded tracer is there (it imports nothing from the tracer);
+    `doctor` asks the tracer which backend and API recorder a traced process would use."""
+    import argparse
+
+    from madengine_rocprof.wrapper import detect
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert detect.embedded({"PATH": "/nonexistent"}).probes == []
+    assert doctor.run(argparse.Namespace(profiler=None, profile=None, json=True)) == 0
+    shown = json.loads(capsys.readouterr().out)
+    [embedded] = [row for row in shown["found"] if row["name"] == "embedded"]
+    assert embedded["probes"][0].startswith("tracer backend: torch")
+    assert embedded["probes"][1].startswith("API trace recorder:")
+    assert shown["chosen"]["name"] == "embedded" and "; tracer backend: torch" in shown["chosen"]["why"]
+
+
 # ------------------------------------------------------------------ the runtime: files, summary, fallback
 class _FakeTorch:
     """What runtime.start reads of torch on a CUDA machine."""
