@@ -245,3 +245,15 @@ def test_gate_rows_give_the_false_positive_rate_and_the_power(tmp_path, monkeypa
     assert {"name": "false-positive rate", "unit": "%", "value": 5.0} in aa["figures"]
     assert {"name": "power: slowdown caught", "unit": "%", "value": 75.0} in slow["figures"]
     assert {"name": "gate failed (exit 1)", "unit": "comparisons", "value": "3 of 4"} in slow["figures"]
+
+
+def test_benchmarks_stays_a_suite_not_a_lab_notebook():
+    """At most 80 files and no round, call or run folders (issue 27): results are rows, the history is in git."""
+    import re
+
+    files = [p.relative_to(REPO / "benchmarks") for p in (REPO / "benchmarks").rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts]
+    assert len(files) <= 80, len(files)
+    lab = re.compile(r"^(round\d+.*|.*_?call\d+.*|run\d+.*|cupti\d+)$")
+    assert [str(f) for f in files if any(lab.match(part) for part in f.parts[:-1])] == []
+    assert [str(f) for f in files if re.match(r"round\d+\.sh$", f.name)] == []
