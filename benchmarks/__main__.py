@@ -12,7 +12,7 @@ from benchmarks import rows as rowlib
 from benchmarks.cases import CASES, Case, CaseFailed, Context, NotAvailable
 
 EXIT_BAD_INPUT = 2
-NEEDS_TEXT = {"cpu": "any machine", "gpu": "an NVIDIA GPU (the device machine)", "docker": "a Docker engine"}
+NEEDS_TEXT = {"cpu": "any machine", "gpu": "a GPU (here: the device machine)", "docker": "a Docker engine"}
 
 
 def list_cases(_args: argparse.Namespace) -> int:
@@ -52,9 +52,10 @@ def refusal(case: Case, smoke: bool) -> str | None:
     """Why `case` cannot run here (checked for every case before any runs), or None."""
     if case.script_path() is None:
         return f"{case.name}: not available in this checkout ({case.script or 'no script'} is missing). {case.about}"
-    if case.needs == "gpu" and not smoke and not environment.gpus():
-        return (f"{case.name} needs {NEEDS_TEXT['gpu']}: no nvidia-smi here. Run it there with the device tool "
-                "(benchmarks/README.md, 'GPU cases') and bring the rows back with `python -m benchmarks add`.")
+    if case.needs == "gpu" and not smoke and not (environment.gpus() or environment.amd_gpu()):
+        return (f"{case.name} needs {NEEDS_TEXT['gpu']}: no nvidia-smi and no /dev/kfd here. Run it there with the "
+                "device tool (benchmarks/README.md, 'GPU cases') and bring the rows back with `python -m benchmarks "
+                "add`.")
     if case.needs == "docker" and not docker_answers():
         return f"{case.name} needs {NEEDS_TEXT['docker']}: `docker info` fails (sudo bash scripts/setup.sh --docker)"
     return None

@@ -39,6 +39,15 @@ def gpus() -> list[dict[str, str]]:
     return found
 
 
+def amd_gpu() -> str | None:
+    """An AMD GPU's product name (rocm-smi), or None. Not run on AMD hardware yet: no AMD GPU was available."""
+    if not os.path.exists("/dev/kfd"):
+        return None
+    out = _run(["rocm-smi", "--showproductname"]) if shutil.which("rocm-smi") else None
+    names = [line.split(":", 2)[-1].strip() for line in (out or "").splitlines() if "Card series" in line]
+    return names[0] if names else "AMD GPU (ROCm)"
+
+
 def cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -55,6 +64,8 @@ def device() -> dict[str, Any]:
     if found:
         info.update(name=f"{len(found)}x {found[0]['name']}" if len(found) > 1 else found[0]["name"],
                     gpus=len(found), driver=found[0]["driver"])
+    elif amd_gpu():
+        info["name"] = amd_gpu()
     else:
         info["name"] = f"CPU only ({os.cpu_count()} cores)"
     return info

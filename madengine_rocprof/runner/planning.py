@@ -18,7 +18,6 @@ DEFAULT_TIMEOUT_S = 7200.0     # madengine's default model timeout
 DEFAULT_HOOK_TIMEOUT_S = 600.0  # madengine's fixed pre/post script timeout
 SCRIPTS_DIR = "model_scripts"   # the card's script folder, copied into the workspace (madengine copies it too)
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
-SCHEMA_VERSION = 1
 
 
 @dataclass

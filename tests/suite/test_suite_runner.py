@@ -135,10 +135,11 @@ def test_workload_rows_take_min_median_max_over_processes_and_report_a_failed_ga
 
 def test_gpu_cases_are_refused_without_a_gpu_before_anything_runs(capsys, tmp_path, monkeypatch, fake_case):
     monkeypatch.setattr(environment, "gpus", lambda: [])
+    monkeypatch.setattr(environment, "amd_gpu", lambda: None)
     code, _, err = run_main(capsys, "run", "gate.fake", "workloads.b8s128", "--results", str(tmp_path / "res"),
                             "--out", str(tmp_path / "out"))
     assert code == suite.EXIT_BAD_INPUT
-    assert "workloads.b8s128 needs an NVIDIA GPU (the device machine)" in err and "python -m benchmarks add" in err
+    assert "workloads.b8s128 needs a GPU (here: the device machine)" in err and "python -m benchmarks add" in err
     assert not (tmp_path / "res").exists() and not (tmp_path / "out").exists()  # not even the CPU case ran
 
 
