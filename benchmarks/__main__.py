@@ -9,7 +9,7 @@ from pathlib import Path
 
 from benchmarks import environment, render
 from benchmarks import rows as rowlib
-from benchmarks.cases import CASES, Case, CaseFailed, Context, NotAvailable
+from benchmarks.cases import CASES, Case, CaseFailed, Context, NotAvailable, rows_from_script_output
 
 EXIT_BAD_INPUT = 2
 NEEDS_TEXT = {"cpu": "any machine", "gpu": "a GPU (here: the device machine)", "docker": "a Docker engine"}
@@ -109,8 +109,13 @@ def run_cases(args: argparse.Namespace) -> int:
 def add_rows(args: argparse.Namespace) -> int:
     """Append rows from files (what a device run left under $OUT) to benchmarks/results, skipping rows present."""
     try:
-        new = [row for f in args.files for row in rowlib.load(Path(f))]
-    except (OSError, rowlib.BadRow) as err:
+        if args.case:
+            if args.case not in CASES:
+                raise rowlib.BadRow(f"--case: unknown case {args.case!r} (python -m benchmarks list)")
+            new = [row for f in args.files for row in rows_from_script_output(CASES[args.case], Path(f))]
+        else:
+            new = [row for f in args.files for row in rowlib.load(Path(f))]
+    except (OSError, ValueError, rowlib.BadRow, CaseFailed) as err:
         print(f"benchmarks add: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     have = {json.dumps(r, sort_keys=True) for r in rowlib.load_all(Path(args.results))}
@@ -152,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     run.set_defaults(func=run_cases)
     add = sub.add_parser("add", help="append rows brought back from the device machine (<area>.jsonl files)")
     add.add_argument("files", nargs="+", metavar="FILE")
+    add.add_argument("--case", help="FILEs are the JSON lines this case's script wrote (e.g. product_path.py's "
+                     "results.jsonl from a GPU machine), not rows: convert them, keeping the device and versions "
+                     "each line names")
     add.add_argument("--results", default=str(rowlib.RESULTS_DIR))
     add.set_defaults(func=add_rows)
     ren = sub.add_parser("render", help="write benchmarks/RESULTS.md and the README's measured table")

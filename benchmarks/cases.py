@@ -176,15 +176,19 @@ def _figures_of(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 def rows_from_lines(case: Case, ctx: Context, folder: Path) -> list[dict[str, Any]]:
     """One row per JSON line the script wrote (results.jsonl under `folder` when there is one, else every .jsonl
-    there): one line per variant. The variant is the line's `variant` (or `name`, or what follows the `/` of its
-    `case`); figures as _figures_of reads them; a line's `device` and `versions` objects are kept beside ours."""
+    there): one line per variant (rows_from_data)."""
     files = sorted(folder.rglob("results.jsonl")) or sorted(folder.rglob("*.jsonl"))
-    lines = [line for path in files for line in path.read_text().splitlines() if line.strip()]
+    lines = [json.loads(line) for path in files for line in path.read_text().splitlines() if line.strip()]
     if not lines:
         raise CaseFailed(f"{case.script} wrote no JSON lines under {folder}")
+    return rows_from_data(case, ctx, lines)
+
+
+def rows_from_data(case: Case, ctx: Context, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The variant is a line's `variant` (or `name`, or what follows the `/` of its `case`); figures as _figures_of
+    reads them; a line's `device` and `versions` objects are kept beside the runner's."""
     rows = []
-    for number, line in enumerate(lines, 1):
-        data = json.loads(line)
+    for number, data in enumerate(lines, 1):
         variant = str(data.get("variant") or data.get("name") or str(data.get("case", "")).partition("/")[2]
                       or f"line {number}")
         figs = _figures_of(data)
@@ -195,6 +199,28 @@ def rows_from_lines(case: Case, ctx: Context, folder: Path) -> list[dict[str, An
             if isinstance(data.get(key), dict):
                 row[key] = {**row[key], **{k: v for k, v in data[key].items() if v is not None}}
         rows.append(row)
+    return rows
+
+
+def rows_from_script_output(case: Case, path: Path) -> list[dict[str, Any]]:
+    """Rows from the JSON lines a case's script wrote on another machine (product_path.py's results.jsonl from the
+    device), with the device, versions, commit and date each line names: `python -m benchmarks add --case CASE`."""
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        data = json.loads(line)
+        missing = [k for k in ("device", "commit", "date") if not data.get(k)]
+        if missing:
+            raise CaseFailed(f"{path}:{number}: the line names no {', '.join(missing)}: a row needs them")
+        device = data["device"] if isinstance(data["device"], dict) else {"name": str(data["device"])}
+        env = {"device": device, "versions": data.get("versions") or {}, "commit": data["commit"],
+               "date": data["date"]}
+        ctx = Context(int(data.get("rounds") or 1), 0, path.parent, env, f"python -m benchmarks run {case.name}",
+                      log=[str(data.get("benchmark") or data.get("command") or "")])
+        rows += rows_from_data(case, ctx, [data])
+    if not rows:
+        raise CaseFailed(f"{path}: no JSON lines")
     return rows
 
 

@@ -258,3 +258,33 @@ def test_benchmarks_stays_a_suite_not_a_lab_notebook():
     lab = re.compile(r"^(round\d+.*|.*_?call\d+.*|run\d+.*|cupti\d+)$")
     assert [str(f) for f in files if any(lab.match(part) for part in f.parts[:-1])] == []
     assert [str(f) for f in files if re.match(r"round\d+\.sh$", f.name)] == []
+
+
+def test_add_converts_a_scripts_own_lines_from_a_gpu_machine(capsys, tmp_path):
+    """product_path.py's results.jsonl, brought back from the device: rows keep the device, versions, commit and
+    date the lines name (not this machine's); a line without them is refused."""
+    line = {"area": "tracer", "case": "product_path/kernel_trace", "rounds": 4,
+            "figures": {"step_ms": {"min": 22.8, "median": 23.5, "max": 24.6},
+                        "overhead_pct": {"min": 12.0, "median": 14.0, "max": 16.0}},
+            "checks": {"dropped_records": [0]}, "device": "NVIDIA H100 80GB HBM3, driver 580.159.04",
+            "versions": {"python": "3.12.3", "torch": "2.11.0+cu130"}, "commit": "455f798",
+            "command": "bash scripts/rocprof_wrapper.sh --profile lightweight --kernel-trace --stats ...",
+            "benchmark": "python3 benchmarks/tracer/product_path.py --rounds 4 --steps 60 --out DIR",
+            "date": "2026-11-25T23:00:00Z"}
+    f = tmp_path / "results.jsonl"
+    f.write_text(json.dumps(line) + "\n")
+    results = tmp_path / "results"
+    code, out, err = run_main(capsys, "add", "--case", "tracer.product-path", str(f), "--results", str(results))
+    assert code == 0, err
+    [row] = rowlib.load(results / "tracer.jsonl")
+    assert (row["variant"], row["commit"], row["date"]) == ("kernel_trace", "455f798", "2026-11-25T23:00:00Z")
+    assert row["device"] == {"name": "NVIDIA H100 80GB HBM3, driver 580.159.04"}
+    assert row["versions"] == {"python": "3.12.3", "torch": "2.11.0+cu130"}
+    assert row["command"] == "python -m benchmarks run tracer.product-path"
+    assert row["details"]["argv"] == [line["benchmark"]]
+    overhead = next(x for x in row["figures"] if x["name"] == "overhead_pct")
+    assert (overhead["unit"], overhead["median"], overhead["n"]) == ("%", 14.0, 4)
+    del line["commit"]
+    f.write_text(json.dumps(line) + "\n")
+    code, _, err = run_main(capsys, "add", "--case", "tracer.product-path", str(f), "--results", str(tmp_path / "r2"))
+    assert code == 2 and "results.jsonl:1: the line names no commit" in err and not (tmp_path / "r2").exists()
