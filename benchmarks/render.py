@@ -85,15 +85,11 @@ def current(all_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(newest.values(), key=lambda r: order[r["area"]])  # stable: first-seen order within an area
 
 
-def rerun(row: dict[str, Any]) -> str:
-    """The command that measures this again: the suite's, or for a retired method the one it used (in git)."""
-    from benchmarks.cases import CASES
-
-    if row["case"] in CASES:
-        return f"python -m benchmarks run {row['case']}"
+def measured_with(row: dict[str, Any]) -> str:
+    """The command that measured the row; a retired script's says where git keeps it."""
     scripts = [word for word in row["command"].split() if word.startswith(("benchmarks/", "scripts/"))]
     if all((REPO / script).is_file() for script in scripts):
-        return row["command"]  # a script of its own, not a suite case
+        return row["command"]
     return f"{row['command']} (retired; git show {row['source'].get('commit', row['commit'])[:7]})"
 
 
@@ -123,23 +119,23 @@ def results_md(all_rows: list[dict[str, Any]]) -> str:
                 note = f" *{r['note']}*" if r.get("note") else ""
                 out.append(f"| `{r['case']}` | {_cell(r['variant'])} | {figures}{_cell(note)} | "
                            f"{_cell(r['device']['name'])} | {_cell(show_versions(r))} | {r['date'][:10]} | "
-                           f"{_cell(show_source(r))} | `{_cell(r['command'])}` |")
+                           f"{_cell(show_source(r))} | `{_cell(measured_with(r))}` |")
             out.append("")
         out += [f"What we tried, and why it lost: [{HISTORY[area]}]({HISTORY[area]}).", ""]
     return "\n".join(out).rstrip() + "\n"
 
 
 def readme_block(all_rows: list[dict[str, Any]]) -> str:
-    lines = [BEGIN, "", "| case | variant | result | device | date | to measure again |", "|---|---|---|---|---|---|"]
+    lines = [BEGIN, "", "| case | variant | result | device | date | measured with |", "|---|---|---|---|---|---|"]
     for r in current(all_rows):
         keep = README_VARIANTS.get(r["area"])
         if keep is not None and r["variant"] not in keep:
             continue
         figures = "; ".join(show_figure(f) for f in r["figures"])
         lines.append(f"| `{r['case']}` | {_cell(r['variant'])} | {figures} | {_cell(r['device']['name'])} | "
-                     f"{r['date'][:10]} | `{_cell(rerun(r))}` |")
-    lines += ["", "All rows, with versions, dates and commits: [benchmarks/RESULTS.md](benchmarks/RESULTS.md).", "",
-              END]
+                     f"{r['date'][:10]} | `{_cell(measured_with(r))}` |")
+    lines += ["", "Every case measures again with `python -m benchmarks run CASE`. All rows, with versions, dates and "
+              "commits: [benchmarks/RESULTS.md](benchmarks/RESULTS.md).", "", END]
     return "\n".join(lines)
 
 
