@@ -22,9 +22,9 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def imports_of(path: Path) -> set[str]:
-    """Every module `path` imports (absolute names), wherever the import statement sits."""
-    name = module_name(path)
+def imports_of(path: Path, name: str | None = None) -> set[str]:
+    """Every module `path` (module `name`) imports, as absolute names, wherever the import statement sits."""
+    name = name or module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -102,10 +102,16 @@ def test_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_relative_imports_resolve(tmp_path):
-    # the parser must see `from . import x` and `from ..y import z` as the modules they name
-    src = ROOT / "wrapper" / "cli.py"
-    assert f"{PACKAGE}.wrapper.planner" in imports_of(src)
+def test_imports_resolve_to_the_modules_they_load(tmp_path):
+    # `from pkg import module` is an edge to the module, `from module import name` to the module
+    cli = imports_of(ROOT / "wrapper" / "cli.py")
+    assert {f"{PACKAGE}.wrapper.planner", f"{PACKAGE}.wrapper.execute", f"{PACKAGE}.errors"} <= cli
+    assert f"{PACKAGE}.errors.UserError" not in cli and f"{PACKAGE}.wrapper" not in cli
+    # relative imports, inside a function too, resolve against the module's package
+    src = tmp_path / "mod.py"
+    src.write_text("from . import planner\nfrom ..errors import UserError\ndef f():\n    from .detect import x\n")
+    assert imports_of(src, f"{PACKAGE}.wrapper.mod") == {f"{PACKAGE}.wrapper.planner", f"{PACKAGE}.errors",
+                                                          f"{PACKAGE}.wrapper.detect"}
 
 
 def test_the_package_has_no_import_cycles():
