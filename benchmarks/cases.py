@@ -364,7 +364,8 @@ def _workload(config: str, label: str) -> Case:
 
 def _kineto() -> Case:
     """Kineto traces at scale: bench_report.py's kineto cases where it has them, else a script of its own."""
-    source = (REPO / "benchmarks" / "reports" / "bench_report.py").read_text()
+    bench_report = REPO / "benchmarks" / "reports" / "bench_report.py"
+    source = bench_report.read_text() if bench_report.is_file() else ""
     names = sorted(set(re.findall(r'"(kineto[\w-]*)"\s*:', source)))
     about = "report on PyTorch profiler (Kineto) traces at scale"
     if names:
