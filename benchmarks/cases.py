@@ -2,7 +2,7 @@
 into result rows (benchmarks/rows.py). The scripts stay runnable on their own; this module only knows their command
 lines and their output files.
 
-needs: "cpu" runs anywhere (this development machine included); "gpu" needs an NVIDIA GPU, so it runs on the device
+needs: "cpu" runs anywhere (this development machine included); "gpu" needs a GPU, so here it runs on the device
 machine (benchmarks/README.md says how, and how its rows come back); "docker" needs a Docker engine.
 """
 from __future__ import annotations
@@ -22,7 +22,6 @@ from typing import Any
 from benchmarks.rows import figure, fixed, make_row
 
 REPO = Path(__file__).resolve().parents[1]
-BENCH = REPO / "benchmarks"
 
 
 class NotAvailable(RuntimeError):
@@ -50,7 +49,7 @@ class Case:
     name: str
     needs: str                    # cpu | gpu | docker
     about: str
-    script: str                   # the script it runs, relative to the repository ("" where a helper adds it)
+    script: str                   # the script it runs, relative to the repository
     collect: Callable[[Case, Context], list[dict[str, Any]]]
     options: tuple[str, ...] = ()  # case-specific arguments
 
@@ -59,11 +58,9 @@ class Case:
         return self.name.split(".", 1)[0]
 
     def script_path(self) -> Path | None:
-        candidates = [self.script] if self.script else []
-        for candidate in candidates:
-            if (REPO / candidate).is_file():
-                return REPO / candidate
-        return None
+        """The script, or None where this checkout lacks it (the case is then not available)."""
+        path = REPO / self.script
+        return path if self.script and path.is_file() else None
 
 
 def run_script(ctx: Context, argv: list[str], name: str, env: dict[str, str] | None = None,
