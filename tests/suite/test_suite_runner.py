@@ -288,3 +288,37 @@ def test_add_converts_a_scripts_own_lines_from_a_gpu_machine(capsys, tmp_path):
     f.write_text(json.dumps(line) + "\n")
     code, _, err = run_main(capsys, "add", "--case", "tracer.product-path", str(f), "--results", str(tmp_path / "r2"))
     assert code == 2 and "results.jsonl:1: the line names no commit" in err and not (tmp_path / "r2").exists()
+
+
+ENV = {"device": {"name": "CPU only (2 cores)"}, "versions": {}, "commit": "abc", "date": "2026-01-01T00:00:00Z"}
+
+
+def test_slurm_rows_time_the_restart_and_the_tests_each_round(tmp_path, monkeypatch):
+    calls: list[list[str]] = []
+    walls = iter([0.1, 5.0, 70.0, 0.1, 4.0, 80.0])
+
+    def fake_run(ctx, argv, name, env=None, check=True):
+        calls.append(argv)
+        return 0, next(walls)
+
+    monkeypatch.setattr(cases, "run_script", fake_run)
+    case = cases.CASES["slurm.local-cluster"]
+    [row] = cases.slurm(case, cases.Context(2, 60, tmp_path, ENV, "python -m benchmarks run slurm.local-cluster"))
+    assert [c[-1] if c[0] == "bash" else c[3] for c in calls] == ["down", "up", "tests/slurm"] * 2
+    up, tests = row["figures"]
+    assert (up["min"], up["max"], tests["min"], tests["max"], tests["n"]) == (4.0, 5.0, 70.0, 80.0, 2)
+
+
+def test_runner_rows_say_each_phases_exit_code(tmp_path, monkeypatch):
+    def fake_run(ctx, argv, name, env=None, check=True):
+        out = Path(env["OUT"])
+        out.mkdir(parents=True)
+        (out / "gpu_final_check.log").write_text("NVIDIA H100\nlightweight: exit 0\ncompute_bound: exit 1\n"
+                                                 "report: exit 0\n")
+        return 0, 1.0
+
+    monkeypatch.setattr(cases, "run_script", fake_run)
+    case = cases.CASES["runner.gpu-e2e"]
+    [row] = cases.runner(case, cases.Context(1, 60, tmp_path, ENV, "python -m benchmarks run runner.gpu-e2e"))
+    assert [(f["name"], f["value"]) for f in row["figures"]] == [
+        ("lightweight exit code", 0), ("compute_bound exit code", 1), ("report exit code", 0)]
