@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from html import escape
 
-from madengine_rocprof.reports import sections
+from madengine_rocprof.reports import blocks, sections
 from madengine_rocprof.reports.formatting import FORMATS, shorten
 from madengine_rocprof.reports.svg import CATEGORY_COLORS, hbars, stacked_hbars
 from madengine_rocprof.wrapper.contracts import Report
@@ -62,7 +62,7 @@ def _colour(key: str) -> str:
     return CATEGORY_COLORS.get(key, key)
 
 
-def _block(block: sections.Block, name_width: int) -> str:
+def _block(block: blocks.Block, name_width: int) -> str:
     if isinstance(block, sections.Table):
         return _table(block, name_width)
     if isinstance(block, sections.Lines):

@@ -11,68 +11,13 @@ To add a section, write a function `(run, top) -> Section | None` (per run) or `
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Literal
 
+from madengine_rocprof.reports import multinode
+from madengine_rocprof.reports.blocks import Bars, Column, Lines, Section, Stacked, Table
 from madengine_rocprof.reports.categories import CATEGORIES
 from madengine_rocprof.reports.formatting import DASH, count, display_name, gib, ms, number, pct, times
 from madengine_rocprof.reports.roles import role_table
 from madengine_rocprof.wrapper.contracts import Report, ReportRun
-
-# how a column's values are shown: formatting.FORMATS maps each to a function; `kernel` is a full kernel name
-# (Markdown shows a short display name, HTML the full name on hover), `label` a run label, `text` as given
-Format = Literal["text", "label", "kernel", "count", "ms", "us", "pct", "number", "times", "gib"]
-
-
-@dataclass(frozen=True)
-class Column:
-    title: str
-    format: Format = "text"
-
-
-@dataclass
-class Table:
-    columns: list[Column]
-    rows: list[list]
-    marked: list[bool] | None = None  # rows to highlight (the baseline): Markdown appends " (baseline)"
-    note: str | None = None  # a line under the table
-
-
-@dataclass
-class Lines:
-    """Prose lines; `kind` says how they look: meta (small print), item (a fact), note (a warning)."""
-
-    lines: list[str]
-    kind: Literal["meta", "item", "note"] = "item"
-
-
-@dataclass
-class Bars:
-    """Horizontal bars (HTML only): (label, value, value text, category or colour, hover title) per bar."""
-
-    bars: list[tuple[str, float, str, str, str]]
-    width: int = 900
-    max_label_chars: int = 48
-
-
-@dataclass
-class Stacked:
-    """One bar per row stacked by category (HTML only): (label, [(category, value)]) rows, a text per row."""
-
-    rows: list[tuple[str, list[tuple[str, float]]]]
-    value_text: list[str]
-    normalize: bool = False
-
-
-Block = Lines | Table | Bars | Stacked
-
-
-@dataclass
-class Section:
-    title: str
-    level: int = 3  # 2: a run or the comparison; 3: a part of one
-    blocks: list[Block] = field(default_factory=list)
-    anchor: str | None = None
 
 
 def _timed(runs: list[ReportRun]) -> list[ReportRun]:
@@ -762,9 +707,7 @@ REPORT_SECTIONS: list[Callable[[Report, int], Section | None]] = [
 
 
 def multi_node(run: ReportRun, top: int) -> Section | None:
-    """Per node, per rank and stragglers: reports/multinode.py (imported here: it builds on the classes above)."""
-    from madengine_rocprof.reports import multinode
-
+    """Per node, per rank and stragglers: reports/multinode.py."""
     return multinode.section(run, top)
 
 

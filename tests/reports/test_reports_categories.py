@@ -1,5 +1,5 @@
 """Kernel taxonomy: categories, roles and libraries on names from ROCm and CUDA PyTorch training traces, Triton,
-RCCL/NCCL and the embedded CPU tracer; the real H100/H200 names in benchmarks/; user rules files."""
+RCCL/NCCL and the embedded CPU tracer; the real H100/H200 names in tests/fixtures/gpu_runs; user rules files."""
 
 from __future__ import annotations
 
@@ -258,12 +258,13 @@ def _kernels_seen(value) -> set[str]:
 
 
 def _real_kernel_names() -> list[str]:
-    """Kernels of the real GPU runs in benchmarks/: the H100 v1-v4 report, and the H100/H200 benchmark results
-    (torch 2.11, cuBLAS/cuBLASLt, cuDNN SDPA, this project's Triton kernels)."""
-    report = json.loads((REPO / "benchmarks/reports/gpu_v1_v4/report.json").read_text())
+    """Kernels of the real GPU runs in tests/fixtures/gpu_runs: the H100 v1-v4 report, and the H100/H200 benchmark
+    results (torch 2.11, cuBLAS/cuBLASLt, cuDNN SDPA, this project's Triton kernels)."""
+    gpu_runs = REPO / "tests" / "fixtures" / "gpu_runs"
+    report = json.loads((gpu_runs / "report_h100_v1_v4.json").read_text())
     names = {k["name"] for run in report["runs"] for k in run["kernels"]}
     for device in ("h100", "h200"):
-        names |= _kernels_seen(json.loads((REPO / f"benchmarks/tinytransformer/results_{device}.json").read_text()))
+        names |= _kernels_seen(json.loads((gpu_runs / f"tinytransformer_{device}.json").read_text()))
     return sorted(names)
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from madengine_rocprof.cli import doctor
 from madengine_rocprof.tracer import api_recorder, convert, cupti_backend
-from madengine_rocprof.wrapper import detect
 
 from .fakes import fake_cupti
 from .test_wrapper_cupti import _traced, kernel
@@ -206,12 +206,12 @@ def test_doctor_names_the_api_recorder(tmp_path):
     assert cc is not None
     (bin_dir / "cc").symlink_to(cc)
     env = {"PATH": str(bin_dir), api_recorder.ENV_RECORDER: "callbacks"}
-    assert detect.embedded(env).probes[1] == ("API trace recorder: native CUPTI callbacks"
-                                              f" ({api_recorder.ENV_RECORDER}=callbacks; built with {bin_dir / 'cc'}"
-                                              " on first use)")
+    assert doctor.tracer_probes(env)[1] == ("API trace recorder: native CUPTI callbacks"
+                                            f" ({api_recorder.ENV_RECORDER}=callbacks; built with {bin_dir / 'cc'}"
+                                            " on first use)")
     env["PATH"] = str(tmp_path / "nothing")
-    assert "no C compiler" in detect.embedded(env).probes[1]
-    assert "CUPTI activity records (the default" in detect.embedded({"PATH": str(bin_dir)}).probes[1]
+    assert "no C compiler" in doctor.tracer_probes(env)[1]
+    assert "CUPTI activity records (the default" in doctor.tracer_probes({"PATH": str(bin_dir)})[1]
 
 
 def test_build_is_cached_and_reused_without_a_compiler(monkeypatch, tmp_path):

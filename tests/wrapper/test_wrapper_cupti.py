@@ -12,8 +12,9 @@ import types
 
 import pytest
 
+from madengine_rocprof.cli import doctor
 from madengine_rocprof.tracer import convert, cupti_backend, cupti_records, demangle, runtime, select
-from madengine_rocprof.wrapper import detect, outputs, planner
+from madengine_rocprof.wrapper import outputs, planner
 
 from .fakes import fake_cupti
 from .wrapper_testlib import manifest, wrapper_cli
@@ -222,12 +223,29 @@ def test_backend_choice(setting, cuda, error, expected, warns):
 
 def test_doctor_shows_the_tracer_backend(monkeypatch):
     env = {"PATH": "/nonexistent"}
-    probe = detect.embedded(env).probes[0]
+    probe = doctor.tracer_probes(env)[0]
     assert probe.startswith("tracer backend: torch")  # no NVIDIA GPU here
     monkeypatch.setattr(select, "cupti_python_version", lambda: "13.0.1")
     assert select.describe(env, nvidia=True).startswith("tracer backend: cupti (CUDA GPU and cupti-python importable")
     env[select.ENV_BACKEND] = "torch"
     assert select.describe(env, nvidia=True).startswith("tracer backend: torch")
+
+
+def test_doctor_adds_the_tracer_probes_the_wrapper_does_not_make(monkeypatch, capsys):
+    """The wrapper's detection says only that the embedded tracer is there (it imports nothing from the tracer);
+    `doctor` asks the tracer which backend and API recorder a traced process would use."""
+    import argparse
+
+    from madengine_rocprof.wrapper import detect
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert detect.embedded({"PATH": "/nonexistent"}).probes == []
+    assert doctor.run(argparse.Namespace(profiler=None, profile=None, json=True)) == 0
+    shown = json.loads(capsys.readouterr().out)
+    [embedded] = [row for row in shown["found"] if row["name"] == "embedded"]
+    assert embedded["probes"][0].startswith("tracer backend: torch")
+    assert embedded["probes"][1].startswith("API trace recorder:")
+    assert shown["chosen"]["name"] == "embedded" and "; tracer backend: torch" in shown["chosen"]["why"]
 
 
 # ------------------------------------------------------------------ the runtime: files, summary, fallback
