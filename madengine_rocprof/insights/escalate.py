@@ -38,6 +38,7 @@ from madengine_rocprof.reports.model import CounterStats, RunData
 SCHEMA_VERSION = 1
 PROFILE_FOR_CATEGORY = {
     "GEMM": "compute_bound",
+    "convolution": "compute_bound",
     "attention": "compute_bound",
     "normalization": "memory_bound",
     "elementwise": "memory_bound",
@@ -47,6 +48,7 @@ PROFILE_FOR_CATEGORY = {
 }
 NOT_ESCALATED = {
     "communication": "communication: its time is waiting on peers and links, not counters",
+    "allocation/view": "a CPU operator that allocates or re-views a tensor: no kernel to profile",
     "unknown": "unknown kernel: no profile fits (classify it with a kernel rules file)",
 }
 BASE_TOOL = {"compute_bound": "rocprofv3_compute", "memory_bound": "rocprofv3_memory"}

@@ -54,7 +54,7 @@ def builtin_rules_only(monkeypatch, tmp_path):
         ("ck_tile::FmhaFwdKernel<ck_tile::BlockFmhaPipelineQRKSVS<...>>", "attention", "attention fwd", "CK"),
         ("ck_tile::FmhaBwdDQDKDVKernel<...>", "attention", "attention bwd", "CK"),
         ("MIOpenBatchNormFwdTrainSpatial", "normalization", "norm fwd", "MIOpen"),
-        ("miopenSp3AsmConv_v21_1_3_gfx9_fp32_stride1", "GEMM", "convolution", "MIOpen"),
+        ("miopenSp3AsmConv_v21_1_3_gfx9_fp32_stride1", "convolution", "convolution fwd", "MIOpen"),
         (
             "ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)",
             "communication",
@@ -104,8 +104,8 @@ def builtin_rules_only(monkeypatch, tmp_path):
         ),
         (
             "sm80_xmma_fprop_implicit_gemm_indexed_f32f32_tf32f32_f32_nhwckrsc_nchw_cudnn",
-            "GEMM",
             "convolution",
+            "convolution fwd",
             "cuDNN",
         ),
         (
@@ -209,14 +209,15 @@ def builtin_rules_only(monkeypatch, tmp_path):
         ("aten::native_layer_norm", "normalization", "norm fwd", "PyTorch ATen"),
         ("aten::_scaled_dot_product_flash_attention_for_cpu", "attention", "attention fwd", "PyTorch ATen"),
         ("aten::copy_", "memory copy", "copy", "PyTorch ATen"),
-        ("autograd::engine::evaluate_function: MmBackward0", "GEMM", "GEMM tile not in name", "unknown"),
+        ("autograd::engine::evaluate_function: MmBackward0", "GEMM", "GEMM tile not in name", "PyTorch ATen"),
         # this project's own Triton kernels (TinyTransformer v3/v4)
         ("tt_attn_bwd_dkdv", "attention", "attention bwd", "unknown"),
         ("tt_rope", "attention", "rotary embedding", "unknown"),
         ("tt_swiglu_fwd", "elementwise", "activation", "unknown"),
         ("tt_xent_bwd", "reduction", "loss", "unknown"),
         # never guessed: unknown stays unknown
-        ("void at::native::normal_kernel<float>(...)", "unknown", "unknown", "PyTorch ATen"),  # random init, not a norm
+        # random init is no normalization
+        ("void at::native::normal_kernel<float>(...)", "elementwise", "random numbers/dropout", "PyTorch ATen"),
         ("property_lookup_kernel", "unknown", "unknown", "unknown"),  # "rope" inside a word
         ("my_secret_fused_kernel_v7", "unknown", "unknown", "unknown"),
     ],
