@@ -1,16 +1,20 @@
 """One kernel taxonomy across AMD and NVIDIA: each kernel name gets a category, a role and a library.
 
-- category: GEMM, attention, normalization, elementwise, reduction, optimizer, communication, memory copy, or
-  `unknown` when no rule matches (never guessed into another category);
+- category: GEMM, convolution, attention, normalization, elementwise, reduction, optimizer, communication, memory
+  copy, allocation/view (CPU operators that allocate or re-view tensors), or `unknown` when no rule matches (never
+  guessed into another category);
 - role: what the kernel does, in words that are the same on both vendors (`GEMM large tile (>=128x128)`,
   `attention bwd`, `norm fwd`, `allreduce`, ...), so runs from different GPUs compare role by role;
 - library: who wrote it (Tensile/hipBLASLt `Cijk_*`, rocBLAS, CK, MIOpen, RCCL/NCCL, Triton, cuBLAS `sm90_xmma*`,
-  cuBLASLt `nvjet*`, CUTLASS, cuDNN, flash-attn, PyTorch ATen), or `unknown`.
+  cuBLASLt `nvjet*`, CUTLASS, cuDNN, flash-attn, FBGEMM, PyTorch ATen, ...), or `unknown`.
 
-Built-in rules are regular expressions tried in order, first match wins. Order matters: communication and copies
-first (an RCCL kernel may contain "reduce"), the optimizer before elementwise (multi_tensor_apply kernels are
-pointwise), attention before GEMM (flash-attention kernels mention gemm). Users add rules in a JSON file
-(`configure(path)`, see docs/reports.md); user rules are tried before the built-ins.
+Built-in rules are regular expressions tried in order on `match_key(name)`: the kernel's qualified name and template
+arguments, never its parameter types (kernel_names.py). First match wins, so order matters: communication and copies
+first (an RCCL kernel may contain "reduce"), libraries' own families before the generic words they contain (FBGEMM's
+embedding backward fuses AdaGrad; cuDNN's fused conv+ReLU says relu), the optimizer before elementwise
+(multi_tensor_apply kernels are pointwise), attention before GEMM (flash-attention kernels mention gemm). Users add
+rules in a JSON file (`configure(path)`, see docs/reports.md); user rules are tried before the built-ins, on the whole
+name.
 """
 
 from __future__ import annotations
@@ -99,6 +103,7 @@ LIBRARIES: tuple[tuple[str, re.Pattern], ...] = tuple(
         (
             "cuDNN",
             r"cudnn|xmma_(fprop|dgrad|wgrad)|implicit_convolve|^(bn_fw|bn_bw)_|wgrad_alg\d|dgrad_engine|^fft2d_|"
+            r"^tensorTransformGeneric|"
             r"winograd",
         ),
         ("cuBLASLt", r"nvjet|cublaslt|^epilogue::impl::"),
@@ -215,7 +220,8 @@ _BUILTIN = (
         "layout",
         "memory copy",
         "layout transform",
-        r"nchwToNhwc|nhwcToNchw|batched_transpose_|transpose_(NCHW|CNHW|NHWC)\w*2|NCHW2|NHWC2|nchw_to_nhwc|"
+        r"nchwToNhwc|nhwcToNchw|tensorTransformGeneric|batched_transpose_|transpose_(NCHW|CNHW|NHWC)\w*2|NCHW2|NHWC2|"
+        r"nchw_to_nhwc|"
         r"nhwc_to_nchw",
     ),
     (
@@ -306,6 +312,13 @@ _BUILTIN = (
         _direction("norm"),
         r"(rms|layer|batch|group|instance|_|\b)_?norm(?!al)|welford|GammaBeta|MIOpenBatchNorm|(?<![a-z])bn_(fw|bw)_|"
         r"RowwiseMoments|Compute(Internal|Fused|BackwardFused)\w*(Params|Gradients)|cuApply(Layer|RMS)Norm",
+    ),
+    # LAPACK-style factorisations and solves (cuSOLVER, MAGMA, rocSOLVER)
+    (
+        "solver",
+        "GEMM",
+        "dense solver (LAPACK)",
+        r"getrf|getrs|potrf|potrs|geqrf|orgqr|ormqr|syevd|gesvd|trsm|trsv|lu_factor|linalg_(solve|inv|cholesky|qr|svd|eig)",
     ),
     ("splitk", "GEMM", "GEMM split-K reduce", r"splitKreduce|split_?k_?reduce|ReduceSplitK"),
     ("gemv", "GEMM", "GEMV", r"gemv"),

@@ -381,9 +381,28 @@ def test_kernels_classify_prints_each_name(capsys, tmp_path):
             "role": "GEMM small tile (<=64x64)",
             "library": "cuBLASLt",
             "rule": "built-in gemm",
+            "matched_on": "nvjet_sm90_tst_64x64_64x13_2x1_v_bz_NTT",
         },
-        {"name": "mystery_kernel", "category": "unknown", "role": "unknown", "library": "unknown", "rule": ""},
+        {
+            "name": "mystery_kernel",
+            "category": "unknown",
+            "role": "unknown",
+            "library": "unknown",
+            "rule": "",
+            "matched_on": "mystery_kernel",
+        },
     ]
+
+
+def test_kernels_classify_says_what_the_rules_matched_on(capsys):
+    name = (
+        "void fbgemm_gpu::bounds_check_indices_kernel_v1<long, false>(at::GenericPackedTensorAccessor<long, 1ul, "
+        "at::RestrictPtrTraits, long>, fbgemm_gpu::FixedDivisor)"
+    )
+    assert main(["kernels", "classify", name, "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["matched_on"] == "fbgemm_gpu::bounds_check_indices_kernel_v1<long, false>"
+    assert (row["category"], row["role"], row["library"]) == ("elementwise", "index/gather/embedding", "FBGEMM")
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,7 @@ def _traces() -> tuple[tuple[str, dict], ...]:
     found = []
     for path in sorted(FIXTURES.glob("*.json.gz")):
         data = json.loads(gzip.decompress(path.read_bytes()))
-        found += [(f"{path.name}:{trace['path']}", trace) for trace in data["traces"]]
+        found += [(f"{path.name}:{trace['path']}", trace) for trace in data.get("traces", ())]
     return tuple(found)
 
 
@@ -121,7 +121,6 @@ def test_fbgemm_fixed_divisor_is_no_gemm():
         (r"^triton_poi_fused_addmm_gelu", "elementwise", "activation"),
         (r"^triton_red_fused\w*_mean_mul_pow_rsqrt", "normalization", "norm fwd"),
         (r"fused_dropout_kernel|distribution_elementwise_grid_stride_kernel", "elementwise", "random numbers/dropout"),
-        (r"^Memcpy |^Memset ", None, None),  # no kernels: see test_copies
         (r"scudnn_128x64_relu|winograd\w*Forward|fft2d_r2c|sm80_xmma_fprop", "convolution", "convolution fwd"),
         (r"dgrad_engine|wgrad_alg0_engine|sm80_xmma_wgrad|igemm_wrw_", "convolution", "convolution bwd"),
         (r"CatArrayBatchedCopy", "memory copy", "concat"),
@@ -133,8 +132,6 @@ def test_fbgemm_fixed_divisor_is_no_gemm():
     ],
 )
 def test_real_families_classify_as_expected(pattern, category, role):
-    if category is None:
-        return
     for name in _named(pattern):
         found = classify(name)
         assert (found.category, found.role) == (category, role), name
@@ -211,3 +208,51 @@ def test_cpu_operators(op, category, role):
 def test_categories_and_rules_agree():
     assert {c for _, c, _, _ in categories.RULES} | {"unknown"} == set(CATEGORIES)
     assert CATEGORIES[-1] == "unknown"
+
+
+# ---- against an independent categorisation: TraceLens's reference reports of the same traces -------------------
+# TraceLens files each kernel under the category of the CPU operator that launched it. Where that category names a
+# family, ours must agree on the kernel time, allowing what such an operator legitimately launches besides its main
+# kernel: layout transforms and copies around a convolution (cuDNN runs 1x1 convolutions as CUTLASS GEMMs), a copy
+# inside addmm, the copies TraceLens files under elementwise (aten::copy_), a loss kernel under elementwise.
+_TRACELENS_FAMILY = {
+    "GEMM": {"GEMM", "memory copy"},
+    "CONV_fwd": {"convolution", "memory copy", "GEMM"},
+    "CONV_bwd": {"convolution", "memory copy", "GEMM"},
+    "NORM_fwd": {"normalization"},
+    "NORM_bwd": {"normalization"},
+    "BN_fwd": {"normalization"},
+    "BN_bwd": {"normalization"},
+    "SDPA_fwd": {"attention"},
+    "SDPA_bwd": {"attention"},
+    "reduce": {"reduction"},
+    "elementwise": {"elementwise", "memory copy", "reduction"},
+}
+
+
+def _tracelens_rows() -> list[tuple[str, str, str, float]]:
+    data = json.loads(gzip.decompress((FIXTURES / "tracelens_categories.json.gz").read_bytes()))
+    return [(s["path"], cat, name, float(us)) for s in data["summaries"] for cat, _op, name, us in s["rows"]]
+
+
+def test_categories_agree_with_tracelens_reference_reports():
+    rows = _tracelens_rows()
+    assert {cat for _, cat, _, _ in rows} >= {"GEMM", "CONV_fwd", "NORM_fwd", "SDPA_fwd", "reduce", "elementwise"}
+    for family, ours in _TRACELENS_FAMILY.items():
+        members = [(name, us) for _, cat, name, us in rows if cat == family]
+        total = sum(us for _, us in members)
+        outside = {name: us for name, us in members if classify(name).category not in ours}
+        assert sum(outside.values()) <= 1e-3 * total, (family, sorted(outside, key=lambda n: -outside[n])[:3])
+    # the main kernel of each family is ours too: most of the time lands in the family's own category
+    main = {"GEMM": "GEMM", "CONV_fwd": "convolution", "NORM_fwd": "normalization", "SDPA_fwd": "attention"}
+    for family, category in main.items():
+        times = [(classify(name).category, us) for _, cat, name, us in rows if cat == family]
+        assert sum(us for c, us in times if c == category) >= 0.7 * sum(us for _, us in times), family
+
+
+def test_no_kernel_of_the_tracelens_reports_is_unknown():
+    """The reports also cover traces stored upstream as LFS pointers only (Wan2.1 on H100)."""
+    rows = _tracelens_rows()
+    total = sum(us for *_, us in rows)
+    unknown = {name: us for _, _, name, us in rows if classify(name).category == "unknown"}
+    assert sum(unknown.values()) <= 0.001 * total, sorted(unknown, key=lambda n: -unknown[n])[:5]
