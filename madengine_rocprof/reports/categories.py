@@ -107,7 +107,11 @@ LIBRARIES: tuple[tuple[str, re.Pattern], ...] = tuple(
             r"winograd",
         ),
         ("cuBLASLt", r"nvjet|cublaslt|^epilogue::impl::"),
-        ("cuBLAS", r"cublas|^scal_kernel<|^splitKreduce_kernel<|^magma_\w*gemm|^[sdhc]gemm_|internal::gemvx::|^sm\d+_xmma|^(ampere|volta|turing|maxwell|hopper)_[a-z0-9]*gemm"),
+        (
+            "cuBLAS",
+            r"cublas|^scal_kernel<|^splitKreduce_kernel<|^magma_\w*gemm|^[sdhc]gemm_|internal::gemvx::|^sm\d+_xmma|"
+            r"^(ampere|volta|turing|maxwell|hopper)_[a-z0-9]*gemm",
+        ),
         ("CUTLASS", r"cutlass"),
         ("CUB/rocPRIM", r"\bcub::|\brocprim::"),
         ("Triton", r"^triton_"),
