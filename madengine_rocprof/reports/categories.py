@@ -238,13 +238,15 @@ _BUILTIN = (
         # the backward of slicing writes the gradient into a zeroed tensor; of a split, concatenates
         r"aten::(select|slice|split|split_with_sizes)(_backward| backward)",
     ),
+    # HIP's stream memory operations (hipStreamWriteValue/WaitValue, batched) run as ROCclr blit kernels
+    ("stream_memop", "memory copy", "stream memory op", r"__amd_rocclr_(streamOps|batchMemOp)"),
     # CPU operators that allocate or re-view a tensor: no data moves (the embedded tracer's CPU-only traces)
     (
         "allocation",
         "allocation/view",
         "allocation",
         r"aten::(empty|empty_like|empty_strided|new_empty|new_empty_strided|resize_|set_|record_stream|"
-        r"lift_fresh)\b",
+        r"lift_fresh)\b|__amd_rocclr_initHeap",
     ),
     (
         "view",
