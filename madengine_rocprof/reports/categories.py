@@ -276,7 +276,7 @@ _BUILTIN = (
         "optimizer",
         "optimizer",
         "optimizer step",
-        r"(?<![a-z])adam|adamw|\bsgd|lamb_|lion_|adagrad|rmsprop|optimizer",
+        r"(?<![a-z])adam|fusedadam|\bsgd|lamb_|lion_|adagrad|rmsprop|optimizer",
     ),
     ("foreach", "optimizer", "multi-tensor (foreach)", r"multi_tensor_apply|_foreach_"),
     ("inductor_norm", "normalization", _direction("norm"), _INDUCTOR_NORM),

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 _OPEN = {"<": ">", "(": ")", "{": "}", "[": "]"}
 _CLOSE = {v: k for k, v in _OPEN.items()}
 # what compilers and profilers append after the parameter list: `const`, `[clone .kd]`, ROCm's `.kd` symbol suffix
-_RETURN_TYPE = re.compile(r"::|<|^((un)?signed |const )*(int|float|double|bool|char|long|short|auto|size_t)\b")
 _TRAILER = re.compile(r"(\s+const|\s*\[clone [^\]]*\]|\.kd)+$")
+# a prefix that reads as a C++ return type: qualified or templated (`std::enable_if<...>::type`), or a builtin type
+_RETURN_TYPE = re.compile(r"::|<|^((un)?signed |const )*(int|float|double|bool|char|long|short|auto|size_t)\b")
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,8 @@ def _matching_open(text: str, end: int) -> int:
     for i in range(end, -1, -1):
         ch = text[i]
         if ch in _CLOSE:
-            # `->` and `>=` inside a name are not brackets; a lone `>` in `operator>` is too rare to matter
+            # the `>` of `->` (Kineto's `Memcpy HtoD (Pageable -> Device)`) is no bracket; `operator>` is too rare
+            # in kernel names to handle
             if ch == ">" and i > 0 and text[i - 1] == "-":
                 continue
             stack.append(ch)
