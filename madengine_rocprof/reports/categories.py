@@ -130,13 +130,16 @@ def library_of(name: str) -> str:
 
 # ---- GEMM shape class --------------------------------------------------------------------------------------
 # The macro tile a GEMM library picked says what problem shape it was picked for: Tensile `MT128x64x16`,
-# cuBLAS `tilesize128x128x8`, nvjet `_tst_128x64_`, CUTLASS/cuBLAS `_128x128_16x4` / `sgemm_128x64_`.
+# cuBLAS `tilesize128x128x8`, nvjet `_tst_128x64_`, CUTLASS/cuBLAS `_128x128_16x4` / `sgemm_128x64_`, ...
 _TILE = (
     _re(r"MT(\d+)x(\d+)"),
     _re(r"tilesize(\d+)x(\d+)"),
     _re(r"nvjet_\w*?_(\d+)x(\d+)_"),
     _re(r"(?:gemm|gemv)_(\d+)x(\d+)"),
     _re(r"_(\d+)x(\d+)_\d+x\d+"),
+    _re(r"gemm_[a-z0-9_]*?_(\d+)x(\d+)_"),  # CUTLASS with epilogue and type words: `s16816gemm_relu_bf16_128x64_64x6`
+    _re(r"_t(\d+)x(\d+)x\d+"),  # TensorRT-LLM's generated batched GEMMs: `bmm_..._t128x16x256u2`
+    _re(r"matmul\w*?_(\d+)x(\d+)x\d+x\d+"),  # Triton matmul_ogs: `_matmul_ogs_NNT_..._128x128x128x1`
 )
 
 

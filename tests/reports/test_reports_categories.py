@@ -87,6 +87,14 @@ def builtin_rules_only(monkeypatch, tmp_path):
             "cuBLAS",
         ),
         ("nvjet_sm90_tst_128x64_64x8_1x2_h_bz_NNT", "GEMM", "GEMM medium tile", "cuBLASLt"),
+        # tiles behind epilogue and type words (names from TraceLens's and HTA's public traces)
+        (
+            "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x64_64x6_tn_align8>(Params)",
+            "GEMM",
+            "GEMM medium tile",
+            "CUTLASS",
+        ),
+        ("_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1_swiglu", "GEMM", "GEMM skinny tile (aspect >=4)", "unknown"),
         (
             "void cublasLt::splitKreduce_kernel<32, 16, int, float>(cublasLt::cublasSplitKParams<float>)",
             "GEMM",
