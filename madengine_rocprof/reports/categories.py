@@ -562,6 +562,18 @@ def classify(kernel_name: str) -> KernelClass:
     return KernelClass(UNKNOWN, UNKNOWN, library, "")
 
 
+# transfers a DMA/copy engine runs, as profilers name them: Kineto `Memcpy HtoD (Pinned -> Device)` / `Memset (Device)`,
+# Nsight `[CUDA memcpy HtoD]` / `[CUDA memset]`, rocprofv3 `MEMORY_COPY_HOST_TO_DEVICE`
+_COPY_ENGINE = re.compile(r"^(Memcpy|Memset)\b|^\[CUDA mem(cpy|set)|^MEMORY_COPY", re.IGNORECASE)
+
+
+def runs_on_copy_engine(name: str) -> bool:
+    """True for a copy-engine transfer; False for kernels, including the memory-copy kernels that run on the compute
+    units (ATen FillFunctor, CatArrayBatchedCopy, direct_copy_kernel_cuda, ROCclr blits), which Holistic Trace
+    Analysis counts as compute."""
+    return bool(_COPY_ENGINE.search(name.strip()))
+
+
 def categorize(kernel_name: str) -> str:
     return classify(kernel_name).category
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from madengine_rocprof.reports import categories
-from madengine_rocprof.reports.categories import CATEGORIES, classify
+from madengine_rocprof.reports.categories import CATEGORIES, classify, runs_on_copy_engine
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kernel_names"
 
@@ -137,10 +137,20 @@ def test_real_families_classify_as_expected(pattern, category, role):
         assert (found.category, found.role) == (category, role), name
 
 
-def test_copies_are_memory_copies():
+def test_copies_are_memory_copies_on_the_copy_engine():
     names = {name for _, trace in _traces() for name, _, _ in trace["copies"]}
     assert {n.split(" ")[0] for n in names} == {"Memcpy", "Memset"}
     assert {n: classify(n).category for n in names} == dict.fromkeys(names, "memory copy")
+    assert all(runs_on_copy_engine(n) for n in names)
+
+
+def test_sm_resident_copy_kernels_are_copies_but_no_copy_engine_transfers():
+    """HTA counts these as compute; they keep the memory copy category so a report can name them."""
+    kernels = _named(r"FillFunctor|CatArrayBatchedCopy|direct_copy_kernel_cuda|nchwToNhwc|batched_transpose_")
+    assert {classify(n).category for n in kernels} == {"memory copy"}
+    assert not any(runs_on_copy_engine(n) for n in kernels)
+    assert not runs_on_copy_engine("__amd_rocclr_copyBuffer") and runs_on_copy_engine("[CUDA memcpy HtoD]")
+    assert runs_on_copy_engine("MEMORY_COPY_HOST_TO_DEVICE")
 
 
 def test_amd_libraries_from_real_rocm_traces():
