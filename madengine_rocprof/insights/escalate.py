@@ -2,7 +2,8 @@
 once per counter profile they need, with the profiler's kernel filter, and join both passes per kernel.
 
 - selection: the top N kernels by kernel time (or every kernel above a share of it);
-- profile per kernel category: compute_bound for GEMM and attention, memory_bound for the rest of the compute kernels;
+- profile per kernel category: compute_bound for GEMM, convolution and attention, memory_bound for the rest of the
+  compute kernels;
   communication and unknown kernels are listed but not escalated (counters do not explain them / no profile fits);
 - the second pass is an ordinary `madengine-rocprof run` (the runner's public entry point) of the same model card
   with the same context, whose tools are one escalation tool: the built-in rocprofv3_compute / rocprofv3_memory

@@ -121,7 +121,10 @@ LIBRARIES: tuple[tuple[str, re.Pattern], ...] = tuple(
 
 
 def library_of(name: str) -> str:
-    key = match_key(name)
+    return _library_of_key(match_key(name))
+
+
+def _library_of_key(key: str) -> str:
     for library, pattern in LIBRARIES:
         if pattern.search(key):
             return library
@@ -552,7 +555,7 @@ def classify(kernel_name: str) -> KernelClass:
     """Category, role and library of a kernel (or CPU operator) name. User rules search the whole name as
     documented; the built-in rules match `match_key(name)`, so parameter types never decide."""
     key = match_key(kernel_name)
-    library = library_of(kernel_name)
+    library = _library_of_key(key)
     for rule in _user_rules:
         if rule.pattern.search(kernel_name):
             return KernelClass(rule.category, rule.role, rule.library or library, rule.where)

@@ -215,9 +215,16 @@ def test_cpu_operators(op, category, role):
     assert (found.category, found.role) == (category, role)
 
 
-def test_categories_and_rules_agree():
+def test_categories_and_rules_agree_and_every_user_knows_each_category():
+    from madengine_rocprof.insights.escalate import NOT_ESCALATED, PROFILE_FOR_CATEGORY
+    from madengine_rocprof.reports.svg import CATEGORY_COLORS
+
     assert {c for _, c, _, _ in categories.RULES} | {"unknown"} == set(CATEGORIES)
     assert CATEGORIES[-1] == "unknown"
+    # escalation picks a counter profile or says why not, for every category; the charts colour each one
+    assert set(PROFILE_FOR_CATEGORY) | set(NOT_ESCALATED) == set(CATEGORIES)
+    assert not set(PROFILE_FOR_CATEGORY) & set(NOT_ESCALATED)
+    assert set(CATEGORY_COLORS) == set(CATEGORIES) and len(set(CATEGORY_COLORS.values())) == len(CATEGORIES)
 
 
 # ---- against an independent categorisation: TraceLens's reference reports of the same traces -------------------
