@@ -86,7 +86,8 @@ def split_name(name: str) -> KernelName:
     qualified `at::native::(anonymous namespace)::softmax_warp_forward`, template args `float, float, 8`.
     """
     text = " ".join(name.split())
-    text = _TRAILER.sub("", text)
+    if text.endswith(("const", "]", ".kd")):
+        text = _TRAILER.sub("", text)
     if text.startswith("void "):
         text = text[5:]
     # the parameter list: the bracket group that closes the name, when something precedes it
@@ -97,9 +98,10 @@ def split_name(name: str) -> KernelName:
             text, signature = text[:start].rstrip(), True
     # a return type other than void (`std::enable_if<...>::type vllm::rms_norm_kernel<...>`): what precedes the
     # last space outside brackets, when it reads as a C++ type (`Memcpy HtoD` is a plain name and stays whole)
-    words = _top_level_split(text, " ")
-    if signature and len(words) > 1 and words[-1] and _RETURN_TYPE.search(" ".join(words[:-1])):
-        text = words[-1]
+    if signature and " " in text:
+        words = _top_level_split(text, " ")
+        if len(words) > 1 and words[-1] and _RETURN_TYPE.search(" ".join(words[:-1])):
+            text = words[-1]
     # the function's own template arguments: a <...> group that closes the remaining name
     if text.endswith(">"):
         start = _matching_open(text, len(text) - 1)

@@ -449,3 +449,11 @@ def test_display_name_drops_namespaces_and_arguments(name, shown):
     from madengine_rocprof.reports.formatting import display_name
 
     assert display_name(name) == shown
+
+
+def test_builtin_patterns_are_matched_lower_cased_so_upper_case_escapes_are_refused():
+    """The built-ins run on the lower-cased key (faster than re.IGNORECASE); `\\D` would become `\\d` there."""
+    with pytest.raises(ValueError, match="upper-case escape"):
+        categories._lower_re(r"foo\D+")
+    assert categories._lower_re(r"FillFunctor|nchwToNhwc").search("at::native::fillfunctor<float>")
+    assert classify("AT::NATIVE::VECTORIZED_ELEMENTWISE_KERNEL<4, AT::NATIVE::FILLFUNCTOR<FLOAT>>").role == "fill"
