@@ -108,6 +108,7 @@ LIBRARIES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ),
         ("HIP runtime", r"__amd_rocclr_"),
         ("flash-attn", r"flash_(fwd|bwd)|pytorch_flash|\bflash::"),
+        ("AOTriton", r"^(attn_fwd|bwd_kernel_(fuse|dk_dv|dq)|bwd_preprocess(_varlen)?)$"),
         (
             "cuDNN",
             r"cudnn|xmma_(fprop|dgrad|wgrad)|implicit_convolve|^(bn_fw|bn_bw)_|wgrad_alg\d|dgrad_engine|^fft2d_|"
@@ -272,6 +273,13 @@ _BUILTIN = (
         r"split_with_sizes|chunk|unbind|unflatten|flatten|movedim|unfold|resolve_conj|resolve_neg|result_type|"
         r"is_nonzero|is_pinned|_has_compatible_shallow_copy_type)\b|^detach_?$",
     ),
+    # ATen's embedding backward sorts the indices, then sums the gradient per segment of equal indices
+    (
+        "embedding_bwd",
+        "elementwise",
+        "embedding bwd",
+        r"compute_grad_weight|krn_partial|partials_per_segment|compute_num_of_partial_segments|sum_and_scatter",
+    ),
     # embedding tables (FBGEMM's table-batched embeddings fuse the optimizer into the backward: still embedding)
     (
         "embedding",
@@ -311,6 +319,8 @@ _BUILTIN = (
         "KV cache write",
         r"reshape_and_cache|store_kvcache|store_cache|concat_and_cache|kv_indices",
     ),
+    # AOTriton (PyTorch's SDPA on ROCm): attn_fwd, then bwd_preprocess and bwd_kernel_fuse / _dk_dv / _dq
+    ("aotriton_bwd", "attention", "attention bwd", r"^(bwd_kernel_(fuse|dk_dv|dq)|bwd_preprocess(_varlen)?)$"),
     # cuDNN's flash-attention backward runs helpers around its bprop kernel: dO.O row sums first, dQ conversion last
     ("attention_bwd_helper", "attention", "attention bwd", r"compute_dot_do_o|convert_dq_to"),
     (
@@ -325,7 +335,7 @@ _BUILTIN = (
         "aten_reduce",
         "reduction",
         "reduction",
-        r"at::native::reduce_kernel<|aten::(linalg_vector_norm|linalg_norm|norm|var|std)\b",
+        r"at::native::reduce_kernel<|lpnorm_cleanup|aten::(linalg_vector_norm|linalg_norm|norm|var|std)\b",
     ),
     (
         "norm",
@@ -378,6 +388,13 @@ _BUILTIN = (
         r"radix_?sort|sort_?kernel|bitonic|sortKV|segmented_sort|merge_?sort|argsort|searchsorted|bucketize",
     ),
     ("topk", "reduction", "top-k", r"topk|top_k|gatherTopK"),
+    # select/partition kernels carry scan state types in their template arguments: before scan
+    (
+        "select",
+        "reduction",
+        "select/unique",
+        r"DeviceSelect|partition_(config|impl|kernel)|select_if|DeviceCompact|unique_|nonzero",
+    ),
     ("reduce_by_key", "reduction", "reduction", r"ReduceByKey|reduce_by_key"),
     (
         "scan",
@@ -385,12 +402,6 @@ _BUILTIN = (
         "scan",
         r"DeviceScan|scan_impl|lookback_scan|ScanTileState|(inclusive|exclusive)_?scan|cumsum|cumprod|"
         r"scan_innermost|scan_outer",
-    ),
-    (
-        "select",
-        "reduction",
-        "select/unique",
-        r"DeviceSelect|partition_(config|impl)|select_if|DeviceCompact|unique_|nonzero",
     ),
     (
         "random",

@@ -154,7 +154,8 @@ def test_sm_resident_copy_kernels_are_copies_but_no_copy_engine_transfers():
 
 
 def test_amd_libraries_from_real_rocm_traces():
-    """MI300/MI210/MI250 names: Tensile/hipBLASLt, CK (also mangled), MIOpen, vLLM/AITER kernels, Triton."""
+    """MI350/MI300/MI210/MI250 names: Tensile/hipBLASLt, CK (also mangled), MIOpen, vLLM/AITER kernels, AOTriton,
+    ROCclr blits, RCCL, rocPRIM."""
     expected = {
         r"^Cijk_": ("GEMM", "Tensile/hipBLASLt"),
         r"^_ZN2ck16tensor_operation6device\w*grouped_conv_fwd": ("convolution", "CK"),
@@ -163,6 +164,12 @@ def test_amd_libraries_from_real_rocm_traces():
         r"^_ZN7ck_tile6kentry\w*Rmsnorm2dFwd": ("normalization", "CK"),
         r"^_ZN5aiter24add_rmsnorm_quant": ("normalization", "AITER"),
         r"^void paged_attention_ll4mi_QKV": ("attention", "vLLM"),
+        # a rocprofv3 JSON recorded on MI350 (gfx950): ROCclr blits, AOTriton attention, RCCL, rocPRIM
+        r"^__amd_rocclr_copyBuffer$": ("memory copy", "HIP runtime"),
+        r"^__amd_rocclr_fillBufferAligned$": ("memory copy", "HIP runtime"),
+        r"^(attn_fwd|bwd_kernel_fuse)$": ("attention", "AOTriton"),
+        r"^ncclDevKernel_Generic_1\(": ("communication", "RCCL/NCCL"),
+        r"rocprim::ROCPRIM_\w+::detail::(radix_sort|partition_kernel|lookback_scan)": ("reduction", "CUB/rocPRIM"),
     }
     for pattern, (category, library) in expected.items():
         for name in _named(pattern):
