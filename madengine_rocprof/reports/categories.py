@@ -357,7 +357,7 @@ _BUILTIN = (
         "conv",
         "convolution",
         _direction("convolution"),
-        r"conv(olution)?([_\d]|\b)|implicit_convolve|xmma_(fprop|dgrad|wgrad)|(fprop|dgrad|wgrad)_|miopenConv|igemm|"
+        r"conv(olution)?([_\d]|\b)|implicit_convolve|xmma_(fprop|dgrad|wgrad)|(fprop|dgrad|wgrad)_|miopenConv|^igemm_(fwd|bwd|wrw)|"
         r"scudnn|winograd|fft2d_|dgrad_engine|wgrad_alg\d|cask_cudnn\w*::compute\w*Offsets|reduce_wgrad|Im\d?d2Col|"
         r"im2col|col2im|xdlops_bwd_(weight|data)|grouped_conv|depthwise",
     ),

@@ -95,6 +95,9 @@ def builtin_rules_only(monkeypatch, tmp_path):
             "CUTLASS",
         ),
         ("_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1_swiglu", "GEMM", "GEMM skinny tile (aspect >=4)", "unknown"),
+        # an int8 GEMM is no convolution (MIOpen's implicit-GEMM convolutions are `igemm_fwd/bwd/wrw_*`)
+        ("volta_igemm_int8_128x128_ldg4_nt", "GEMM", "GEMM large tile (>=128x128)", "cuBLAS"),
+        ("igemm_wrw_gtcx2_nhwc_bf16_bx0_ex1_bt64x64x64_wt32x32x8", "convolution", "convolution bwd", "MIOpen"),
         (
             "void cublasLt::splitKreduce_kernel<32, 16, int, float>(cublasLt::cublasSplitKParams<float>)",
             "GEMM",
