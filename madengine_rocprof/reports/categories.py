@@ -225,10 +225,10 @@ _BUILTIN = (
         "fill",
         "memory copy",
         "fill",
-        r"memset|fillbuffer|__amd_rocclr_fill|fill_kernel|FillFunctor|masked_fill|"
+        r"memset|fillbuffer|__amd_rocclr_fill|(?<![a-z])fill_kernel|FillFunctor|masked_fill|"
         r"aten::(fill_|zero_|zeros|zeros_like|ones|ones_like|full|full_like|new_zeros|scalar_tensor)\b",
     ),
-    ("concat", "memory copy", "concat", r"CatArrayBatchedCopy|cat_?kernel|aten::(cat|stack)\b"),
+    ("concat", "memory copy", "concat", r"CatArrayBatchedCopy|(?<![a-z])(con)?cat_?kernel|aten::(cat|stack)\b"),
     (
         "cast",
         "memory copy",
@@ -327,7 +327,8 @@ _BUILTIN = (
         "attention",
         "attention",
         _direction("attention"),
-        r"attn|attention|flash|fmha|sdpa|^reduce_segments$|mha_(fwd|bwd|batch)|(?<![a-z])sage_(fwd|bwd|attn)",
+        # FlashInfer's norm, sampling, activation and GEMM kernels are no attention: they fall through to those rules
+        r"attn|attention|flash(?!infer::(norm|sampling|activation|quantization|gemm|group_gemm))|fmha|sdpa|^reduce_segments$|mha_(fwd|bwd|batch)|(?<![a-z])sage_(fwd|bwd|attn)",
     ),
     # ATen's generic reduction kernel: its functor (WelfordOps for var/std, NormTwoOps for vector norms) is no
     # normalization layer, and neither is the vector norm operator

@@ -98,6 +98,12 @@ def builtin_rules_only(monkeypatch, tmp_path):
         # an int8 GEMM is no convolution (MIOpen's implicit-GEMM convolutions are `igemm_fwd/bwd/wrw_*`)
         ("volta_igemm_int8_128x128_ldg4_nt", "GEMM", "GEMM large tile (>=128x128)", "cuBLAS"),
         ("igemm_wrw_gtcx2_nhwc_bf16_bx0_ex1_bt64x64x64_wt32x32x8", "convolution", "convolution bwd", "MIOpen"),
+        # FlashInfer's non-attention kernels go by what they are; "prefill" holds no fill
+        ("void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*)", "normalization", "norm fwd",
+         "unknown"),
+        ("void flashinfer::sampling::TopKTopPSamplingFromProbKernel<1024u>(float*)", "reduction", "top-k", "unknown"),
+        ("void flashinfer::BatchPrefillWithPagedKVCacheKernel<1>(Params)", "attention", "attention fwd", "unknown"),
+        ("_fwd_prefill_kernel", "unknown", "unknown", "unknown"),
         (
             "void cublasLt::splitKreduce_kernel<32, 16, int, float>(cublasLt::cublasSplitKParams<float>)",
             "GEMM",
