@@ -96,6 +96,7 @@ LIBRARIES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ("AITER", r"\baiter::|^_ZN5aiter"),
         ("FBGEMM", r"fbgemm|^split_embedding|^bounds_check_indices|^permute_pooled_embs|^recat_copy"),
         ("vLLM", r"\bvllm::|^paged_attention_|^kernel_unified_attention"),
+        ("FlashInfer", r"flashinfer"),
         ("TensorRT-LLM", r"tensorrt_llm|^fmhaSm\d+|\bmoe::dev::"),
         ("Tensile/hipBLASLt", r"^(custom_)?cijk_|tensile"),
         ("hipBLASLt", r"hipblaslt"),

@@ -100,9 +100,9 @@ def builtin_rules_only(monkeypatch, tmp_path):
         ("igemm_wrw_gtcx2_nhwc_bf16_bx0_ex1_bt64x64x64_wt32x32x8", "convolution", "convolution bwd", "MIOpen"),
         # FlashInfer's non-attention kernels go by what they are; "prefill" holds no fill
         ("void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*)", "normalization", "norm fwd",
-         "unknown"),
-        ("void flashinfer::sampling::TopKTopPSamplingFromProbKernel<1024u>(float*)", "reduction", "top-k", "unknown"),
-        ("void flashinfer::BatchPrefillWithPagedKVCacheKernel<1>(Params)", "attention", "attention fwd", "unknown"),
+         "FlashInfer"),
+        ("void flashinfer::sampling::TopKTopPSamplingFromProbKernel<1024u>(float*)", "reduction", "top-k", "FlashInfer"),
+        ("void flashinfer::BatchPrefillWithPagedKVCacheKernel<1>(Params)", "attention", "attention fwd", "FlashInfer"),
         ("_fwd_prefill_kernel", "unknown", "unknown", "unknown"),
         (
             "void cublasLt::splitKreduce_kernel<32, 16, int, float>(cublasLt::cublasSplitKParams<float>)",
