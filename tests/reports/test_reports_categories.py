@@ -101,7 +101,8 @@ def builtin_rules_only(monkeypatch, tmp_path):
         # FlashInfer's non-attention kernels go by what they are; "prefill" holds no fill
         ("void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*)", "normalization", "norm fwd",
          "FlashInfer"),
-        ("void flashinfer::sampling::TopKTopPSamplingFromProbKernel<1024u>(float*)", "reduction", "top-k", "FlashInfer"),
+        ("void flashinfer::sampling::TopKTopPSamplingFromProbKernel<1024u>(float*)", "reduction", "top-k",
+         "FlashInfer"),
         ("void flashinfer::BatchPrefillWithPagedKVCacheKernel<1>(Params)", "attention", "attention fwd", "FlashInfer"),
         ("_fwd_prefill_kernel", "unknown", "unknown", "unknown"),
         (
