@@ -29,7 +29,7 @@ def test_a_registered_trace_tool_without_core_profile_runs_locally(tmp_path, mon
     log = "\n".join(p.read_text() for p in out.glob("*/logs/run.log"))
     assert code == 0, log[-2000:]
     assert "unknown profile" not in log
-    (row,) = list(csv.DictReader(open(out / "perf.csv", newline="")))
+    (row,) = list(csv.DictReader((out / "perf.csv").read_text().splitlines()))
     assert row["status"] == "SUCCESS"
     (manifest,) = out.glob("*/profiler/**/manifest.json")
     assert json.loads(manifest.read_text())["profile"] == "lightweight"
