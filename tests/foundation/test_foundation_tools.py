@@ -213,7 +213,9 @@ def test_a_trace_tool_without_core_profile_gets_the_profile_its_content_implies(
     assert argv[:3] == ["W", "--profile", "lightweight"] and argv[-1] == "--"
     plan = planner.build(argv[1:-1], ["python3", "-c", "pass"], profiler="embedded", env={}, cwd=str(tmp_path))
     assert plan.profile == "lightweight"
-    pcs = ToolDefinition(name="my_pcs", pc_sampling={"method": "host_trap", "unit": "time", "interval": 1000})
+    pcs = ToolDefinition.model_validate(
+        {"name": "my_pcs", "pc_sampling": {"method": "host_trap", "unit": "time", "interval": 1000}}
+    )
     assert pcs.profile == "pc_sampling"
 
 
