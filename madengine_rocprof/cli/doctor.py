@@ -22,6 +22,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import os
 
+    from madengine_rocprof.tracer import select
     from madengine_rocprof.wrapper import detect, planner
 
     env = os.environ
@@ -33,9 +34,10 @@ def run(args) -> int:
         chosen, error = detect.choose(args.profiler, kind, env).to_json(), None
     except UserError as err:
         chosen, error = None, str(err)
+    torch = select.torch_version()
     if args.json:
-        print(json.dumps({"profile": profile, "profile_kind": kind, "found": found, "chosen": chosen, "error": error},
-                         indent=2))
+        print(json.dumps({"profile": profile, "profile_kind": kind, "found": found, "chosen": chosen, "error": error,
+                          "torch": torch, "python": sys.executable}, indent=2))
         return 0 if chosen else 127
     for row in found:
         if row["found"]:
@@ -48,8 +50,11 @@ def run(args) -> int:
     override = args.profiler or env.get(detect.ENV_PROFILER)
     print(f"profile: {profile or '(none; inferred per run from the options)'} -> needs {kind}")
     print(f"override: {override or 'none (auto)'}")
+    print(f"torch: {torch or 'not installed'} (in {sys.executable})")
     if chosen:
         print(f"chosen: {chosen['name']} -- {chosen['why']}")
+        if chosen["name"] == "embedded" and torch is None:
+            print("warning: " + select.NO_TORCH.format(python=sys.executable), file=sys.stderr)
         return 0
     print(f"error: {error}", file=sys.stderr)
     return 127
