@@ -142,9 +142,10 @@ def test_readme_commands_run_on_a_fresh_clone(tmp_path):
         MADENGINE_ROCPROF_HOME=str(tmp_path / "home"),
     )
     activated = dict(base_env, VIRTUAL_ENV=str(clone / ".venv"), PATH=f"{clone / '.venv' / 'bin'}:{base_env['PATH']}")
-    ran, skipped = [], []
+    ran: list[str] = []
+    skipped: list[tuple[Command, str | None]] = []
     for block in readme_blocks((clone / "README.md").read_text()):
-        runnable = []
+        runnable: list[tuple[Command, str | None]] = []
         for command in block.commands:
             reason = skip_reason(command.text)
             (skipped if reason else runnable).append((command, reason))
