@@ -179,7 +179,7 @@ def compare_metric(
     except OverflowError:
         b = n = math.inf
         per_run = []
-    if not all(math.isfinite(v) for v in (b, n, *per_run)):
+    if not all(math.isfinite(v) for v in (b, n, *per_run)) or (b > 0 and not math.isfinite(n / b)):
         raise UserError(
             f"{name}: values too large to average (the {settings.statistic} overflows)",
             where=name,

@@ -227,11 +227,12 @@ def test_non_finite_step_times_in_new_are_bad_input_never_a_pass(tmp_path, capsy
     assert not out.exists()
 
 
-def test_huge_step_times_whose_sum_overflows_are_bad_input(tmp_path, capsys):
-    base = write_reps(tmp_path / "base", [[10.0, 10.1]] * 2)
-    new = write_reps(tmp_path / "new", [[1e308, 1e308]] * 2)
+@pytest.mark.parametrize("base_steps, new_steps", [([10.0, 10.1], [1e308, 1e308]), ([1e-300, 1e-300], [1e300, 1e300])])
+def test_huge_step_times_whose_sum_or_ratio_overflows_are_bad_input(tmp_path, capsys, base_steps, new_steps):
+    base = write_reps(tmp_path / "base", [base_steps] * 2)
+    new = write_reps(tmp_path / "new", [new_steps] * 2)
     code, io = run_compare([base, new, "--gate"], capsys)
-    assert code == 2 and "Traceback" not in io.err and "too large" in io.err
+    assert code == 2 and "Traceback" not in io.err and "too large" in io.err and "bug" not in io.err
 
 
 def test_a_crash_inside_the_gate_exits_2_not_the_regression_code(tmp_path, capsys, monkeypatch):
