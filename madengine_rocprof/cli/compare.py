@@ -42,7 +42,13 @@ def register(subparsers) -> None:
     p.add_argument(
         "--confidence", type=float, default=95.0, metavar="PCT", help="confidence level of the intervals (default 95)"
     )
-    p.add_argument("--statistic", choices=("mean", "median"), default="mean", help="compared statistic (default mean)")
+    p.add_argument(
+        "--statistic",
+        choices=("mean", "median"),
+        default="median",
+        help="each run's value: the median (default; robust to steps slowed by other load) or the mean of its steps "
+        "or dispatches",
+    )
     p.add_argument(
         "--top",
         type=int,

@@ -35,7 +35,7 @@ PER_DISPATCH = ("rocprofv3-csv", "legacy-csv", "rocprofv3-json", "rocpd")
 
 @dataclass
 class Settings:
-    statistic: str = "mean"
+    statistic: str = "median"  # per run; the mean let preempted steps and dispatches hide a 3x slowdown (A/A bench)
     confidence: float = 0.95
     threshold: float = 0.05  # a regression must exceed 1 + threshold
     top: int = 10  # kernels compared: the top N of the base by total time ...
