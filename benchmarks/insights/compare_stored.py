@@ -51,10 +51,7 @@ def main_() -> int:
                     "compare",
                     str(runs[base]),
                     str(runs[new]),
-                    "--gate",
                     "-q",
-                    "--seed",
-                    "0",
                     "--markdown",
                     str(out / f"{name}.md"),
                     "--json",
@@ -62,10 +59,7 @@ def main_() -> int:
                 ]
             )
             step = json.loads((out / f"{name}.json").read_text())["metrics"][0]
-            print(
-                f"{name}: ratio {step['ratio']:.3f} CI [{step['ci_low']:.3f}, {step['ci_high']:.3f}] "
-                f"{step['verdict']} (gate exit {code})"
-            )
+            print(f"{name}: ratio {step['ratio']:.3f} {step['verdict']} (exit {code})")
     return 0
 
 

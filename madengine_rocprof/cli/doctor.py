@@ -31,6 +31,7 @@ def tracer_probes(env) -> list[str]:
 def run(args) -> int:
     import os
 
+    from madengine_rocprof.tracer import select
     from madengine_rocprof.wrapper import detect, planner
 
     env = os.environ
@@ -49,9 +50,10 @@ def run(args) -> int:
     if chosen and chosen["name"] == "embedded":
         chosen["probes"] = [*chosen.get("probes", []), *probes]
         chosen["why"] += f"; {probes[0]}"
+    torch = select.torch_version()
     if args.json:
-        print(json.dumps({"profile": profile, "profile_kind": kind, "found": found, "chosen": chosen, "error": error},
-                         indent=2))
+        print(json.dumps({"profile": profile, "profile_kind": kind, "found": found, "chosen": chosen, "error": error,
+                          "torch": torch, "python": sys.executable}, indent=2))
         return 0 if chosen else 127
     for row in found:
         if row["found"]:
@@ -64,8 +66,11 @@ def run(args) -> int:
     override = args.profiler or env.get(detect.ENV_PROFILER)
     print(f"profile: {profile or '(none; inferred per run from the options)'} -> needs {kind}")
     print(f"override: {override or 'none (auto)'}")
+    print(f"torch: {torch or 'not installed'} (in {sys.executable})")
     if chosen:
         print(f"chosen: {chosen['name']} -- {chosen['why']}")
+        if chosen["name"] == "embedded" and torch is None:
+            print("warning: " + select.NO_TORCH.format(python=sys.executable), file=sys.stderr)
         return 0
     print(f"error: {error}", file=sys.stderr)
     return 127

@@ -32,7 +32,9 @@ def installed(tmp_path_factory):
     """`python -m build` (sdist, then the wheel from the sdist), then the wheel in a fresh venv."""
     repo = Path(__file__).resolve().parents[2]
     base = tmp_path_factory.mktemp("wheel")
-    sh([sys.executable, "-m", "build", "--outdir", base / "dist", repo], cwd=base)
+    built = sh([sys.executable, "-m", "build", "--outdir", base / "dist", repo], cwd=base)
+    # every folder of the package is packaged (setuptools warns "Package would be ignored" for one it skips)
+    assert "would be ignored" not in built.stdout + built.stderr
     wheel = next((base / "dist").glob("madengine_rocprof-*.whl"))
     sdist = next((base / "dist").glob("madengine_rocprof-*.tar.gz"))
     sh([sys.executable, "-m", "venv", base / "venv"], cwd=base)
@@ -84,6 +86,12 @@ def test_installed_commands_work_from_an_empty_directory(installed, tmp_path):
 
     def mr(*args, ok=True):
         return sh([cli, *args], cwd=empty, env=env, ok=ok)
+
+    # this venv has no torch (no [torch] extra): doctor says so, and, where the embedded tracer is the one chosen
+    # (no profiler on PATH), why a local run with this Python would fail
+    doctor = sh([cli, "doctor"], cwd=empty, env=dict(env, PATH="/usr/local/bin:/usr/bin:/bin"))
+    assert "torch: not installed" in doctor.stdout and "tracer backend: none" in doctor.stdout
+    assert "ModuleNotFoundError" in doctor.stderr and "madengine-rocprof[torch]" in doctor.stderr
 
     paths = mr("paths").stdout
     site_resources = next((base / "venv" / "lib").glob("python3*/site-packages/madengine_rocprof/_resources"))

@@ -124,19 +124,26 @@ def test_random_traces_match_their_records(tmp_path_factory, rows, sdk_encoding)
 
 
 def test_cli_report_compare_and_classify(tmp_path, capsys):
-    base = [("Cijk_Alik_Bljk_SB_MT128x128x16", i * 10_000, i * 10_000 + 5_000) for i in range(200)]
-    slow = [(n, s, e + 2_000) for n, s, e in base]
-    for label, rows in (("base", base), ("new", slow)):
-        write_pftrace(tmp_path / label / "host" / "1_results.pftrace",
-                      [Record("kernel_dispatch", n, s, e) for n, s, e in rows])
+    def dispatches(slower_ns: int, rep: int):
+        return [("Cijk_Alik_Bljk_SB_MT128x128x16", i * 10_000, i * 10_000 + 5_000 + slower_ns + (i * 7 + rep) % 50)
+                for i in range(200)]
+
+    for label, slower in (("base", 0), ("new", 2_000)):
+        for rep in range(3):  # repeated runs: the gate needs the run-to-run spread (workload_result.json marks a run)
+            run = tmp_path / label / f"rep{rep}"
+            write_pftrace(run / "host" / "1_results.pftrace",
+                          [Record("kernel_dispatch", n, s, e) for n, s, e in dispatches(slower, rep)])
+            (run / "workload_result.json").write_text(json.dumps({"schema_version": 1, "status": "ok"}))
     out = tmp_path / "r.json"
-    assert main(["report", str(tmp_path / "base"), str(tmp_path / "new"), "--json", str(out), "-q"]) == 0
+    runs = [tmp_path / "base" / "rep0", tmp_path / "new" / "rep0"]
+    assert main(["report", *map(str, runs), "--json", str(out), "-q"]) == 0
     report = json.loads(out.read_text())
     assert [r["summary"]["dispatches"] for r in report["runs"]] == [200, 200]
     capsys.readouterr()
     assert main(["compare", str(tmp_path / "base"), str(tmp_path / "new"), "--gate"]) == 1  # 40% slower kernels
+    assert main(["compare", str(tmp_path / "base"), str(tmp_path / "base"), "--gate"]) == 0
     capsys.readouterr()
-    assert main(["kernels", "classify", "--run", str(tmp_path / "base")]) == 0
+    assert main(["kernels", "classify", "--run", str(runs[0])]) == 0
     assert "GEMM" in capsys.readouterr().out
 
 

@@ -123,6 +123,24 @@ def test_run_sh_writes_workload_result(scripts_dir, tmp_path):
     assert float(PERF.findall(p.stdout)[0]) == pytest.approx(res["metrics"]["tokens_per_second"], abs=0.006)
 
 
+@pytest.mark.slow
+def test_run_sh_from_a_checkout_root_needs_no_activated_venv_and_leaves_the_root_clean(scripts_dir, tmp_path):
+    """The README runs `bash scripts/tinytransformer/run.sh ...` from the checkout's root in a fresh shell: python3
+    has no torch there (only the checkout's .venv has), and the result must not land in the root."""
+    root = tmp_path / "checkout"  # a checkout: .git, and scripts/tinytransformer (the real one, whose ../../.venv is
+    (root / ".git").mkdir(parents=True)  # the repository's venv)
+    (root / "scripts").mkdir()
+    (root / "scripts" / "tinytransformer").symlink_to(scripts_dir)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "VIRTUAL_ENV", "WORLD_SIZE", "PYTHONPATH")}
+    env["PATH"] = "/usr/bin:/bin"  # no venv on PATH
+    p = subprocess.run(["bash", "scripts/tinytransformer/run.sh", "--version", "v1", "--num-steps", "1",
+                        "--warmup-steps", "0", "--device", "cpu"], cwd=root, env=env, capture_output=True, text=True,
+                       timeout=240)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert not (root / "workload_result.json").exists()
+    assert json.loads((root / "runs" / "tinytransformer" / "workload_result.json").read_text())["status"] == "ok"
+
+
 def test_run_sh_rejects_bad_arguments(scripts_dir, tmp_path):
     assert _run_sh(scripts_dir, tmp_path, "--version", "v9").returncode == 2
     assert _run_sh(scripts_dir, tmp_path, "--nproc-per-node", "x").returncode == 2

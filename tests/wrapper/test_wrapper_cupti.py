@@ -411,3 +411,22 @@ def test_driver_api_records_name_driver_calls(backend):
     assert [r[8] for r in rows] == [1] and rows[0][4] == 4242  # the kernel's thread comes from the driver call
     with pytest.raises(ValueError, match="runtime or driver"):
         backend(api=True, api_domain="hip")
+
+
+def test_doctor_tells_the_truth_about_a_python_without_torch(monkeypatch, capsys):
+    """A wheel install without the [torch] extra: no tracer backend in this Python (before: 'tracer backend: torch',
+    then a local run failed with ModuleNotFoundError)."""
+    from madengine_rocprof.cli import main
+    from madengine_rocprof.tracer import select as select_module
+
+    monkeypatch.setattr(select_module, "torch_version", lambda: None)
+    for name in ("ROCM_PATH", "MADENGINE_ROCPROF_PROFILER"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert main(["doctor"]) == 0
+    io = capsys.readouterr()
+    assert "tracer backend: none: torch is not installed in this Python" in io.out
+    assert "torch: not installed" in io.out
+    assert "ModuleNotFoundError" in io.err and "madengine-rocprof[torch]" in io.err
+    assert main(["doctor", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["torch"] is None
