@@ -67,24 +67,25 @@ def compiler(env=None) -> str | None:
 
 
 def build(source: Path = SOURCE, folder: Path | None = None) -> Path:
-    """Path of the compiled recorder, compiling it if this source version has no build yet (raises Unavailable)."""
+    """Path of the compiled native library (the recorder, or another C file of native/), compiling it if this source
+    version has no build yet (raises Unavailable)."""
     if not source.is_file():  # e.g. the package runs from a zip archive
-        raise Unavailable(f"the native API recorder's source is not a file here: {source}")
+        raise Unavailable(f"the native {source.stem} source is not a file here: {source}")
     key = hashlib.sha256(source.read_bytes() + os.uname().machine.encode()).hexdigest()[:16]
-    name = f"api_recorder-{key}.so"
+    name = f"{source.stem}-{key}.so"
     places = [folder] if folder else [cache_dir(), Path(tempfile.gettempdir()) / f"madengine-rocprof-{os.getuid()}"]
     for place in places:
         if (place / name).exists():  # built before (or put there for a machine without a compiler)
             return place / name
     cc = compiler()
     if cc is None:
-        raise Unavailable("no C compiler (cc, gcc or clang) to build the native API recorder")
+        raise Unavailable(f"no C compiler (cc, gcc or clang) to build the native {source.stem}")
     tried = []
     for place in places:
         target = place / name
         try:
             place.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".api_recorder-", suffix=".so", dir=place)
+            fd, tmp = tempfile.mkstemp(prefix=f".{source.stem}-", suffix=".so", dir=place)
             os.close(fd)
         except OSError as exc:
             tried.append(f"{place}: {exc.strerror or exc}")
@@ -99,7 +100,7 @@ def build(source: Path = SOURCE, folder: Path | None = None) -> Path:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-    raise Unavailable("no writable folder for the native API recorder: " + "; ".join(tried))
+    raise Unavailable(f"no writable folder for the native {source.stem}: " + "; ".join(tried))
 
 
 def invariant_tsc(cpuinfo: str = "/proc/cpuinfo") -> bool:

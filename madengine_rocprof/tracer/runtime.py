@@ -154,9 +154,12 @@ class _Tracer:
             try:
                 mib = _env_float("MADENGINE_ROCPROF_TRACER_BUFFER_MB", 0)
                 size = int(mib * (1 << 20)) or cupti_backend.BUFFER_BYTES
-                backend = cupti_backend.CuptiBackend(module, api=self.api, buffers=cupti_backend.Buffers(size),
+                buffers, buffer_warning = cupti_backend.make_buffers(size)
+                backend = cupti_backend.CuptiBackend(module, api=self.api, buffers=buffers,
                                                      api_domain=self.api_domain,
                                                      api_recorder_choice=self.api_recorder)
+                if buffer_warning:
+                    backend.warnings.append(buffer_warning)
                 self.sync = torch.cuda.synchronize
                 backend.start()
                 for text in backend.warnings:
