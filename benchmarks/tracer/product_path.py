@@ -30,6 +30,7 @@ Writes DIR/runs.jsonl (one line per process) and DIR/results.jsonl (one row per 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import datetime
 import glob
@@ -37,6 +38,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -77,7 +79,10 @@ def parse_args(argv=None):
     p.add_argument("--out", required=True, help="folder for runs.jsonl, results.jsonl and the traces")
     p.add_argument("--variants", default=",".join(DEFAULT), help=f"comma list of {', '.join(VARIANTS)}")
     p.add_argument("--deadline-s", type=float, default=0, help="start no round after this many seconds (0: none)")
-    p.add_argument("--keep-traces", action="store_true", help="keep every trace folder (default: the last one)")
+    p.add_argument("--keep-traces", action="store_true", help="keep the trace folders (default: counted, deleted)")
+    p.add_argument("--full-write", action="store_true", help="let every process write its trace (default: the last"
+                   " round's only; other processes are stopped once the harness has written its result)")
+    p.add_argument("--baseline-every", type=int, default=3, help="an untraced run after every N traced runs (3)")
     p.add_argument("--python", default=sys.executable, help="the Python that runs the harness")
     p.add_argument("--commit", default=os.environ.get("MRT_COMMIT", ""), help="commit measured (default: git)")
     p.add_argument("--base-repo", default="", help="another checkout: a variant named NAME@base runs its wrapper"
@@ -138,14 +143,33 @@ def _rows(path: str) -> int:
         return max(0, sum(1 for _ in csv.reader(fh)) - 1)
 
 
-def run_one(variant: str, rnd: int, args) -> dict:
-    trace_dir = os.path.join(args.out, "traces", f"{variant}_r{rnd}")
-    json_out = os.path.join(args.out, "harness", f"{variant}_r{rnd}.json")
+def run_one(variant: str, rnd: int, seq: int, args, full_write: bool) -> dict:
+    """One process. Unless full_write, it is stopped (with its wrapper) once the harness has written its result: the
+    timed steps are over by then, and the trace the tracer writes at exit is counted in full-write rounds only."""
+    name = f"{seq:03d}_{variant}_r{rnd}".replace("@", "-")
+    trace_dir = os.path.join(args.out, "traces", name)
+    json_out = os.path.join(args.out, "harness", name + ".json")
     os.makedirs(os.path.dirname(json_out), exist_ok=True)
     cmd, env = command(variant, args, trace_dir, json_out)
     t0 = time.monotonic()
-    done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, check=False)
-    row: dict = {"variant": variant, "round": rnd, "rc": done.returncode, "seconds": round(time.monotonic() - t0, 2)}
+    err_path = os.path.join(args.out, "harness", name + ".stderr")
+    with open(err_path, "w", encoding="utf-8") as err:
+        child = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err,
+                                 start_new_session=True)
+        stopped = False
+        while child.poll() is None:
+            if not full_write and os.path.exists(json_out):
+                time.sleep(0.2)  # the harness renames its result into place; let it print and flush
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)
+                stopped = True
+                break
+            time.sleep(0.1)
+        rc = child.wait()
+    with open(err_path, encoding="utf-8", errors="replace") as fh:
+        stderr = fh.read()
+    row: dict = {"variant": variant, "round": rnd, "seq": seq, "rc": 0 if stopped else rc,
+                 "seconds": round(time.monotonic() - t0, 2), "full_write": not stopped}
     try:
         with open(json_out, encoding="utf-8") as fh:
             result = json.load(fh)
@@ -155,16 +179,65 @@ def run_one(variant: str, rnd: int, args) -> dict:
         row["harness_versions"] = result.get("versions")
         row["harness_device"] = result.get("device")
     except (OSError, KeyError, ValueError) as exc:
-        row["error"] = f"no harness result ({exc!r}); stderr: {done.stderr[-600:]}"
-    row.update(trace_counts(trace_dir))
-    tail = [line for line in done.stderr.splitlines() if "tracer" in line or "error" in line.lower()]
-    if tail:
-        row["stderr_notes"] = tail[-4:]
-    if not args.keep_traces and os.path.isdir(trace_dir):
-        keep = os.path.join(args.out, "traces", f"{variant}_last")
-        shutil.rmtree(keep, ignore_errors=True)
-        os.replace(trace_dir, keep)
+        row["error"] = f"no harness result ({exc!r}); stderr: {stderr[-600:]}"
+    if not stopped:
+        row.update(trace_counts(trace_dir))
+    notes = [line for line in stderr.splitlines() if "tracer" in line or "error" in line.lower()]
+    if notes:
+        row["stderr_notes"] = notes[-4:]
+    if not args.keep_traces:
+        shutil.rmtree(trace_dir, ignore_errors=True)
     return row
+
+
+def workload_base(variant: str) -> str:
+    return VARIANTS[variant.split("@")[0]][3]
+
+
+def schedule(variants: list[str], rounds: int, every: int) -> list[tuple[str, int]]:
+    """(variant, round) in running order. Each round runs every traced variant once, rotated by one each round; the
+    v1 baseline runs after every `every` traced runs (and first), so each traced run has an untraced neighbour on
+    both sides; the v4 pair runs mid-round, in alternating order."""
+    v1 = [v for v in variants if workload_base(v) == "none" and v != "none"]
+    v4 = [v for v in variants if workload_base(v) == "v4_none" and v != "v4_none"]
+    seq: list[tuple[str, int]] = []
+    for r in range(rounds):
+        k = r % len(v1) if v1 else 0
+        order = v1[k:] + v1[:k]
+        pair = (["v4_none"] if "v4_none" in variants else []) + v4
+        if r % 2:
+            pair.reverse()
+        half = (len(order) + 1) // 2
+        chunks = [order[i:i + every] for i in range(0, len(order), every)] or [[]]
+        if "none" in variants and (not seq or seq[-1][0] != "none"):
+            seq.append(("none", r))
+        done = 0
+        for chunk in chunks:
+            seq += [(v, r) for v in chunk]
+            done += len(chunk)
+            if pair and done >= half:
+                seq += [(v, r) for v in pair]
+                pair = []
+            if "none" in variants and chunk:
+                seq.append(("none", r))
+        seq += [(v, r) for v in pair]
+    return seq
+
+
+def overheads(runs: list[dict]) -> None:
+    """Adds overhead_pct to each traced run: its median step over the mean of the nearest successful untraced run
+    of its workload before it and after it."""
+    ok = [r for r in runs if "step_ms" in r]
+    for i, r in enumerate(ok):
+        base = workload_base(r["variant"])
+        if r["variant"] == base:
+            continue
+        before = next((b for b in reversed(ok[:i]) if b["variant"] == base), None)
+        after = next((b for b in ok[i + 1:] if b["variant"] == base), None)
+        near = [b["step_ms"] for b in (before, after) if b is not None]
+        if near:
+            r["baseline_ms"] = statistics.mean(near)
+            r["overhead_pct"] = 100.0 * (r["step_ms"] / r["baseline_ms"] - 1)
 
 
 def spread(values: list[float]) -> dict:
@@ -172,28 +245,30 @@ def spread(values: list[float]) -> dict:
 
 
 def summarize(runs: list[dict], args, meta: dict) -> list[dict]:
-    by = {(r["variant"], r["round"]): r for r in runs if "step_ms" in r}
     rows = []
     for variant in args.variants:
-        base = VARIANTS[variant.split("@")[0]][3]
-        steps = [r["step_ms"] for (v, _), r in sorted(by.items()) if v == variant]
-        if not steps:
+        mine = [r for r in runs if r["variant"] == variant and "step_ms" in r]
+        if not mine:
             continue
-        over = [100.0 * (r["step_ms"] / by[(base, k)]["step_ms"] - 1) for (v, k), r in sorted(by.items())
-                if v == variant and (base, k) in by]
-        traced = [r for (v, _), r in sorted(by.items()) if v == variant]
-        checks = {key: sorted({json.dumps(r.get(key)) for r in traced if key in r})
-                  for key in ("kernel_rows", "api_rows", "dropped_records", "api_recorder", "backend")}
+        base = workload_base(variant)
+        over = [r["overhead_pct"] for r in mine if "overhead_pct" in r]
+        written = [r for r in mine if r.get("full_write")]
+        checks = {key: sorted({json.dumps(r.get(key)) for r in written if key in r})
+                  for key in ("kernel_rows", "api_rows", "dropped_records", "api_recorder", "backend",
+                              "buffer_handling")}
         workload, flags, extra, _ = VARIANTS[variant.split("@")[0]]
         shown = ["bash", "scripts/rocprof_wrapper.sh", "--profile", "lightweight", *flags, "--output-format", "csv",
                  "-d", "OUT", "-o", "%hostname%/%pid%", "--"] if flags else []
         shown += ["python3", "scripts/tinytransformer/tt_harness.py", *WORKLOAD[workload], "--num-steps",
                   str(args.steps), "--warmup-steps", str(args.warmup)]
         env_text = " ".join(f"{k}={v}" for k, v in extra.items())
+        if "MRT_FLOOR_KINDS" in extra:
+            env_text = "PYTHONPATH=benchmarks/tracer/floor:. " + env_text
         rows.append({
             "area": "tracer", "case": f"product_path/{variant}",
-            "figures": {"step_ms": spread(steps), "overhead_pct": spread(over) if over else None},
-            "rounds": len(steps), "baseline": base,
+            "figures": {"step_ms": spread([r["step_ms"] for r in mine]),
+                        "overhead_pct": spread(over) if over else None},
+            "rounds": len(mine), "baseline": base,
             "checks": {k: [json.loads(x) for x in v] for k, v in checks.items() if v},
             "device": meta["device"], "versions": meta["versions"], "commit": meta["commit"],
             "command": (env_text + " " if env_text else "") + " ".join(shown),
@@ -243,24 +318,34 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _interrupt(_signum, _frame):
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
+    plan = schedule(args.variants, args.rounds, args.baseline_every)
     runs: list[dict] = []
     t0 = time.monotonic()
-    with open(os.path.join(args.out, "runs.jsonl"), "a", encoding="utf-8") as log:
-        for rnd in range(args.rounds):
-            if args.deadline_s and time.monotonic() - t0 > args.deadline_s:
+    signal.signal(signal.SIGTERM, _interrupt)  # a time limit still leaves the rows of the runs made so far
+    with contextlib.suppress(KeyboardInterrupt), \
+            open(os.path.join(args.out, "runs.jsonl"), "a", encoding="utf-8") as log:
+        for seq, (variant, rnd) in enumerate(plan):
+            if args.deadline_s and time.monotonic() - t0 > args.deadline_s and (seq == 0 or plan[seq - 1][1] != rnd):
                 print(f"deadline: stopped before round {rnd}", file=sys.stderr)
                 break
-            k = rnd % len(args.variants)
-            for variant in args.variants[k:] + args.variants[:k]:
-                row = run_one(variant, rnd, args)
-                runs.append(row)
-                log.write(json.dumps(row) + "\n")
-                log.flush()
-                print(f"round {rnd} {variant}: {row.get('step_ms', 'FAILED')} ms, rc {row['rc']},"
-                      f" {row['seconds']} s", file=sys.stderr, flush=True)
+            full = args.full_write or rnd == args.rounds - 1
+            row = run_one(variant, rnd, seq, args, full)
+            runs.append(row)
+            log.write(json.dumps(row) + "\n")
+            log.flush()
+            print(f"round {rnd} {variant}: {row.get('step_ms', 'FAILED')} ms, rc {row['rc']},"
+                  f" {row['seconds']} s", file=sys.stderr, flush=True)
+    overheads(runs)
+    with open(os.path.join(args.out, "runs.jsonl"), "w", encoding="utf-8") as log:
+        for row in runs:
+            log.write(json.dumps(row) + "\n")
     rows = summarize(runs, args, metadata(args, runs))
     with open(os.path.join(args.out, "results.jsonl"), "w", encoding="utf-8") as fh:
         for row in rows:

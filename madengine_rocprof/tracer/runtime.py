@@ -125,11 +125,18 @@ class _Tracer:
         import torch
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
-        register_optimizer_step_post_hook(self._after_step)
+        if self._needs_step_hook():
+            register_optimizer_step_post_hook(self._after_step)
         atexit.register(self.finish)
         self._catch_sigterm()
         if self.skip_steps == 0 and self.delay_s <= 0:
             self.start(torch)
+
+    def _needs_step_hook(self) -> bool:
+        """A window bounded by steps or seconds, a delayed start, or the interposer (which patches libraries loaded
+        mid-window at steps) needs the optimizer hook; a whole-run window runs no Python at all per step."""
+        bounded = self.skip_steps > 0 or self.delay_s > 0 or self.steps > 0 or self.max_seconds > 0
+        return bounded or (self.api and self.api_recorder == "interpose")
 
     def start(self, torch) -> None:
         gpu = torch.cuda.is_available()
