@@ -305,7 +305,7 @@ def metadata(args, runs: list[dict]) -> dict:
                              check=False)
         commit = git.stdout.strip() or "unknown"
     return {"device": device, "versions": versions, "commit": commit,
-            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 def table(rows: list[dict]) -> str:

@@ -39,7 +39,7 @@ def window(backend, tt_train, step, feed, device, steps: int) -> dict:
 
 
 def main(argv=None) -> int:
-    from api_recorder_check import percentiles, warm_step
+    from overhead_alternating import percentiles, warm_step
 
     args, tt_train, step, feed, device = warm_step(argv)
     from madengine_rocprof.tracer import cupti_backend

@@ -3,9 +3,9 @@
 Only the activity kinds the profile needs are enabled: concurrent kernels, memcpy and memset. An API trace
 (--hip-trace/--runtime-trace/--sys-trace) records every CUDA runtime call, like rocprofv3's --hip-trace, or, with
 api_domain="driver" (MADENGINE_ROCPROF_TRACER_API_DOMAIN=driver), the driver calls instead. API calls are recorded as
-CUPTI's API activity records or, opted in, by a native recorder (`api_recorder`): the libcudart interposer
-(api_recorder_choice="interpose": cheaper per call, blind to statically linked runtimes; benchmarks/wrapper/README.md,
-section 0e) or a CUPTI callback (="callbacks", measured dearer on eager PyTorch, section 0d).
+by the libcudart interposer (`api_recorder`, the default: cheaper per call; kernels launched by statically linked
+runtimes such as cuBLAS join their driver launch) or as CUPTI's API activity records (api_recorder_choice="activity",
+and the fallback where the interposer cannot run); benchmarks/tracer/README.md has the product-path figures.
 Activity buffers are per thread where CUPTI supports it (no lock shared by the forward and autograd threads), and
 CUPTI is told not to zero a buffer before filling it (a 32 MiB memset each time a buffer is handed over; records
 are walked by their valid size, so stale bytes are never read). Hardware-event-based tracing is switched on where
@@ -152,6 +152,7 @@ class NativeBuffers:
         if n.cupti_buffers_version() != 1:
             raise api_recorder.Unavailable(f"native buffers version {n.cupti_buffers_version()}, this module reads 1")
         n.cupti_buffers_configure.argtypes = [ctypes.c_size_t, ctypes.c_int]
+        n.cupti_buffers_configure.restype = ctypes.c_int
         n.cupti_buffers_prefill.argtypes = [ctypes.c_size_t]
         n.cupti_buffers_prefill.restype = ctypes.c_long
         n.cupti_buffers_pending.restype = ctypes.c_size_t
@@ -159,15 +160,18 @@ class NativeBuffers:
         n.cupti_buffers_take.restype = ctypes.c_size_t
         n.cupti_buffers_release.argtypes = [ctypes.c_void_p]
         n.cupti_buffers_counts.argtypes = [ctypes.c_void_p]
-        n.cupti_buffers_configure(size, 1 if keep else 0)
+        if n.cupti_buffers_configure(size, 1 if keep else 0) != 0:
+            raise api_recorder.Unavailable(f"native buffers of another size already exist in this process (asked"
+                                           f" for {size} bytes)")
         self.size = size
         self.keep = keep
         self.mechanism = "native (C callbacks)"
 
     def callbacks(self) -> tuple:
         n = self.native
-        return (_REQUEST(ctypes.cast(n.cupti_buffers_request, ctypes.c_void_p).value),
-                _COMPLETE(ctypes.cast(n.cupti_buffers_complete, ctypes.c_void_p).value))
+        request = ctypes.cast(n.cupti_buffers_request, ctypes.c_void_p).value or 0
+        complete = ctypes.cast(n.cupti_buffers_complete, ctypes.c_void_p).value or 0
+        return _REQUEST(request), _COMPLETE(complete)
 
     def prefill(self, count: int = PREFILL) -> None:
         if self.native.cupti_buffers_prefill(count) < 0:
@@ -219,9 +223,8 @@ class CuptiBackend:
     name = "cupti"
 
     def __init__(self, cupti, *, api: bool, lib=None, buffers: Buffers | NativeBuffers | None = None,
-                 hw_trace: bool = True,
-                 per_thread_buffers: bool = True, api_domain: str = "runtime", api_recorder_choice: str = "activity",
-                 native_recorder: str | None = None) -> None:
+                 hw_trace: bool = True, per_thread_buffers: bool = True, api_domain: str = "runtime",
+                 api_recorder_choice: str = api_recorder.DEFAULT, native_recorder: str | None = None) -> None:
         if api_domain not in API_DOMAINS:
             raise ValueError(f"api_domain must be runtime or driver, not {api_domain!r}")
         if api_recorder_choice not in api_recorder.CHOICES:
@@ -241,7 +244,7 @@ class CuptiBackend:
         self.kinds = [cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET]
         self.api_recorder_choice = api_recorder_choice
         self.native_recorder = native_recorder  # a built recorder library (tests); None: build or find it
-        self.recorder: api_recorder.Recorder | api_recorder.Interposer | None = None
+        self.recorder: api_recorder.Interposer | None = None
         self.api_mechanism = "undecided" if api else "none"  # decided by the first start()
         self.warnings: list[str] = []
         self._check_kind_values()
@@ -314,8 +317,8 @@ class CuptiBackend:
         return kind
 
     def _choose_api_recorder(self) -> None:
-        """API activity records, or a native recorder (the libcudart interposer or CUPTI callbacks) when asked for
-        and it builds and CUPTI takes its subscription."""
+        """The libcudart interposer when asked for (the default) and it builds and CUPTI takes its subscription, else
+        API activity records (saying why)."""
         ak = self.cupti.ActivityKind
         activity_kind = ak.RUNTIME if self.api_domain == "runtime" else ak.DRIVER
         choice = self.api_recorder_choice
@@ -325,24 +328,16 @@ class CuptiBackend:
             choice = "activity"
         if choice == "activity":
             self.api_mechanism = "CUPTI activity records"
-        else:
-            try:
-                path = Path(self.native_recorder) if self.native_recorder else None
-                recorder: api_recorder.Recorder | api_recorder.Interposer
-                if choice == "interpose":
-                    recorder = api_recorder.Interposer(self.lib, self.cupti, path)
-                    mechanism = "libcudart interposer"
-                else:
-                    recorder = api_recorder.Recorder(self.lib, self.api_domain, path)
-                    mechanism = "native CUPTI callbacks"
-                recorder.subscribe()
-                self.recorder = recorder
-                self.api_mechanism = f"{mechanism} ({recorder.clock})"
-                return
-            except (api_recorder.Unavailable, OSError, AttributeError) as exc:
-                self._use_activity_records(choice, exc)
-                return
-        self.kinds.append(activity_kind)
+            self.kinds.append(activity_kind)
+            return
+        try:
+            path = Path(self.native_recorder) if self.native_recorder else None
+            recorder = api_recorder.Interposer(self.lib, self.cupti, path)
+            recorder.subscribe()
+            self.recorder = recorder
+            self.api_mechanism = f"libcudart interposer ({recorder.clock})"
+        except (api_recorder.Unavailable, OSError, AttributeError) as exc:
+            self._use_activity_records(choice, exc)
 
     def _set_flag(self, attribute, flag: int) -> str:
         """Sets a one-byte CUPTI activity attribute: "on" when CUPTI took it, or why not (an older CUPTI lacks it)."""
@@ -366,7 +361,7 @@ class CuptiBackend:
 
     def refresh(self) -> None:
         """Called at optimizer steps: the interposer patches libraries the app loaded since the window opened."""
-        if isinstance(self.recorder, api_recorder.Interposer):
+        if self.recorder is not None:
             self.recorder.refresh()
 
     def close(self) -> None:

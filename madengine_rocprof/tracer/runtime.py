@@ -24,12 +24,11 @@ uncaught exception) or on SIGTERM. Environment (all optional):
   MADENGINE_ROCPROF_TRACER_API_DOMAIN   CUPTI backend, with API rows: `runtime` (default: every CUDA runtime call,
                                         like --hip-trace) or `driver` (the CUDA driver calls: launches, copies,
                                         allocations, without the runtime's bookkeeping calls; less overhead)
-  MADENGINE_ROCPROF_TRACER_API_RECORDER CUPTI backend, with API rows: `activity` (default: CUPTI's API activity
-                                        records), `interpose` (native stubs in the GOT slots of libcudart calls;
-                                        cheaper, but blind to statically linked runtimes, see
-                                        benchmarks/wrapper/README.md 0e) or `callbacks` (CUPTI callbacks into native
-                                        code; measured dearer, 0d). Native code is built with the system's C
-                                        compiler on first use; both warn and fall back when unavailable
+  MADENGINE_ROCPROF_TRACER_API_RECORDER CUPTI backend, with API rows: `interpose` (default: native stubs in the GOT
+                                        slots of libcudart calls, built with the system's C compiler on first use;
+                                        kernels of statically linked runtimes join their driver launch) or `activity`
+                                        (CUPTI's API activity records: every call, dearer; the fallback, with a
+                                        warning, where the interposer cannot run). benchmarks/tracer/README.md
   MADENGINE_ROCPROF_TRACER_GPU_ACTIVITIES  torch.profiler backend only: comma list of Kineto activity types
                                         to record on a GPU, e.g.
                                         CONCURRENT_KERNEL,GPU_MEMCPY,GPU_MEMSET,CUDA_RUNTIME (default: torch's whole
@@ -100,11 +99,11 @@ class _Tracer:
             print(f"{TAG} warning: MADENGINE_ROCPROF_TRACER_API_DOMAIN={self.api_domain!r} is not `runtime` or"
                   " `driver`; using runtime", file=sys.stderr)
             self.api_domain = "runtime"
-        self.api_recorder = os.environ.get(api_recorder.ENV_RECORDER, "").strip().lower() or "activity"
+        self.api_recorder = os.environ.get(api_recorder.ENV_RECORDER, "").strip().lower() or api_recorder.DEFAULT
         if self.api_recorder not in api_recorder.CHOICES:
             print(f"{TAG} warning: {api_recorder.ENV_RECORDER}={self.api_recorder!r} is not one of"
-                  f" {', '.join(api_recorder.CHOICES)}; using activity", file=sys.stderr)
-            self.api_recorder = "activity"
+                  f" {', '.join(api_recorder.CHOICES)}; using {api_recorder.DEFAULT}", file=sys.stderr)
+            self.api_recorder = api_recorder.DEFAULT
         self.pid = os.getpid()
         self.prof: Any = None  # the running backend (TorchBackend or cupti_backend.CuptiBackend)
         self.sync: Callable[[], None] | None = None  # waits for the GPU before the window closes

@@ -44,17 +44,17 @@ def _after_first_step(action):
     import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    handle = None
+    handles: list = []
 
     def hook(*_args, **_kwargs):
-        handle.remove()
+        handles.pop().remove()
         action()
 
-    handle = register_optimizer_step_post_hook(hook)
+    handles.append(register_optimizer_step_post_hook(hook))
     return torch
 
 
-_STATE = []
+_STATE: list = []
 
 
 def _start():

@@ -64,12 +64,18 @@ static uint8_t *new_buffer(void) {
 
 int cupti_buffers_version(void) { return CUPTI_BUFFERS_VERSION; }
 
-/* Set before the callbacks are registered: buffer size in bytes; keep=0 discards every completed buffer. */
-void cupti_buffers_configure(size_t size, int keep_records) {
+/* Set before the callbacks are registered: buffer size in bytes; keep=0 discards every completed buffer. The size
+ * cannot change once a buffer exists (buffers carry no size of their own): -1 then, 0 when set. */
+int cupti_buffers_configure(size_t size, int keep_records) {
+    int status = 0;
     pthread_mutex_lock(&mu);
-    buffer_size = size;
+    if (size != buffer_size && __atomic_load_n(&allocated, __ATOMIC_RELAXED) > 0)
+        status = -1;
+    else
+        buffer_size = size;
     keep = keep_records;
     pthread_mutex_unlock(&mu);
+    return status;
 }
 
 /* Allocates buffers until `count` are free (outside the traced steps); returns how many are free, -1 if out of memory. */
