@@ -20,7 +20,8 @@ Variants (`--variants`, default: all of them but the diagnostics):
                             that discards every buffer in C (floor/sitecustomize.py): what CUPTI itself costs
   cupti_floor_api           the same plus CUPTI's runtime API records: the floor under lightweight_activity
   diagnostics (not in the default set): cupti_floor_kernel_late (enabled at the first optimizer step, after the
-  CUDA context exists), cupti_floor_kernel_off (enabled at start-up, disabled at the first optimizer step)
+  CUDA context exists), cupti_floor_kernel_off (enabled at start-up, disabled at the first optimizer step),
+  cupti_floor_{kernel,api}_at_torch (enabled right after `import torch`, when the tracer starts; see README)
 
     python3 benchmarks/tracer/product_path.py --rounds 4 --steps 60 --out DIR [--variants a,b] [--deadline-s S]
 
@@ -64,8 +65,11 @@ VARIANTS: dict[str, tuple[str, list[str] | None, dict[str, str], str]] = {
     "v4_kernel_trace": ("v4", KERNEL, {}, "v4_none"),
     "cupti_floor_kernel_late": ("v1", None, {"MRT_FLOOR_KINDS": "kernel", "MRT_FLOOR_WHEN": "step"}, "none"),
     "cupti_floor_kernel_off": ("v1", None, {"MRT_FLOOR_KINDS": "kernel", "MRT_FLOOR_WHEN": "off"}, "none"),
+    "cupti_floor_kernel_at_torch": ("v1", None, {"MRT_FLOOR_KINDS": "kernel", "MRT_FLOOR_WHEN": "torch"}, "none"),
+    "cupti_floor_api_at_torch": ("v1", None, {"MRT_FLOOR_KINDS": "api", "MRT_FLOOR_WHEN": "torch"}, "none"),
 }
-DIAGNOSTICS = ("cupti_floor_kernel_late", "cupti_floor_kernel_off")
+DIAGNOSTICS = ("cupti_floor_kernel_late", "cupti_floor_kernel_off", "cupti_floor_kernel_at_torch",
+               "cupti_floor_api_at_torch")
 DEFAULT = [v for v in VARIANTS if v not in DIAGNOSTICS]
 WORKLOAD = {"v1": ["--version", "v1", "--batch-size", "8", "--seq-len", "128", "--cuda-graphs", "off"],
             "v4": ["--version", "v4", "--batch-size", "8", "--seq-len", "128"]}

@@ -67,9 +67,8 @@ def compiler(env=None) -> str | None:
 def build(source: Path = SOURCE, folder: Path | None = None) -> Path:
     """Path of the compiled native library (the recorder, or another C file of native/), compiling it if this source
     version has no build yet (raises Unavailable)."""
-    if not source.is_file():  # e.g. the package runs from a zip archive
-        raise Unavailable(f"the native {source.stem} source is not a file here: {source}")
-    key = hashlib.sha256(source.read_bytes() + os.uname().machine.encode()).hexdigest()[:16]
+    text = read_source(source)
+    key = hashlib.sha256(text + os.uname().machine.encode()).hexdigest()[:16]
     name = f"{source.stem}-{key}.so"
     places = [folder] if folder else [cache_dir(), Path(tempfile.gettempdir()) / f"madengine-rocprof-{os.getuid()}"]
     for place in places:
@@ -88,17 +87,35 @@ def build(source: Path = SOURCE, folder: Path | None = None) -> Path:
         except OSError as exc:
             tried.append(f"{place}: {exc.strerror or exc}")
             continue
+        c_file = tmp[:-3] + ".c"
         try:
+            with open(c_file, "wb") as fh:  # a copy: the source may live inside the wrapper's zip archive
+                fh.write(text)
             done = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-std=c11", "-D_GNU_SOURCE", "-o", tmp,
-                                   str(source)], capture_output=True, text=True, timeout=120, check=False)
+                                   c_file], capture_output=True, text=True, timeout=120, check=False)
             if done.returncode != 0:
                 raise Unavailable(f"{cc} could not build {source.name}: {done.stderr.strip()[-400:]}")
             os.replace(tmp, target)  # atomic: processes building at once each install a whole file
             return target
         finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            for left in (tmp, c_file):
+                if os.path.exists(left):
+                    os.unlink(left)
     raise Unavailable(f"no writable folder for the native {source.stem}: " + "; ".join(tried))
+
+
+def read_source(source: Path) -> bytes:
+    """The C source's bytes, also from the wrapper's zip archive (madengine_rocprof_wrapper.pyz), where the package's
+    files are no files on disk; raises Unavailable when it is in neither place."""
+    if source.is_file():
+        return source.read_bytes()
+    get_data = getattr(globals().get("__loader__"), "get_data", None)
+    if get_data is not None:
+        try:
+            return get_data(str(source))
+        except OSError:
+            pass
+    raise Unavailable(f"the native {source.stem} source is not a file here: {source}")
 
 
 def invariant_tsc(cpuinfo: str = "/proc/cpuinfo") -> bool:

@@ -104,6 +104,8 @@ class _Tracer:
             print(f"{TAG} warning: {api_recorder.ENV_RECORDER}={self.api_recorder!r} is not one of"
                   f" {', '.join(api_recorder.CHOICES)}; using {api_recorder.DEFAULT}", file=sys.stderr)
             self.api_recorder = api_recorder.DEFAULT
+        if self.api_domain == "driver" and not os.environ.get(api_recorder.ENV_RECORDER, "").strip():
+            self.api_recorder = "activity"  # the interposer records runtime calls only; no warning for a default
         self.pid = os.getpid()
         self.prof: Any = None  # the running backend (TorchBackend or cupti_backend.CuptiBackend)
         self.sync: Callable[[], None] | None = None  # waits for the GPU before the window closes

@@ -10,6 +10,8 @@ import ctypes
 import json
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,3 +118,21 @@ def test_without_a_compiler_the_python_callbacks_run_and_the_summary_says_why(mo
     summary = json.loads((out / socket.gethostname() / f"{os.getpid()}_tracer_summary.json").read_text())
     assert summary["buffer_handling"].startswith("Python callbacks (native buffers unavailable: no C compiler")
     assert summary["kernel_rows"] == 1
+
+
+def test_the_wrapper_archive_carries_the_c_sources_and_builds_them(tmp_path):
+    from madengine_rocprof.wrapper import bundle
+
+    pyz = bundle.build_pyz(str(tmp_path / "w.pyz"))
+    code = ("from madengine_rocprof.tracer import api_recorder as a, cupti_backend as c\n"
+            "for s in (a.SOURCE, c.BUFFERS_SOURCE): print(a.build(s))\n"
+            "print(c.NativeBuffers(4096).mechanism)\n")
+    env = dict(os.environ, PYTHONPATH=pyz, MADENGINE_ROCPROF_CACHE=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False,
+                          cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [Path(p).parent for p in lines[:2]] == [tmp_path / "cache"] * 2
+    assert Path(lines[0]).name.startswith("api_recorder-") and Path(lines[1]).name.startswith("cupti_buffers-")
+    assert lines[2] == "native (C callbacks)"
+    assert sorted(p.suffix for p in (tmp_path / "cache").iterdir()) == [".so", ".so"]  # no copy of a source left

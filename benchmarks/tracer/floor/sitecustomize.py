@@ -5,10 +5,11 @@ no optimizer hook (except for the `step`/`off` diagnostics), no records kept, no
 
     MRT_FLOOR_KINDS   kernel: concurrent kernel, memcpy, memset (what --kernel-trace enables)
                       api:    the same plus CUDA runtime API records (what --hip-trace adds with activity records)
-    MRT_FLOOR_WHEN    start (default): at interpreter start-up, before any CUDA context, like the tracer (which
-                      starts when torch is imported); step: at the first optimizer step (diagnostic: after the
-                      context and the warm-up's modules exist); off: at start-up, and disabled again at the first
-                      optimizer step (diagnostic: what CUPTI leaves behind once its kinds are off)
+    MRT_FLOOR_WHEN    start (default): at interpreter start-up, before torch is imported and before any CUDA context
+                      (what benchmarks/tracer/results measured); torch: right after `import torch`, before any CUDA
+                      context, the moment the tracer starts (not yet measured); step: at the first optimizer step
+                      (diagnostic: after the context and the warm-up's modules exist); off: at start-up, and disabled
+                      again at the first optimizer step (diagnostic: what CUPTI leaves behind once its kinds are off)
 """
 import os
 import sys
@@ -63,6 +64,8 @@ def _start():
         return
     when = os.environ.get("MRT_FLOOR_WHEN", "start")
     try:
+        if when == "torch":
+            import torch  # noqa: F401 - loads torch's CUDA libraries first, as the tracer's import hook sees them
         if when == "step":
             _after_first_step(lambda: _STATE.append(_enable()))
             return
