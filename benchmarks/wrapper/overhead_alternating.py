@@ -34,11 +34,8 @@ VARIANTS = {
     "plain": "no tracer: the method's own bias and noise",
     "cupti": "CUPTI: kernel + memcpy + memset records (the default: per-thread buffers, CUPTI zeroes no buffer)",
     "cupti_shared_buffers": "CUPTI: as `cupti`, but one buffer queue for all threads",
-    "cupti_api": "CUPTI + every CUDA runtime API call (--hip-trace) recorded by the native CUPTI callback"
-                 " (MADENGINE_ROCPROF_TRACER_API_RECORDER=callbacks; until round 7 this name meant activity records)",
-    "cupti_api_activity": "CUPTI + every CUDA runtime API call as CUPTI's API activity records (--hip-trace, the"
-                          " default)",
-    "cupti_driver": "CUPTI + CUDA driver API calls by the native callback (MADENGINE_ROCPROF_TRACER_API_DOMAIN=driver)",
+    "cupti_api_activity": "CUPTI + every CUDA runtime API call as CUPTI's API activity records (--hip-trace,"
+                          " MADENGINE_ROCPROF_TRACER_API_RECORDER=activity)",
     "cupti_api_interpose": "CUPTI + every CUDA runtime API call recorded by the libcudart interposer, kernels joined"
                            " to their launch by a CUPTI callback on the driver's launch/copy/set calls"
                            " (MADENGINE_ROCPROF_TRACER_API_RECORDER=interpose; round 10's results name it"
@@ -47,7 +44,6 @@ VARIANTS = {
     "cupti_kernel_only": "diagnostic: as `cupti`, concurrent kernel records only (no memcpy/memset records)",
     "torch": "torch.profiler, CUDA activities, external correlation off (the torch backend's default)",
 }
-
 
 
 def _tracer(variant: str, torch) -> tuple[Any, Any, Any]:
@@ -81,11 +77,9 @@ def _tracer(variant: str, torch) -> tuple[Any, Any, Any]:
     interposed = variant.startswith("cupti_api_interpose")
     backend = cupti_backend.CuptiBackend(
         module,
-        api=variant in ("cupti_api", "cupti_api_activity", "cupti_driver") or interposed,
-        api_domain="driver" if variant == "cupti_driver" else "runtime",
+        api=variant == "cupti_api_activity" or interposed,
         per_thread_buffers=variant != "cupti_shared_buffers",
-        api_recorder_choice="activity" if variant == "cupti_api_activity" else
-        "interpose" if interposed else "callbacks")
+        api_recorder_choice="interpose" if interposed else "activity")
     if variant == "cupti_kernel_only":
         backend.kinds = backend.kinds[:1]
 
@@ -129,6 +123,26 @@ def build_step(harness_argv: list[str]):
     tokens = tt_train.make_tokens(args.task, 64, args.batch_size, args.seq_len, cfg.vocab_size, args.seed, "cpu")
     feed = tt_train.BatchFeed(tokens, device)
     return torch, tt_train, step, feed, device, args
+
+
+def percentiles(values: list[float]) -> dict:
+    if not values:
+        return {}
+    v = sorted(values)
+    pick = {f"p{q}": v[min(len(v) - 1, int(q / 100 * len(v)))] for q in (0, 1, 50, 99)}
+    return {**pick, "max": v[-1], "mean": round(statistics.fmean(v), 1)}
+
+
+def warm_step(argv) -> tuple:
+    """(args, tt_train, step, feed, device): the harness's training step after 10 untraced warm-up steps."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("harness", nargs=argparse.REMAINDER)
+    args = p.parse_args(argv)
+    sys.path[:0] = [REPO]
+    _torch, tt_train, step, feed, device, _args = build_step([a for a in args.harness if a != "--"])
+    tt_train.timed_run(step, feed, 10, 0, device)
+    return args, tt_train, step, feed, device
 
 
 def one(variant: str, pairs: int, block_steps: int, harness_argv: list[str]) -> dict:

@@ -61,12 +61,14 @@ def test_wheel_and_sdist_carry_every_resource(installed):
     assert not [n for n in in_wheel if "__pycache__" in n or n.startswith("tests/")]
 
 
-def test_the_installed_wheel_builds_the_native_api_recorder(installed, tmp_path):
+def test_the_installed_wheel_builds_the_native_api_recorder_and_buffers(installed, tmp_path):
     base, _, _ = installed
-    code = "import sys; from pathlib import Path; from madengine_rocprof.tracer import api_recorder as a; " \
-           "print(a.build(folder=Path(sys.argv[1])))"
-    built = Path(sh([base / "venv" / "bin" / "python", "-c", code, tmp_path / "cache"], cwd=tmp_path).stdout.strip())
-    assert built.parent == tmp_path / "cache" and built.stat().st_size > 0
+    code = "import sys; from pathlib import Path; from madengine_rocprof.tracer import api_recorder as a, " \
+           "cupti_backend as c; [print(a.build(s, folder=Path(sys.argv[1]))) for s in (a.SOURCE, c.BUFFERS_SOURCE)]"
+    out = sh([base / "venv" / "bin" / "python", "-c", code, tmp_path / "cache"], cwd=tmp_path).stdout.split()
+    built = [Path(p) for p in out]
+    assert [p.name.split("-")[0] for p in built] == ["api_recorder", "cupti_buffers"]
+    assert all(p.parent == tmp_path / "cache" and p.stat().st_size > 0 for p in built)
 
 
 def test_installed_commands_work_from_an_empty_directory(installed, tmp_path):
