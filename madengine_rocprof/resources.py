@@ -42,11 +42,32 @@ def shipped_configs() -> list[Path]:
 
 
 def path_or_shipped(arg: str) -> str:
-    """`arg` when it exists as given, else the shipped file of that name, else `arg` (the caller reports it)."""
+    """`arg` when it exists as given, else the shipped file of that name, else `arg` (the caller reports it); a name
+    that is neither but looks like a shipped one is refused with "did you mean" (a UserError)."""
     if Path(arg).exists():
         return arg
     found = shipped_file(arg)
-    return str(found) if found else arg
+    if found:
+        return str(found)
+    guess = closest_shipped(arg)
+    if guess:
+        from madengine_rocprof.errors import UserError  # lazily: setup.py loads this module alone
+
+        raise UserError(f"no file and no shipped config or counter file named {arg!r}", file=arg,
+                        fix=f"did you mean '{guess}'? (`madengine-rocprof paths` shows where the shipped ones are)")
+    return arg
+
+
+def closest_shipped(arg: str) -> str | None:
+    """The shipped config or counter file name most like `arg` (a bare name, with or without its suffix), or None."""
+    import difflib
+
+    if "/" in arg:
+        return None
+    names = [p.stem for p in shipped_configs()] + [p.stem for p in sorted(COUNTERS_DIR.glob("*.txt"))]
+    stem = arg[: -len(".json")] if arg.endswith(".json") else arg[: -len(".txt")] if arg.endswith(".txt") else arg
+    match = difflib.get_close_matches(stem, names, n=1, cutoff=0.75)
+    return match[0] if match else None
 
 
 def shipped_file(arg: str) -> Path | None:

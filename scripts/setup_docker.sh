@@ -59,7 +59,8 @@ else
   for driver in overlay2 vfs; do
     say "starting dockerd (storage driver $driver), log: $LOG"
     echo "=== $(date -u +%FT%TZ) dockerd --storage-driver=$driver" >>"$LOG"
-    as_root setsid nohup dockerd --storage-driver="$driver" >>"$LOG" 2>&1 </dev/null &
+    # 9>&-: the daemon outlives this script and must not inherit the setup lock (a second setup would wait forever)
+    as_root setsid nohup dockerd --storage-driver="$driver" >>"$LOG" 2>&1 </dev/null 9>&- &
     pid=$!
     if wait_for_docker 60; then started=1; break; fi
     say "dockerd did not answer with $driver; last log lines:"

@@ -130,7 +130,7 @@ def main(argv=None) -> int:
                    "memory ratio needs its v1 run")
     p.add_argument("--smoke", action="store_true", help="tiny model, few steps (checks the script on a CPU)")
     p.add_argument("--kernel-settings", help="JSON file of tt_kernels launch settings to use instead of the defaults "
-                   "(A/B against earlier settings, e.g. round6/round5_settings.json)")
+                   "(A/B against earlier settings, e.g. settings/round5.json)")
     args = p.parse_args(argv)
     if args.kernel_settings:
         apply_kernel_settings(json.loads(Path(args.kernel_settings).read_text()))

@@ -23,10 +23,8 @@ import time
 
 VARIANTS = {
     "cupti_kernel": "kernel + memcpy + memset activities only (no API records: the control)",
-    "cupti_runtime": "plus every CUDA runtime call, recorded by the native CUPTI callback (API_RECORDER=callbacks)",
     "cupti_runtime_activity": "plus CUDA runtime API activity records (--hip-trace, the default; until round 7 this"
                               " was `cupti_runtime`)",
-    "cupti_driver": "plus CUDA driver calls, recorded by the native CUPTI callback (API_DOMAIN=driver)",
     "cupti_driver_activity": "plus CUDA driver API activity records (API_DOMAIN=driver, API_RECORDER=activity)",
 }
 PLT_VARIANTS = {"cupti_runtime_interpose": "plus every CUDA runtime call, recorded by the libcudart interposer"
@@ -104,8 +102,8 @@ def main(argv=None) -> int:
     def traced(variant: str, fn) -> tuple[float, dict]:
         b = cupti_backend.CuptiBackend(module, api=variant != "cupti_kernel",
                                        api_domain="driver" if variant.startswith("cupti_driver") else "runtime",
-                                       api_recorder_choice="activity" if variant.endswith("_activity") else
-                                       "interpose" if variant.endswith("_interpose") else "callbacks")
+                                       api_recorder_choice="interpose" if variant.endswith("_interpose") else
+                                       "activity")
         b.start()
         if b.warnings:
             raise SystemExit(f"{variant}: {b.warnings}")

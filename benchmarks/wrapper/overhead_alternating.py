@@ -34,31 +34,16 @@ VARIANTS = {
     "plain": "no tracer: the method's own bias and noise",
     "cupti": "CUPTI: kernel + memcpy + memset records (the default: per-thread buffers, CUPTI zeroes no buffer)",
     "cupti_shared_buffers": "CUPTI: as `cupti`, but one buffer queue for all threads",
-    "cupti_api": "CUPTI + every CUDA runtime API call (--hip-trace) recorded by the native CUPTI callback"
-                 " (MADENGINE_ROCPROF_TRACER_API_RECORDER=callbacks; until round 7 this name meant activity records)",
-    "cupti_api_activity": "CUPTI + every CUDA runtime API call as CUPTI's API activity records (--hip-trace, the"
-                          " default)",
-    "cupti_driver": "CUPTI + CUDA driver API calls by the native callback (MADENGINE_ROCPROF_TRACER_API_DOMAIN=driver)",
+    "cupti_api_activity": "CUPTI + every CUDA runtime API call as CUPTI's API activity records (--hip-trace,"
+                          " MADENGINE_ROCPROF_TRACER_API_RECORDER=activity)",
     "cupti_api_interpose": "CUPTI + every CUDA runtime API call recorded by the libcudart interposer, kernels joined"
                            " to their launch by a CUPTI callback on the driver's launch/copy/set calls"
                            " (MADENGINE_ROCPROF_TRACER_API_RECORDER=interpose; round 10's results name it"
                            " cupti_api_interpose_callback)",
     "cupti_api_interpose_nojoin": "diagnostic: as cupti_api_interpose without the driver launch callback (no join)",
-    "cupti_latency": "diagnostic: as `cupti`, plus CUPTI's latency timestamps (queued, submitted) on kernel records;"
-                     " hangs in the 29th window on an H200 with driver 580 (README 0f)",
-    "cupti_latency_window": "diagnostic: as cupti_latency, the latency timestamps on during each window only",
-    "cupti_latency_noforce": "diagnostic: as cupti_latency, windows end with an unforced flush",
     "cupti_kernel_only": "diagnostic: as `cupti`, concurrent kernel records only (no memcpy/memset records)",
     "torch": "torch.profiler, CUDA activities, external correlation off (the torch backend's default)",
-    "cupti_api_null_callback": "diagnostic: CUPTI calls a C function that does nothing, at every runtime call",
-    "cupti_api_no_launch": "diagnostic: the native recorder on every runtime call except kernel launches",
-    "cupti_api_launch_only": "diagnostic: the native recorder on kernel launches (cudaLaunch*) only",
-    "cupti_interpose_probe": "diagnostic: CUPTI kernel trace + cudaGetDevice/cudaGetLastError recorded by an"
-                             " LD_PRELOAD interposer (interpose_probe.c), not through CUPTI",
 }
-PROBE_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "interpose_probe.c")
-_PROBES = {"cupti_api_null_callback": "null", "cupti_api_no_launch": "no_launch",
-           "cupti_api_launch_only": "launch_only"}
 
 
 def _tracer(variant: str, torch) -> tuple[Any, Any, Any]:
@@ -85,60 +70,32 @@ def _tracer(variant: str, torch) -> tuple[Any, Any, Any]:
     from madengine_rocprof.tracer import cupti_backend
 
     module = cupti_backend.load()
-    probe: dict = {}
-    interposer = None
-    if variant == "cupti_interpose_probe":
-        import ctypes
-
-        interposer = ctypes.CDLL(os.environ["LD_PRELOAD"])  # the preloaded instance: the one torch's calls reach
-        interposer.probe_recorded.restype = ctypes.c_uint64
-    if variant in _PROBES:
-        import callback_probe
-
-        probe = callback_probe.patch(_PROBES[variant], module)
     if variant == "cupti_api_interpose_nojoin":
         from madengine_rocprof.tracer import api_recorder
 
         api_recorder.launch_cbids = lambda cupti: []
-    if variant in ("cupti_latency", "cupti_latency_noforce"):
-        module.activity_enable_latency_timestamps(1)
-    if variant == "cupti_latency_noforce":
-        flush = module.activity_flush_all
-        module.activity_flush_all = lambda _flag: flush(0)
     interposed = variant.startswith("cupti_api_interpose")
     backend = cupti_backend.CuptiBackend(
         module,
-        api=variant in ("cupti_api", "cupti_api_activity", "cupti_driver", *_PROBES) or interposed,
-        api_domain="driver" if variant == "cupti_driver" else "runtime",
+        api=variant == "cupti_api_activity" or interposed,
         per_thread_buffers=variant != "cupti_shared_buffers",
-        api_recorder_choice="activity" if variant == "cupti_api_activity" else
-        "interpose" if interposed else "callbacks")
+        api_recorder_choice="interpose" if interposed else "activity")
     if variant == "cupti_kernel_only":
         backend.kinds = backend.kinds[:1]
 
     def start_checked():
-        if variant == "cupti_latency_window":
-            module.activity_enable_latency_timestamps(1)
         backend.start()
         if backend.warnings:  # a variant must measure what its name says, not a fallback
             raise SystemExit(f"{variant}: {backend.warnings}")
-        if interposer is not None:
-            interposer.probe_recording(1)
 
     def stop():
-        if interposer is not None:
-            interposer.probe_recording(0)
         backend.stop()
-        if variant == "cupti_latency_window":
-            module.activity_enable_latency_timestamps(0)
 
     def summary():
         trace, counts = backend.trace(demangle_names=False)
         counts["kernel_rows"] = sum(1 for e in trace["traceEvents"] if e.get("cat") == "kernel")
         counts["api_rows"] = sum(1 for e in trace["traceEvents"] if e.get("cat") in ("cuda_runtime", "cuda_driver"))
-        if interposer is not None:
-            probe["interposed_calls_recorded"] = int(interposer.probe_recorded())
-        return {**counts, **({"probe": probe} if probe else {})}
+        return counts
     return start_checked, stop, summary
 
 
@@ -166,6 +123,26 @@ def build_step(harness_argv: list[str]):
     tokens = tt_train.make_tokens(args.task, 64, args.batch_size, args.seq_len, cfg.vocab_size, args.seed, "cpu")
     feed = tt_train.BatchFeed(tokens, device)
     return torch, tt_train, step, feed, device, args
+
+
+def percentiles(values: list[float]) -> dict:
+    if not values:
+        return {}
+    v = sorted(values)
+    pick = {f"p{q}": v[min(len(v) - 1, int(q / 100 * len(v)))] for q in (0, 1, 50, 99)}
+    return {**pick, "max": v[-1], "mean": round(statistics.fmean(v), 1)}
+
+
+def warm_step(argv) -> tuple:
+    """(args, tt_train, step, feed, device): the harness's training step after 10 untraced warm-up steps."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("harness", nargs=argparse.REMAINDER)
+    args = p.parse_args(argv)
+    sys.path[:0] = [REPO]
+    _torch, tt_train, step, feed, device, _args = build_step([a for a in args.harness if a != "--"])
+    tt_train.timed_run(step, feed, 10, 0, device)
+    return args, tt_train, step, feed, device
 
 
 def one(variant: str, pairs: int, block_steps: int, harness_argv: list[str]) -> dict:
@@ -224,20 +201,6 @@ def aggregate(processes: list[dict]) -> dict:
                                                        for t in p["traced_ms"])}
 
 
-def probe_library() -> str:
-    """interpose_probe.c built into a temporary folder (once per driver process)."""
-    import tempfile
-
-    sys.path.insert(0, REPO)
-    from madengine_rocprof.tracer import api_recorder
-
-    target = os.path.join(tempfile.gettempdir(), f"interpose_probe-{os.getpid()}.so")
-    if not os.path.exists(target):
-        subprocess.run([api_recorder.compiler() or "cc", "-O2", "-shared", "-fPIC", "-o", target, PROBE_SOURCE, "-ldl"],
-                       check=True)
-    return target
-
-
 def main() -> int:
     argv = sys.argv[1:]
     harness = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -269,7 +232,7 @@ def main() -> int:
             t0 = time.monotonic()
             done = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", v, "--pairs", str(args.pairs),
                                    "--block-steps", str(args.block_steps), "--", *harness],
-                                  env=dict(env, LD_PRELOAD=probe_library()) if v == "cupti_interpose_probe" else env,
+                                  env=env,
                                   capture_output=True, text=True)
             if done.returncode != 0:
                 errors[f"{v}#{rep}"] = done.stderr[-3000:]

@@ -1,6 +1,6 @@
-"""`madengine-rocprof compare BASE NEW [--gate]`: step times and kernel durations of two runs (or two sets of
-repeated runs) with bootstrap confidence intervals; with --gate, exit 1 on a significant regression (see
-docs/reports.md, 'Regression gate')."""
+"""`madengine-rocprof compare BASE NEW [--gate]`: step times and kernel durations of two sets of repeated runs,
+tested run against run with Holm's correction; with --gate, exit 1 on a significant regression, 2 on bad input, on a
+gate that cannot judge (one run per side) and on any crash (see docs/reports.md, 'Regression gate')."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from madengine_rocprof.cli.kernels import add_rules_option
 from madengine_rocprof.errors import UserError
 
-EXIT_REGRESSION = 1
+EXIT_REGRESSION = 1  # the only way to exit 1: a judged regression, never a crash
 
 
 def register(subparsers) -> None:
@@ -20,13 +20,17 @@ def register(subparsers) -> None:
         "compare",
         help="statistical comparison of two runs (or sets of repeated runs); --gate fails on a regression",
         description="Compare per-step times (workload_result.json step_times_ms) and per-kernel durations of NEW "
-        "against BASE with bootstrap confidence intervals of the ratio NEW/BASE. BASE and NEW are run "
-        "directories, or directories holding several repeated runs.",
+        "against BASE, run against run: each run gives one value per metric, the between-run spread gives the "
+        "confidence interval of the ratio NEW/BASE, Holm's correction holds the error over all metrics. BASE and "
+        "NEW are run directories, or directories holding several repeated runs; with one run per side nothing "
+        "can be judged (repeat the runs: 2 or more on either side).",
     )
     p.add_argument("base", type=Path, metavar="BASE", help="baseline run directory (or a directory of repeated runs)")
     p.add_argument("new", type=Path, metavar="NEW", help="run directory to judge (or a directory of repeated runs)")
     p.add_argument(
-        "--gate", action="store_true", help="exit 1 when a metric is significantly slower beyond --threshold"
+        "--gate",
+        action="store_true",
+        help="exit 1 when a metric is significantly slower beyond --threshold; exit 2 when no metric can be judged",
     )
     p.add_argument(
         "--threshold",
@@ -38,9 +42,13 @@ def register(subparsers) -> None:
     p.add_argument(
         "--confidence", type=float, default=95.0, metavar="PCT", help="confidence level of the intervals (default 95)"
     )
-    p.add_argument("--statistic", choices=("mean", "median"), default="mean", help="compared statistic (default mean)")
-    p.add_argument("--resamples", type=int, default=2000, metavar="N", help="bootstrap resamples (default 2000)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap (default 0)")
+    p.add_argument(
+        "--statistic",
+        choices=("mean", "median"),
+        default="median",
+        help="each run's value: the median (default; robust to steps slowed by other load) or the mean of its steps "
+        "or dispatches",
+    )
     p.add_argument(
         "--top",
         type=int,
@@ -69,7 +77,6 @@ def _settings(args: argparse.Namespace):
     checks = [
         ("--threshold", 0 <= args.threshold < 1000, "a percentage >= 0"),
         ("--confidence", 50 <= args.confidence < 100, "a percentage in [50, 100), e.g. 95"),
-        ("--resamples", 100 <= args.resamples <= 1_000_000, "between 100 and 1,000,000"),
         ("--top", args.top >= 0, "0 or more"),
         ("--min-share", 0 <= args.min_share <= 100, "a percentage in [0, 100]"),
     ]
@@ -82,8 +89,6 @@ def _settings(args: argparse.Namespace):
         statistic=args.statistic,
         confidence=args.confidence / 100,
         threshold=args.threshold / 100,
-        resamples=args.resamples,
-        seed=args.seed,
         top=args.top,
         min_share=args.min_share / 100,
     )
@@ -107,15 +112,15 @@ def render_markdown(result: dict, name_width: int = 60) -> str:
 
     s = result["settings"]
     conf = f"{s['confidence'] * 100:g}%"
+    alpha = f"{(1 - s['confidence']) * 100:.3g}%"
     out = [
         "# Performance comparison",
         "",
         f"- base: `{result['base']['path']}` ({len(result['base']['runs'])} run(s))",
         f"- new: `{result['new']['path']}` ({len(result['new']['runs'])} run(s))",
-        f"- {s['statistic']} per metric, ratio new/base (above 1 = slower), {conf} bootstrap CI "
-        f"({s['resamples']:,} resamples, seed {s['seed']}; repeated runs resampled run by run); regression = CI above "
-        f"1 and ratio above "
-        f"{1 + s['threshold']:.3g}",
+        f"- {s['statistic']} per metric, ratio new/base (above 1 = slower); each run is one sample: {conf} CI from "
+        f"the between-run spread (t test on log values); verdicts with Holm's correction over all tested metrics "
+        f"(family-wise error {alpha}); regression = `slower` and ratio above {1 + s['threshold']:.3g}",
         "",
     ]
     rows = []
@@ -124,19 +129,55 @@ def render_markdown(result: dict, name_width: int = 60) -> str:
         name = "step time" if m["kind"] == "step" else shorten(display_name(m["name"]), name_width)
         ci = DASH if m["ci_low"] is None else f"[{m['ci_low']:.3f}, {m['ci_high']:.3f}]"
         ratio = DASH if m["ratio"] is None else f"{m['ratio']:.3f}"
+        p = DASH if m["p_adjusted"] is None else f"{m['p_adjusted']:.3g}"
         rows.append(
-            [name, m.get("category", DASH), base, new, ratio, ci, m["verdict"], "REGRESSION" if m["regression"] else ""]
+            [
+                name,
+                m.get("category", DASH),
+                base,
+                new,
+                ratio,
+                ci,
+                p,
+                m["verdict"],
+                "REGRESSION" if m["regression"] else "",
+            ]
         )
-    out += table(["metric", "category", "base", "new", "new/base", f"{conf} CI", "verdict", "gate"], rows)
+    out += table(["metric", "category", "base", "new", "new/base", f"{conf} CI", "p (Holm)", "verdict", "gate"], rows)
     gate = result["gate"]
     if gate["failed"]:
         out.append(f"**Gate: FAILED** ({len(gate['regressions'])} regression(s) beyond {s['threshold'] * 100:g}%)")
+    elif not gate["tested"]:
+        out.append("**Gate: cannot judge** (one run per side: the between-run spread is unknown; repeat the runs)")
     else:
-        out.append(f"**Gate: passed** (no metric significantly slower by more than {s['threshold'] * 100:g}%)")
+        out.append(
+            f"**Gate: passed** (no metric significantly slower by more than {s['threshold'] * 100:g}%; "
+            f"{gate['tested']} tested)"
+        )
+    if gate["inconclusive"]:
+        out.append("")
+        out.append(
+            f"{len(gate['inconclusive'])} metric(s) inconclusive: one run on each side, so run-to-run noise cannot "
+            "be told from a change. Repeat the runs (2 or more BASE runs: a directory of repeated runs)."
+        )
     return "\n".join(out) + "\n"
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except UserError:
+        raise
+    except (OSError, RecursionError, UnicodeError):
+        raise  # the dispatcher turns these into the standard exit-2 messages
+    except Exception as err:  # a crash must never read as exit 1, the regression verdict
+        raise UserError(
+            f"compare failed unexpectedly: {type(err).__name__}: {err}",
+            fix="this is a bug in madengine-rocprof: please report it with the command and the run directories",
+        ) from err
+
+
+def _run(args: argparse.Namespace) -> int:
     from madengine_rocprof.insights.compare import compare_sides, load_side
     from madengine_rocprof.reports import categories
     from madengine_rocprof.reports.output import write_text
@@ -145,10 +186,17 @@ def run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     result = compare_sides(load_side(args.base, "base"), load_side(args.new, "new"), settings)
     text = render_markdown(result, args.name_width)
-    if args.json:
-        write_text(args.json, json.dumps(result, indent=1) + "\n")
-    if args.markdown:
-        write_text(args.markdown, text)
     if not args.quiet:
         sys.stdout.write(text)
+    if args.gate and not result["gate"]["tested"]:
+        raise UserError(  # before writing: a gate that cannot judge must not leave a report that reads as passed
+            "the gate cannot judge: no metric has repeated runs (one run per side leaves the run-to-run noise "
+            "unknown)",
+            where="BASE/NEW",
+            fix="repeat the runs: give a directory of 2 or more repeated runs as BASE (and/or NEW)",
+        )
+    if args.json:
+        write_text(args.json, json.dumps(result, indent=1, allow_nan=False) + "\n")
+    if args.markdown:
+        write_text(args.markdown, text)
     return EXIT_REGRESSION if args.gate and result["gate"]["failed"] else 0

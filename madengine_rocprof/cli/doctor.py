@@ -19,9 +19,19 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def tracer_probes(env) -> list[str]:
+    """What the embedded tracer would do in a traced process of this Python: its backend and its API recorder.
+    Asked here, not in the wrapper: the wrapper stays standard-library only and imports nothing from the tracer."""
+    from madengine_rocprof.tracer import api_recorder, select
+    from madengine_rocprof.wrapper import detect
+
+    return [select.describe(env, detect.nvidia_present(env)), api_recorder.describe(env)]
+
+
 def run(args) -> int:
     import os
 
+    from madengine_rocprof.tracer import select
     from madengine_rocprof.wrapper import detect, planner
 
     env = os.environ
@@ -29,13 +39,21 @@ def run(args) -> int:
     core = planner.PROFILE_ALIASES.get(profile, profile) if profile else "lightweight"
     kind = planner.PROFILE_KINDS.get(core, "trace")
     found = detect.report(env)
+    probes = tracer_probes(env)
+    for row in found:
+        if row["name"] == "embedded":
+            row["probes"] = [*row.get("probes", []), *probes]
     try:
         chosen, error = detect.choose(args.profiler, kind, env).to_json(), None
     except UserError as err:
         chosen, error = None, str(err)
+    if chosen and chosen["name"] == "embedded":
+        chosen["probes"] = [*chosen.get("probes", []), *probes]
+        chosen["why"] += f"; {probes[0]}"
+    torch = select.torch_version()
     if args.json:
-        print(json.dumps({"profile": profile, "profile_kind": kind, "found": found, "chosen": chosen, "error": error},
-                         indent=2))
+        print(json.dumps({"profile": profile, "profile_kind": kind, "found": found, "chosen": chosen, "error": error,
+                          "torch": torch, "python": sys.executable}, indent=2))
         return 0 if chosen else 127
     for row in found:
         if row["found"]:
@@ -48,8 +66,11 @@ def run(args) -> int:
     override = args.profiler or env.get(detect.ENV_PROFILER)
     print(f"profile: {profile or '(none; inferred per run from the options)'} -> needs {kind}")
     print(f"override: {override or 'none (auto)'}")
+    print(f"torch: {torch or 'not installed'} (in {sys.executable})")
     if chosen:
         print(f"chosen: {chosen['name']} -- {chosen['why']}")
+        if chosen["name"] == "embedded" and torch is None:
+            print("warning: " + select.NO_TORCH.format(python=sys.executable), file=sys.stderr)
         return 0
     print(f"error: {error}", file=sys.stderr)
     return 127

@@ -59,7 +59,18 @@ def register(subparsers) -> None:
     p.add_argument("run_dir", type=Path, metavar="RUN", help="run directory of the first (lightweight) pass")
     add_selection_options(p)
     p.add_argument(
-        "--models", type=Path, default=Path("models.json"), metavar="FILE", help="models file (default models.json)"
+        "--repo",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="MAD-style model repository of the second pass (default: the current directory), as for `run`",
+    )
+    p.add_argument(
+        "--models",
+        type=Path,
+        default=Path("models.json"),
+        metavar="FILE",
+        help="models file, relative to --repo (default models.json)",
     )
     p.add_argument(
         "--runner", choices=("auto", "docker", "local"), help="runner of the second pass (default: the first pass's)"
@@ -232,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
         min_share=share,
         launches=args.launches_per_kernel,
         skip=args.launch_skip,
-        models=args.models,
+        models=args.repo / args.models,
         runner=args.runner,
         timeout=args.timeout,
         echo=not args.quiet,

@@ -62,7 +62,11 @@ def _classify(args: argparse.Namespace) -> int:
     if not names:
         raise UserError("nothing to classify", where="kernels classify", fix="give kernel names or --run RUN")
     rows = [
-        {"name": n, **{k: getattr(categories.classify(n), k) for k in ("category", "role", "library", "rule")}}
+        {
+            "name": n,
+            **{k: getattr(categories.classify(n), k) for k in ("category", "role", "library", "rule")},
+            "matched_on": categories.match_key(n),  # what the built-in rules saw: no return type, no parameters
+        }
         for n in names
     ]
     if args.json:

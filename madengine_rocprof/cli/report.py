@@ -13,6 +13,7 @@ from pathlib import Path
 from madengine_rocprof.cli.kernels import add_rules_option
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import build_report, categories, html_page, load_runs, markdown, perfetto
+from madengine_rocprof.reports.analysis import DEFINITIONS
 from madengine_rocprof.reports.output import write_json, write_text
 
 
@@ -25,7 +26,21 @@ def register(subparsers) -> None:
     )
     parser.add_argument("runs", nargs="+", metavar="RUN", type=Path, help="directory holding profiler output")
     parser.add_argument("--baseline", metavar="RUN", help="run to compare against (label or path; default: the first)")
-    parser.add_argument("--top", type=int, default=10, metavar="N", help="kernels listed per run (default 10)")
+    parser.add_argument(
+        "--top", type=int, default=10, metavar="N", help="kernels listed per run, in every output (default 10)"
+    )
+    parser.add_argument(
+        "--definitions",
+        choices=DEFINITIONS,
+        default="ours",
+        help="busy/idle/overlap definitions shown: ours (default), hta (Holistic Trace Analysis's: copy kernels count "
+        "as compute) or both, with the differences listed; the JSON always has both",
+    )
+    parser.add_argument(
+        "--steady-state",
+        action="store_true",
+        help="per-iteration summaries leave out the first and the last marked iteration (ProfilerStep#N)",
+    )
     parser.add_argument("--html", type=Path, metavar="FILE", help="write a self-contained HTML page with charts")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the full report as JSON")
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="write the Markdown to FILE as well")
@@ -57,9 +72,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--top must be at least 1", where="--top")
     categories.configure(args.kernel_rules)
     runs = load_runs(args.runs)
-    report = build_report(runs, args.baseline)
+    report = build_report(runs, args.baseline, steady_state=args.steady_state, definitions=args.definitions)
     text = markdown.render(report, top=args.top, name_width=args.name_width)
-    page = html_page.render(report, top=max(args.top, 15)) if args.html else None
+    page = html_page.render(report, top=args.top) if args.html else None
     if args.json:
         write_json(args.json, report)
     if page is not None:

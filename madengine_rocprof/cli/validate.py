@@ -116,9 +116,8 @@ def validate_file(path: str, archs: list[str] | None = None, counter_defs: str |
 def run(args) -> int:
     failed = 0
     for path in args.files:
-        path = resources.path_or_shipped(path)
         try:
-            print(validate_file(path, args.arch, args.counter_defs))
+            print(validate_file(resources.path_or_shipped(path), args.arch, args.counter_defs))
         except UserError as err:
             failed += 1
             print(f"error: {err}", file=sys.stderr)

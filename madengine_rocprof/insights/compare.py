@@ -1,42 +1,45 @@
-"""Compare two runs (or two sets of repeated runs) with statistics: per-step times from workload_result.json and
-per-kernel durations from the profiler output, bootstrap confidence intervals of the ratio NEW/BASE, a verdict per
-metric and a gate that fails on a significant regression beyond a threshold.
+"""Compare two sets of repeated runs with statistics: per-step times from workload_result.json and per-kernel
+durations from the profiler output, a run-level test of the ratio NEW/BASE per metric (insights/stats.py), Holm's
+correction over every tested metric, and a gate that fails on a significant regression beyond a threshold.
 
-Verdict per metric: `slower` when the whole CI of NEW/BASE lies above 1, `faster` when it lies below 1, else
+Evidence is the run: each run contributes one value per metric (the statistic of its steps or dispatches), because
+runs of the same code differ by more than their steps do. With one run per side that spread is unknown and the
+metric is `inconclusive: repeat the runs`; with repeated runs on either side those runs supply it.
+
+Verdict per metric: `slower` / `faster` when its Holm-adjusted two-sided p-value is at most 1 - confidence, else
 `no significant change`. A metric is a regression (the gate fails) when it is `slower` AND its ratio exceeds
-1 + threshold: noise alone gives `slower` with probability about (1 - confidence) / 2 per metric.
+1 + threshold: noise alone fails the gate with probability at most about (1 - confidence) / 2 over all metrics.
 """
 
 from __future__ import annotations
 
 import datetime
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.insights.stats import STATISTICS, bootstrap_ratio
+from madengine_rocprof.insights.stats import STATISTICS, holm, run_level_test
 from madengine_rocprof.reports.analysis import merge_kernels
 from madengine_rocprof.reports.categories import classify
 from madengine_rocprof.reports.discover import iter_dispatches, load_run
 from madengine_rocprof.reports.model import KernelStats
 from madengine_rocprof.wrapper.contracts import WorkloadResult
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: run-level t test and Holm (p_slower, p_faster, p_adjusted, df, spread); no bootstrap
+INCONCLUSIVE = "inconclusive: repeat the runs"
 RUN_MARKERS = ("run.json", "workload_result.json")
-PER_DISPATCH = ("rocprofv3-csv", "legacy-csv", "rocprofv3-json", "rocpd", "kineto")
+PER_DISPATCH = ("rocprofv3-csv", "legacy-csv", "rocprofv3-json", "rocpd", "rocprofv3-pftrace", "kineto")
 
 
 @dataclass
 class Settings:
-    statistic: str = "mean"
+    statistic: str = "median"  # per run; the mean let preempted steps and dispatches hide a 3x slowdown (A/A bench)
     confidence: float = 0.95
     threshold: float = 0.05  # a regression must exceed 1 + threshold
-    resamples: int = 2000
-    seed: int = 0
     top: int = 10  # kernels compared: the top N of the base by total time ...
     min_share: float = 0.01  # ... that have at least this share of the base's kernel time
-    max_samples: int = 1000
 
 
 @dataclass
@@ -71,13 +74,19 @@ def _step_times(workload: WorkloadResult | None, run: Path) -> list[float]:
     values = workload.get("step_times_ms") if workload else None
     if values is None:
         return []
-    if not isinstance(values, list) or not all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in values
-    ):
+    where = "step_times_ms"
+    bad = not isinstance(values, list)
+    if not bad:
+        for i, v in enumerate(values):
+            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
+                where, bad = f"step_times_ms[{i}]", True
+                break
+    if bad:
         raise UserError(
-            "step_times_ms must be a list of non-negative numbers",
+            "step_times_ms must be a list of finite, non-negative numbers (no Infinity or NaN)",
             file=str(run / "workload_result.json"),
-            where="step_times_ms",
+            where=where,
+            fix="re-run the workload; a step time is a measured number of milliseconds",
         )
     return [float(v) for v in values]
 
@@ -115,12 +124,15 @@ def collect_samples(side: Side, names: set[str]) -> None:
     side.loaded = []
 
 
-def _verdict(low: float, high: float) -> str:
-    if low > 1:
-        return "slower"
-    if high < 1:
-        return "faster"
-    return "no significant change"
+def _finite_or_refuse(side: str, name: str, groups: list[list[float]]) -> None:
+    """Infinity or NaN anywhere is bad input: a statistic over it says nothing, and must never pass a gate."""
+    for run, values in enumerate(groups):
+        if not all(math.isfinite(v) for v in values):
+            raise UserError(
+                f"{side} run {run + 1}: {name} holds a non-finite value (Infinity or NaN)",
+                where=name,
+                fix="re-run it: a time must be a finite number",
+            )
 
 
 def compare_metric(
@@ -130,12 +142,13 @@ def compare_metric(
     base: list[list[float]],
     new: list[list[float]],
     settings: Settings,
-    seed_offset: int,
 ) -> dict:
-    """One metric from its values per run on each side."""
+    """One metric from its values per run on each side; the verdict is final only after `judge` (Holm)."""
+    _finite_or_refuse("base", name, base)
+    _finite_or_refuse("new", name, new)
     flat_b = [v for g in base for v in g]
     flat_n = [v for g in new for v in g]
-    row = {
+    row: dict = {
         "name": name,
         "kind": kind,
         "unit": unit,
@@ -148,38 +161,64 @@ def compare_metric(
         "ratio": None,
         "ci_low": None,
         "ci_high": None,
-        "resampled": None,
+        "df": None,
+        "spread": None,
+        "p_slower": None,
+        "p_faster": None,
+        "p_adjusted": None,
         "verdict": None,
         "regression": False,
     }
     if not flat_b or not flat_n:
         row["verdict"] = "only in new" if flat_n else "only in base"
         return row
-    if len(flat_b) < 2 or len(flat_n) < 2:
-        b, n = STATISTICS[settings.statistic](flat_b), STATISTICS[settings.statistic](flat_n)
-        row.update(base=b, new=n, ratio=n / b if b > 0 else None, verdict="too few samples")
+    fn = STATISTICS[settings.statistic]
+    try:
+        b, n = fn(flat_b), fn(flat_n)
+        per_run = [fn(g) for g in (*base, *new) if g]
+    except OverflowError:
+        b = n = math.inf
+        per_run = []
+    if not all(math.isfinite(v) for v in (b, n, *per_run)) or (b > 0 and not math.isfinite(n / b)):
+        raise UserError(
+            f"{name}: values too large to average (the {settings.statistic} overflows)",
+            where=name,
+            fix="check the run's workload_result.json / trace: no real time is near 1e308",
+        )
+    row.update(base=b, new=n, ratio=n / b if b > 0 else None)
+    try:
+        test = run_level_test(base, new, statistic=settings.statistic, confidence=settings.confidence)
+    except ValueError:
+        row["verdict"] = "not comparable: a run's time is zero"
         return row
-    ci = bootstrap_ratio(
-        base,
-        new,
-        statistic=settings.statistic,
-        confidence=settings.confidence,
-        resamples=settings.resamples,
-        seed=settings.seed + seed_offset,
-        max_samples=settings.max_samples,
-    )
-    verdict = _verdict(ci.low, ci.high)
+    if test is None:
+        row["verdict"] = INCONCLUSIVE
+        return row
     row.update(
-        base=ci.base,
-        new=ci.new,
-        ratio=ci.ratio,
-        ci_low=ci.low,
-        ci_high=ci.high,
-        verdict=verdict,
-        resampled=f"{ci.resampled_base}/{ci.resampled_new}",
-        regression=verdict == "slower" and ci.ratio > 1 + settings.threshold,
+        ci_low=test.low,
+        ci_high=test.high,
+        df=test.df,
+        spread=test.spread,
+        p_slower=test.p_slower,
+        p_faster=test.p_faster,
     )
     return row
+
+
+def judge(metrics: list[dict], settings: Settings) -> None:
+    """Verdicts with the family-wise error over every tested metric held at 1 - confidence (Holm on the two-sided
+    p-values): `slower` / `faster` when the adjusted p-value is at most that, in the ratio's direction. A regression
+    is a `slower` metric whose ratio also exceeds 1 + threshold."""
+    tested = [m for m in metrics if m["p_slower"] is not None]
+    two_sided = [min(1.0, 2 * min(m["p_slower"], m["p_faster"])) for m in tested]
+    alpha = 1 - settings.confidence
+    for m, adjusted in zip(tested, holm(two_sided), strict=True):
+        m["p_adjusted"] = adjusted
+        if adjusted <= alpha:
+            m["verdict"] = "slower" if m["p_slower"] < m["p_faster"] else "faster"
+        else:
+            m["verdict"] = "no significant change"
+        m["regression"] = m["verdict"] == "slower" and m["ratio"] > 1 + settings.threshold
 
 
 def chosen_kernels(base: Side, new: Side, settings: Settings) -> list[str]:
@@ -203,13 +242,13 @@ def compare_sides(base: Side, new: Side, settings: Settings) -> dict:
         )
     metrics = []
     if any(base.step_times_ms) or any(new.step_times_ms):
-        metrics.append(compare_metric("step time", "step", "ms", base.step_times_ms, new.step_times_ms, settings, 0))
+        metrics.append(compare_metric("step time", "step", "ms", base.step_times_ms, new.step_times_ms, settings))
     names = chosen_kernels(base, new, settings) if settings.top else []
     collect_samples(base, set(names))
     collect_samples(new, set(names))
-    for i, name in enumerate(names, start=1):
+    for name in names:
         row = compare_metric(
-            name, "kernel", "ns", base.kernel_samples.get(name, []), new.kernel_samples.get(name, []), settings, i
+            name, "kernel", "ns", base.kernel_samples.get(name, []), new.kernel_samples.get(name, []), settings
         )
         row["category"] = classify(name).category
         row["calls_base"] = base.kernels[name].calls if name in base.kernels else 0
@@ -220,6 +259,7 @@ def compare_sides(base: Side, new: Side, settings: Settings) -> dict:
             "no metric in common: neither step times nor kernel timings were found",
             fix="compare runs that wrote workload_result.json (step_times_ms) or profiler output",
         )
+    judge(metrics, settings)
     regressions = [m for m in metrics if m["regression"]]
     return {
         "schema_version": SCHEMA_VERSION,
@@ -229,5 +269,10 @@ def compare_sides(base: Side, new: Side, settings: Settings) -> dict:
         "new": {"path": str(new.root), "runs": [str(p) for p in new.runs]},
         "settings": vars(settings).copy(),
         "metrics": metrics,
-        "gate": {"failed": bool(regressions), "regressions": [m["name"] for m in regressions]},
+        "gate": {
+            "failed": bool(regressions),
+            "regressions": [m["name"] for m in regressions],
+            "tested": sum(m["p_adjusted"] is not None for m in metrics),
+            "inconclusive": [m["name"] for m in metrics if m["verdict"] == INCONCLUSIVE],
+        },
     }

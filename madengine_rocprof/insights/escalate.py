@@ -2,7 +2,8 @@
 once per counter profile they need, with the profiler's kernel filter, and join both passes per kernel.
 
 - selection: the top N kernels by kernel time (or every kernel above a share of it);
-- profile per kernel category: compute_bound for GEMM and attention, memory_bound for the rest of the compute kernels;
+- profile per kernel category: compute_bound for GEMM, convolution and attention, memory_bound for the rest of the
+  compute kernels;
   communication and unknown kernels are listed but not escalated (counters do not explain them / no profile fits);
 - the second pass is an ordinary `madengine-rocprof run` (the runner's public entry point) of the same model card
   with the same context, whose tools are one escalation tool: the built-in rocprofv3_compute / rocprofv3_memory
@@ -38,6 +39,7 @@ from madengine_rocprof.reports.model import CounterStats, RunData
 SCHEMA_VERSION = 1
 PROFILE_FOR_CATEGORY = {
     "GEMM": "compute_bound",
+    "convolution": "compute_bound",
     "attention": "compute_bound",
     "normalization": "memory_bound",
     "elementwise": "memory_bound",
@@ -47,6 +49,7 @@ PROFILE_FOR_CATEGORY = {
 }
 NOT_ESCALATED = {
     "communication": "communication: its time is waiting on peers and links, not counters",
+    "allocation/view": "a CPU operator that allocates or re-views a tensor: no kernel to profile",
     "unknown": "unknown kernel: no profile fits (classify it with a kernel rules file)",
 }
 BASE_TOOL = {"compute_bound": "rocprofv3_compute", "memory_bound": "rocprofv3_memory"}

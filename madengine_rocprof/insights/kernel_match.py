@@ -2,7 +2,7 @@
 built from it, and the second pass's kernels are joined back to the first pass's by it.
 
 The same kernel is spelled differently by CUPTI / rocprofv3 and by Nsight Compute (benchmarks/wrapper/README.md,
-section 1; real pairs in benchmarks/wrapper/results/*/counts.json):
+section 1; real pairs in tests/fixtures/gpu_runs/counts_*.json):
   CUPTI  `void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, true, false>(float*, ...)`
   ncu    `void <unnamed>::softmax_warp_forward<float, float, float, 10, 1, 0>(T2 *, const T1 *, ...)`
   CUPTI  `void at::native::elementwise_kernel<128, 2, ...{lambda(int)#1}>(int, ...)`

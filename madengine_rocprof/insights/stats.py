@@ -1,16 +1,18 @@
-"""Bootstrap confidence intervals of the ratio NEW/BASE of a statistic (mean or median), standard library only.
+"""Run-level tests of the ratio NEW/BASE of a statistic (mean or median) and Holm's step-down correction, standard
+library only.
 
-Percentile bootstrap: both sides are resampled with replacement, independently, `resamples` times with one seeded
-`random.Random`, so the same inputs and seed always give the same interval. A side with several runs is resampled
-run by run (values of one run are not independent of each other: they share the machine's state); a single run
-value by value. Samples longer than `max_samples` are first thinned to an evenly spaced subset (the point estimate
-still uses every value).
+Why runs, not steps: the steps (or dispatches) of one run share the machine's clocks, placement and state, and two
+runs of the same code differ by more than their steps do. Treating steps as independent samples calls that
+run-to-run shift a change (measured: 8 CPU operators "faster" by 3-17x between two identical runs). So each run
+gives one value, statistic(its steps), and the test compares the log of those values between the sides with a
+pooled two-sample Student t test (equal spread on the log scale: the same code on the same machine type). With one
+run per side the between-run spread cannot be estimated at all and no test is made; with one run on one side the
+other side's repeated runs supply the spread (a prediction test).
 """
 
 from __future__ import annotations
 
 import math
-import random
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,85 +20,128 @@ from dataclasses import dataclass
 STATISTICS: dict[str, Callable[[Sequence[float]], float]] = {"mean": statistics.fmean, "median": statistics.median}
 
 
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularized incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 10_000):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta function I_x(a, b)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1) / (a + b + 2):
+        return math.exp(log_front) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _betacf(b, a, 1 - x) / b
+
+
+def t_sf(t: float, df: float) -> float:
+    """P(T > t) for Student's t with df degrees of freedom."""
+    if math.isinf(t):
+        return 0.0 if t > 0 else 1.0
+    tail = 0.5 * betainc(df / 2, 0.5, df / (df + t * t))
+    return tail if t >= 0 else 1.0 - tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The t with P(T <= t) = p (bisection on t_sf; p in (0, 1))."""
+    if not 0 < p < 1:
+        raise ValueError("p must lie in (0, 1)")
+    if p < 0.5:
+        return -t_quantile(1 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_sf(hi, df) > 1 - p:
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if t_sf(mid, df) > 1 - p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return (lo + hi) / 2
+
+
 @dataclass(frozen=True)
-class RatioCI:
-    ratio: float  # statistic(new) / statistic(base), from all values
-    low: float
+class RatioTest:
+    ratio: float  # statistic(every new value) / statistic(every base value)
+    low: float  # confidence interval of the ratio, from the between-run spread
     high: float
-    base: float  # statistic(base)
-    new: float  # statistic(new)
-    n_base: int
-    n_new: int
-    resampled_base: str = "values"  # "runs": cluster bootstrap over repeated runs
-    resampled_new: str = "values"
+    p_slower: float  # one-sided p-value of "new is slower" (H0: ratio <= 1)
+    p_faster: float  # one-sided p-value of "new is faster" (H0: ratio >= 1)
+    df: int  # degrees of freedom of the between-run spread: runs_base + runs_new - 2
+    spread: float  # pooled standard deviation of log(statistic per run): the run-to-run noise, as a fraction
+    base: float
+    new: float
 
 
-def thin(values: list[float], limit: int) -> list[float]:
-    """At most `limit` values, evenly spaced over the (ordered as given) sample."""
-    if len(values) <= limit:
-        return list(values)
-    step = len(values) / limit
-    return [values[int(i * step)] for i in range(limit)]
-
-
-def percentile(sorted_values: list[float], q: float) -> float:
-    """Linear interpolation between order statistics (numpy's default), q in [0, 1]."""
-    pos = q * (len(sorted_values) - 1)
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-def _resampler(groups: list[list[float]], max_samples: int):
-    """How one side is resampled: by run (cluster bootstrap) when it has two or more runs, so that run-to-run
-    variation counts; by value within its only run otherwise. Returns (draw(rng) -> values, "runs" | "values").
-    By run, n - 1 of the n runs are drawn: the spread of their mean then matches the unbiased variance estimate,
-    where n draws would understate it by (n - 1) / n (much, for the few runs a CI job makes)."""
-    groups = [g for g in groups if g]
-    if len(groups) >= 2:
-        thinned = [thin(g, max(1, max_samples // len(groups))) for g in groups]
-        return (lambda rng: [v for g in rng.choices(thinned, k=len(thinned) - 1) for v in g]), "runs"
-    values = thin(groups[0] if groups else [], max_samples)
-    return (lambda rng: rng.choices(values, k=len(values))), "values"
-
-
-def bootstrap_ratio(
-    base: list[list[float]],
-    new: list[list[float]],
-    *,
-    statistic: str = "mean",
-    confidence: float = 0.95,
-    resamples: int = 2000,
-    seed: int = 0,
-    max_samples: int = 1000,
-) -> RatioCI:
-    """CI of statistic(new) / statistic(base). Each side is a list of runs, each a list of values; it needs at least
-    2 values per side and a positive base statistic."""
+def run_level_test(
+    base: list[list[float]], new: list[list[float]], *, statistic: str = "mean", confidence: float = 0.95
+) -> RatioTest | None:
+    """Compare two sides, each a list of runs (a run: its values). None when the between-run spread cannot be
+    estimated (one run per side). Needs positive, finite statistics; raises ValueError otherwise."""
     fn = STATISTICS[statistic]
-    b_all = [v for g in base for v in g]
-    n_all = [v for g in new for v in g]
-    if len(b_all) < 2 or len(n_all) < 2:
-        raise ValueError("a bootstrap needs at least 2 values on each side")
-    b_stat, n_stat = fn(b_all), fn(n_all)
-    if b_stat <= 0:
-        raise ValueError("the base statistic must be positive")
-    rng = random.Random(seed)
-    draw_b, by_b = _resampler(base, max_samples)
-    draw_n, by_n = _resampler(new, max_samples)
-    ratios = []
-    for _ in range(resamples):
-        sb = fn(draw_b(rng))
-        sn = fn(draw_n(rng))
-        ratios.append(sn / sb if sb > 0 else math.inf)
-    ratios.sort()
-    tail = (1 - confidence) / 2
-    return RatioCI(
-        n_stat / b_stat,
-        percentile(ratios, tail),
-        percentile(ratios, 1 - tail),
-        b_stat,
-        n_stat,
-        len(b_all),
-        len(n_all),
-        by_b,
-        by_n,
+    runs_b, runs_n = [g for g in base if g], [g for g in new if g]
+    if not runs_b or not runs_n:
+        raise ValueError("each side needs at least one run with values")
+    per_b, per_n = [fn(g) for g in runs_b], [fn(g) for g in runs_n]
+    b_all, n_all = fn([v for g in runs_b for v in g]), fn([v for g in runs_n for v in g])
+    if not all(math.isfinite(v) and v > 0 for v in (*per_b, *per_n, b_all, n_all)):
+        raise ValueError("the statistic of every run must be positive and finite")
+    df = len(per_b) + len(per_n) - 2
+    if df < 1:
+        return None
+    log_b, log_n = [math.log(v) for v in per_b], [math.log(v) for v in per_n]
+    ss = sum((x - statistics.fmean(log_b)) ** 2 for x in log_b) + sum((x - statistics.fmean(log_n)) ** 2 for x in log_n)
+    spread = math.sqrt(ss / df)
+    se = spread * math.sqrt(1 / len(per_b) + 1 / len(per_n))
+    ratio = n_all / b_all
+    shift = math.log(ratio)
+    if se > 0:
+        p_slower = t_sf(shift / se, df)
+        half = t_quantile(1 - (1 - confidence) / 2, df) * se
+    else:  # identical runs within each side: any shift is exact
+        p_slower = 0.0 if shift > 0 else 1.0
+        half = 0.0
+    p_faster = 1.0 - p_slower if se > 0 else (0.0 if shift < 0 else 1.0)
+    return RatioTest(
+        ratio, ratio * math.exp(-half), ratio * math.exp(half), p_slower, p_faster, df, spread, b_all, n_all
     )
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (same order as given): rejecting those <= alpha keeps the family-wise error
+    rate at alpha for any dependence between the tests."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    m = len(p_values)
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted

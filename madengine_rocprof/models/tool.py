@@ -8,13 +8,14 @@ would overwrite it.
 """
 from __future__ import annotations
 
+import difflib
 import re
 import shlex
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
 
-from madengine_rocprof.wrapper.planner import ENV_PROFILE
+from madengine_rocprof.wrapper.planner import AMD_ONLY_PROFILES, ENV_PROFILE, PROFILE_KINDS, known_profile
 
 PROFILE_ENV = ENV_PROFILE  # the wrapper reads it as a user override; tools never set it
 
@@ -122,7 +123,10 @@ class ToolDefinition(BaseModel):
     description: StrictStr = ""
     profiler: Literal["rocprofv3", "sampler"] = "rocprofv3"
     core_profile: StrictStr | None = Field(
-        default=None, description="core profile the wrapper maps to NVIDIA metric sets; defaults to the tool name"
+        default=None,
+        description="core profile the wrapper maps to NVIDIA metric sets and the embedded tracer; defaults to the "
+        "tool name when that is a known profile, else to what the tool collects (trace only: lightweight; "
+        "required for a counter tool that targets NVIDIA)",
     )
     trace: list[TraceDomain] = Field(
         default_factory=list, description="rocprofv3 trace domains, e.g. kernel, hip, memory_copy"
@@ -208,10 +212,44 @@ class ToolDefinition(BaseModel):
             raise ValueError("PC-sampling output cannot be written as rocpd (fix: use csv and/or json)")
         return self
 
+    def profile_problem(self) -> tuple[str, str] | None:
+        """What `run` will need, checked before it runs: the wrapper maps the profile to NVIDIA's metric sets and to
+        the embedded tracer, and refuses one it does not know. (what is wrong, the fix), or None. `validate` and
+        `tools register` refuse the tool with it (stored tools still load: the check is not part of the model)."""
+        if self.profiler != "rocprofv3":
+            return None
+        if self.core_profile is not None and not known_profile(self.core_profile):
+            known = [*PROFILE_KINDS, *AMD_ONLY_PROFILES]
+            close = difflib.get_close_matches(self.core_profile, known, n=1, cutoff=0.6)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            return (f"unknown core_profile '{self.core_profile}': the wrapper would refuse it at run time",
+                    f"{hint}use one of {', '.join(PROFILE_KINDS)}")
+        if self.core_profile is None and not known_profile(self.name) and self._inferred_profile() is None:
+            return (f"tool '{self.name}' collects counters but has no core_profile: on NVIDIA GPUs (ncu) and with the "
+                    "embedded tracer the wrapper must know which metric set answers it, and `run` would stop there",
+                    'set "core_profile": "compute_bound" or "memory_bound", or "vendors": ["AMD"] for rocprofv3 only')
+        return None
+
+    def _inferred_profile(self) -> str | None:
+        """The profile when none is given and the name is not one: the one the tool's content implies; None for a
+        counter tool that also targets NVIDIA (compute or memory metric set: only its author knows)."""
+        if self.pc_sampling:
+            return "pc_sampling"
+        if self.counters:
+            if self.counters in ("compute_bound", "memory_bound"):
+                return self.counters
+            return self.name if self.vendors == ["AMD"] else None  # rocprofv3 reads the counter file itself
+        return "lightweight"
+
     @property
     def profile(self) -> str:
-        """The profile the wrapper is told with `--profile`: the core profile, or else the tool name."""
-        return self.core_profile or self.name
+        """The profile the wrapper is told with `--profile`: the core profile, else the tool name when the wrapper
+        knows it (madengine's upstream names), else what the tool collects implies (trace only: lightweight)."""
+        if self.core_profile:
+            return self.core_profile
+        if known_profile(self.name):
+            return self.name
+        return self._inferred_profile() or self.name
 
     def rocprofv3_args(self, counters_dir: str = DEFAULT_COUNTERS_DIR) -> list[str]:
         """rocprofv3 options for this tool (no trailing '--'); -i points at <counters_dir>/<counters>.txt."""

@@ -105,10 +105,13 @@ def check_counters(profile: CounterProfile, arch: str, catalog: CounterCatalog,
         if c not in known:
             guess = closest(c, known)
             where_from = "rocprofv3 would only warn and silently drop it"
+            hint = f"did you mean {guess}? " if guess else ""
             if not catalog.complete:
-                fix = "install ROCm or set ROCPROFILER_METRICS_PATH to a counter_defs.yaml so all counters are known"
+                fix = hint + ("or install ROCm or set ROCPROFILER_METRICS_PATH to a counter_defs.yaml so all "
+                              "counters are known" if hint else "install ROCm or set ROCPROFILER_METRICS_PATH to a "
+                              "counter_defs.yaml so all counters are known")
             else:
-                fix = f"closest name on {arch}: {guess}" if guess else "list them with: rocprofv3 --list-avail"
+                fix = hint + "list them with: rocprofv3 --list-avail"
             errors.append(UserError(f"counter {c} does not exist on {arch} in {catalog.source} ({where_from})",
                                     file=file, line=lines_of.get(c), fix=fix))
     if errors:

@@ -45,13 +45,17 @@ def load_tool_file(path: str | os.PathLike[str]) -> ToolDefinition:
 
 
 def check_tool_references(tool: ToolDefinition, source: str | None = None) -> None:
-    """The counter profile a tool names must exist (built-in or registered)."""
+    """The counter profile a tool names must exist (built-in or registered), and the wrapper must be able to run
+    the tool's profile (`run` would fail otherwise, with the reason only in run.log)."""
     if tool.counters:
         try:
             counter_profile_path(tool.counters)
         except UserError as err:
             err.file, err.where = source, "counters"
             raise
+    problem = tool.profile_problem()
+    if problem:
+        raise UserError(problem[0], file=source, where="core_profile", fix=problem[1])
 
 
 def _builtin_tools() -> dict[str, ToolDefinition]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import statistics
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,7 @@ def _workload_summary(run: RunData) -> dict | None:
         "samples_per_second": _number(metrics.get("samples_per_second")),
         "step_time_ms_median": _number(step.get("median") if isinstance(step, dict) else step),
         "peak_memory_allocated_bytes": _number(metrics.get("peak_memory_allocated_bytes")),
+        "peak_host_rss_bytes": _number(metrics.get("peak_host_rss_bytes")),
         "mfu": _number(metrics.get("mfu")),
     }
 
@@ -156,6 +158,7 @@ def _performance_from_run_json(run: RunData) -> dict | None:
         "samples_per_second": None,
         "step_time_ms_median": None,
         "peak_memory_allocated_bytes": None,
+        "peak_host_rss_bytes": None,
         "mfu": None,
         "performance": performance,
     }
@@ -166,40 +169,108 @@ def _number(value):
 
 
 RANK = re.compile(r"(?:^|[/_])rank_?(\d+)(?:[/_]|$)")
+DEFINITIONS = ("ours", "hta", "both")  # which busy/overlap definitions the report shows (the JSON has both)
 
 
-def timeline_rows(run: RunData) -> list[dict]:
-    """Busy time per process (rank) and device; idle = span - busy; overlap = compute + comm/copy busy - busy."""
+def _busy_numbers(t, span_ns: int) -> dict[str, Any]:
+    """Busy, idle and overlap of one window (a device's span, or one iteration) under both definitions."""
+    idle = span_ns - t.busy_ns
+    return {
+        "span_ns": span_ns,
+        "busy_ns": t.busy_ns,
+        "idle_ns": idle,
+        "idle_share": _ratio(idle, span_ns),
+        "compute_busy_ns": t.compute_busy_ns,
+        "comm_busy_ns": t.comm_busy_ns,
+        "copy_busy_ns": t.copy_busy_ns,
+        "overlap_ns": t.overlap_ns,
+        "overlap_share": _ratio(t.overlap_ns, t.comm_busy_ns),
+        "exposed_comm_ns": t.comm_busy_ns - t.overlap_ns,
+        "hta": {
+            "compute_busy_ns": t.hta_compute_busy_ns,
+            "non_compute_ns": t.busy_ns - t.hta_compute_busy_ns,
+            "comm_busy_ns": t.hta_comm_busy_ns,
+            "overlap_ns": t.hta_overlap_ns,
+            "overlap_share": _ratio(t.hta_overlap_ns, t.hta_comm_busy_ns),
+        },
+    }
+
+
+def steady_iterations(iterations: list, steady_state: bool) -> list:
+    """The iterations a summary counts: all, or without the first and the last (warm-up, a cut-off last one)."""
+    if steady_state and len(iterations) >= 3:
+        return iterations[1:-1]
+    return list(iterations)
+
+
+def _iteration_summary(rows: list[dict], steady_state: bool) -> dict[str, Any] | None:
+    """Totals over the counted iterations (all, or the steady state), with the per-iteration busy spread."""
+    kept = steady_iterations(rows, steady_state)
+    if not kept:
+        return None
+    span = sum(r["span_ns"] for r in kept)
+    busy = sum(r["busy_ns"] for r in kept)
+    comm = sum(r["comm_busy_ns"] for r in kept)
+    overlap = sum(r["overlap_ns"] for r in kept)
+    return {
+        "steady_state": steady_state and len(rows) >= 3,
+        "iterations": [r["iteration"] for r in kept],
+        "span_ns": span,
+        "busy_ns": busy,
+        "idle_ns": span - busy,
+        "idle_share": _ratio(span - busy, span),
+        "compute_busy_ns": sum(r["compute_busy_ns"] for r in kept),
+        "comm_busy_ns": comm,
+        "copy_busy_ns": sum(r["copy_busy_ns"] for r in kept),
+        "overlap_ns": overlap,
+        "overlap_share": _ratio(overlap, comm),
+        "iteration_ms_median": statistics.median(r["span_ns"] for r in kept) / 1e6,
+        "busy_ms_median": statistics.median(r["busy_ns"] for r in kept) / 1e6,
+    }
+
+
+def timeline_rows(run: RunData, steady_state: bool = False) -> list[dict]:
+    """Busy time per process (rank) and device: idle = span - busy; overlap = compute and communication at once.
+
+    Sources of CPU operators have no device timeline and give no row. With marked iterations, each row carries
+    the device time per iteration and a summary over all of them (or over the steady state).
+    """
     rows = []
     for source in run.timing:
-        rank = RANK.search(source.process)
+        if source.cpu_operators:
+            continue
+        rank = source.rank
+        if rank is None:
+            found = RANK.search(source.process)
+            rank = int(found.group(1)) if found else None
         for d in source.devices:
-            overlap = d.compute_busy_ns + d.comm_busy_ns - d.busy_ns
+            iterations = [
+                {"iteration": it.number, "start_ns": it.start_ns, "end_ns": it.end_ns, "dispatches": it.dispatches}
+                | _busy_numbers(it, it.end_ns - it.start_ns)
+                for it in d.iterations
+            ]
             rows.append(
                 {
                     "origin": source.process,
-                    "rank": source.rank if source.rank is not None else (int(rank.group(1)) if rank else None),
+                    "rank": rank,
                     "device": d.device,
                     "dispatches": d.dispatches,
-                    "span_ns": d.span_ns,
-                    "busy_ns": d.busy_ns,
-                    "idle_ns": d.span_ns - d.busy_ns,
-                    "idle_share": _ratio(d.span_ns - d.busy_ns, d.span_ns),
+                    "copies": d.copies,
                     "kernel_time_sum_ns": d.kernel_time_sum_ns,
-                    "compute_busy_ns": d.compute_busy_ns,
-                    "comm_busy_ns": d.comm_busy_ns,
-                    "overlap_ns": overlap,
-                    "overlap_share": _ratio(overlap, d.comm_busy_ns),
                 }
+                | _busy_numbers(d, d.span_ns)
+                | {"iterations": iterations, "iteration_summary": _iteration_summary(iterations, steady_state)}
             )
     return rows
 
 
-def analyze_run(run: RunData) -> ReportRun:
+def analyze_run(run: RunData, steady_state: bool = False, definitions: str = "ours") -> ReportRun:
     """Everything the report says about one run, computed once for every renderer.
 
     Args:
         run: the run's discovered and parsed files (reports.load_run()).
+        steady_state: per-iteration summaries leave out the first and the last iteration (at least 3 marked).
+        definitions: which busy/overlap definitions the sections show ("ours", "hta" or "both"; the JSON has both).
 
     Returns:
         The run's report dict (times in ns): label, path, profiler, outcome, sources / counter_sources /
@@ -210,9 +281,15 @@ def analyze_run(run: RunData) -> ReportRun:
     kernels = merge_kernels(run)
     # counter files without timestamps give dispatch counts but no kernel time
     timed = not run.timing or any(s.counter_time != "untimed" for s in run.timing)
-    gpu_time = sum(k.total_ns for k in kernels.values()) if timed else None
+    # nested CPU operators: their inclusive times overlap, so shares, categories and the total use self time
+    by_self = timed and bool(kernels) and all(k.self_ns is not None for k in kernels.values())
+
+    def ranked_ns(k: KernelStats) -> float:
+        return (k.self_ns or 0) if by_self else k.total_ns
+
+    gpu_time = sum(ranked_ns(k) for k in kernels.values()) if timed else None
     dispatches = sum(k.calls for k in kernels.values())
-    order = (lambda item: (-item[1].total_ns, item[0])) if timed else (lambda item: (-item[1].calls, item[0]))
+    order = (lambda item: (-ranked_ns(item[1]), item[0])) if timed else (lambda item: (-item[1].calls, item[0]))
     rows = sorted(kernels.items(), key=order)
     kernel_rows: list[dict[str, Any]] = [
         {
@@ -222,10 +299,11 @@ def analyze_run(run: RunData) -> ReportRun:
             "library": classify(name).library,
             "calls": k.calls,
             "total_ns": k.total_ns if timed else None,
+            "self_ns": k.self_ns if timed else None,
             "average_ns": k.average_ns if timed else None,
             "min_ns": k.min_ns,
             "max_ns": k.max_ns,
-            "share": (k.total_ns / gpu_time if gpu_time else 0.0) if timed else None,
+            "share": (ranked_ns(k) / gpu_time if gpu_time else 0.0) if timed else None,
         }
         for name, k in rows
     ]
@@ -235,7 +313,7 @@ def analyze_run(run: RunData) -> ReportRun:
     for row in kernel_rows:
         entry = by_category[row["category"]]
         entry["calls"] += row["calls"]
-        entry["total_ns"] += row["total_ns"] or 0
+        entry["total_ns"] += (row["self_ns"] if by_self else row["total_ns"]) or 0
         entry["kernels"] += 1
     categories = [
         dict(e, share=e["total_ns"] / gpu_time if gpu_time else 0.0) if timed else dict(e, total_ns=None, share=None)
@@ -254,7 +332,7 @@ def analyze_run(run: RunData) -> ReportRun:
         if values:
             kernel_counters[name] = values
 
-    timeline = timeline_rows(run)
+    timeline = timeline_rows(run, steady_state)
     span_total = sum(t["span_ns"] for t in timeline)
     busy_total = sum(t["busy_ns"] for t in timeline) if timeline else None
     spans = [
@@ -269,10 +347,17 @@ def analyze_run(run: RunData) -> ReportRun:
         notes.append(
             f"the wrapper's manifest says {manifest['dispatch_count']} dispatches, the files hold {dispatches}"
         )
-    if any(s.cpu_operators for s in run.timing):
+    cpu_operators = any(s.cpu_operators for s in run.timing)
+    if cpu_operators:
         notes.append(
-            "no GPU: the embedded tracer recorded CPU operators; nested operators are all listed, "
-            "so their times overlap and the total exceeds the wall time"
+            "no GPU: the embedded tracer recorded CPU operators on the host, so there is no device timeline and no "
+            "device busy, idle or overlap"
+            + (
+                "; operators are ranked by self time (exclusive: nested operators subtracted), inclusive time beside it"
+                if by_self
+                else "; nested operators are all listed with inclusive times, which overlap: their sum exceeds the "
+                "wall time"
+            )
         )
     if any(s.counter_time is None for s in run.timing) and not any(s.has_timeline for s in run.timing):
         notes.append("only per-kernel statistics (no per-dispatch trace): no timeline, no Perfetto trace")
@@ -307,7 +392,12 @@ def analyze_run(run: RunData) -> ReportRun:
             "has_kernel_data": bool(run.timing),
             "timing_formats": fmts,
             "kernel_time_from": sorted({KERNEL_TIME_FROM[s.counter_time] for s in run.timing}),
-            "cpu_operators": any(s.cpu_operators for s in run.timing),
+            "cpu_operators": cpu_operators,
+            # what gpu_time_ns, shares and categories sum: "total" (kernel durations) or "self" (CPU operators)
+            "time_basis": "self" if by_self else "total",
+            "definitions": definitions,
+            "steady_state": steady_state,
+            "iterations_marked": max((len(s.iterations) for s in run.timing), default=0),
             "processes": len(run.timing),
             "dispatches": dispatches,
             "unique_kernels": len(kernels),
@@ -318,11 +408,14 @@ def analyze_run(run: RunData) -> ReportRun:
             "idle_ns": None if busy_total is None else span_total - busy_total,
             "idle_share": None if busy_total is None else _ratio(span_total - busy_total, span_total),
             "overlap_ns": sum(t["overlap_ns"] for t in timeline) if timeline else None,
+            "trace_peak_memory": _trace_peak_memory(run),
         },
         "timeline": timeline,
         "kernels": kernel_rows,
         "categories": categories,
-        "roles": roles_of(kernel_rows, gpu_time),
+        "roles": roles_of(
+            [dict(r, total_ns=r["self_ns"]) for r in kernel_rows] if by_self else kernel_rows, gpu_time
+        ),
         "counters": counter_rows,
         "derived_metrics": derived_metrics(counters, counter_time),
         "kernel_counters": kernel_counters,
@@ -376,13 +469,22 @@ def _ratio(numerator, denominator):
 
 
 def compare(runs: list[ReportRun], baseline: ReportRun) -> list[dict[str, Any]]:
-    """One row per run; speedups are against the baseline (>1 means faster than the baseline)."""
+    """One row per run; every ratio reads the same way: above 1 means better than the baseline (faster, or less
+    memory): baseline / run for times and memory, run / baseline for throughput."""
     base_summary, base_work = baseline["summary"], baseline["workload"] or {}
     base_gpu = base_summary["gpu_time_ns"] if base_summary["has_kernel_data"] else None
+    base_memory, base_kind = peak_memory(base_work)
+    if base_memory is None:
+        base_memory, base_kind = _trace_memory(base_summary)
     rows = []
     for run in runs:
         summary, work = run["summary"], run["workload"] or {}
         gpu = summary["gpu_time_ns"] if summary["has_kernel_data"] else None
+        memory, memory_kind = peak_memory(work)
+        if memory is None:  # no workload figure: the trace's own memory events, largest device
+            memory, memory_kind = _trace_memory(summary)
+        # CPU operator time and GPU kernel time are different things: no ratio between them
+        comparable = summary.get("cpu_operators", False) == base_summary.get("cpu_operators", False)
         rows.append(
             {
                 "label": run["label"],
@@ -390,19 +492,49 @@ def compare(runs: list[ReportRun], baseline: ReportRun) -> list[dict[str, Any]]:
                 "dispatches": summary["dispatches"] if summary["has_kernel_data"] else None,
                 "unique_kernels": summary["unique_kernels"] if summary["has_kernel_data"] else None,
                 "gpu_time_ns": gpu,
-                "gpu_time_speedup": _ratio(base_gpu, gpu),
+                "gpu_time_speedup": _ratio(base_gpu, gpu) if comparable else None,
                 "cpu_operators": summary.get("cpu_operators", False),
                 "top_kernel": run["kernels"][0]["name"] if run["kernels"] else None,
                 "tokens_per_second": work.get("tokens_per_second"),
                 "throughput_speedup": _ratio(work.get("tokens_per_second"), base_work.get("tokens_per_second")),
                 "peak_memory_allocated_bytes": work.get("peak_memory_allocated_bytes"),
-                "memory_vs_baseline": _ratio(
-                    work.get("peak_memory_allocated_bytes"), base_work.get("peak_memory_allocated_bytes")
-                ),
+                "peak_host_rss_bytes": work.get("peak_host_rss_bytes"),
+                "peak_memory_bytes": memory,
+                "peak_memory_kind": memory_kind,  # "device" (allocated by torch) or "host" (peak RSS)
+                "memory_saving": _ratio(base_memory, memory) if memory_kind == base_kind else None,
                 "status": run.get("run_status") or work.get("status") or run.get("outcome"),
             }
         )
     return rows
+
+
+def _trace_peak_memory(run: RunData) -> list[dict[str, Any]]:
+    """Peak allocated memory per process and device from the trace's own memory events (PyTorch profiler
+    `[memory]`: the allocator's Total Allocated), where the reader gives it (TimingSource.peak_memory_bytes)."""
+    out = []
+    for source in run.timing:
+        peaks = getattr(source, "peak_memory_bytes", None) or {}  # only the readers of traces with memory events
+        out += [{"origin": source.process, "device": device, "bytes": value} for device, value in peaks.items()]
+    return out
+
+
+def peak_memory(work: Mapping[str, Any]) -> tuple[Any, str | None]:
+    """The run's peak memory and where it was measured: the device's (torch allocator), else the host's peak RSS."""
+    if work.get("peak_memory_allocated_bytes") is not None:
+        return work["peak_memory_allocated_bytes"], "device"
+    if work.get("peak_host_rss_bytes") is not None:
+        return work["peak_host_rss_bytes"], "host"
+    return None, None
+
+
+def _trace_memory(summary: Mapping[str, Any]) -> tuple[Any, str | None]:
+    """The largest per-device peak of the trace's memory events (GPU devices before the host's)."""
+    peaks = summary.get("trace_peak_memory") or []
+    gpu = [p["bytes"] for p in peaks if not str(p["device"]).upper().startswith("CPU")]
+    if gpu:
+        return max(gpu), "trace"
+    host = [p["bytes"] for p in peaks]
+    return (max(host), "trace host") if host else (None, None)
 
 
 def pick_baseline(runs: list[RunData], baseline: str | None) -> int:
@@ -420,9 +552,14 @@ def pick_baseline(runs: list[RunData], baseline: str | None) -> int:
     )
 
 
-def build_report(runs: list[RunData], baseline: str | None = None) -> Report:
+def build_report(
+    runs: list[RunData], baseline: str | None = None, steady_state: bool = False, definitions: str = "ours"
+) -> Report:
+    """The report dict (the --json output); `steady_state` and `definitions`: see analyze_run."""
+    if definitions not in DEFINITIONS:
+        raise UserError(f"unknown definitions {definitions!r}", where="--definitions", fix="use ours, hta or both")
     index = pick_baseline(runs, baseline)
-    analyzed = [analyze_run(run) for run in runs]
+    analyzed = [analyze_run(run, steady_state, definitions) for run in runs]
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": "madengine-rocprof report",

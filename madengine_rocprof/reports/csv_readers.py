@@ -24,17 +24,22 @@ TRACK: dict[str, tuple[str, ...]] = {
 }
 
 
-def read_kernel_trace(src: TimingSource) -> TimingSource:
+def read_kernel_trace(src: TimingSource, copy_files: list[Path] | None = None) -> TimingSource:
     """A per-dispatch kernel trace (rocprofv3 kernel_trace.csv or legacy results.csv), aggregated with polars.
 
     polars parses well-formed files fast; a file it rejects, or whose rows have gaps or negative durations, is
     read again with the csv module, which names the line of the problem (or reads what polars could not, such
-    as float timestamps).
+    as float timestamps). `copy_files`: the same process's memory_copy_trace.csv files, whose copies count
+    towards the devices' busy time.
     """
     table = _polars_table(src.path)
     if table is None:
         table = _stdlib_table(src.path)
-    return dispatches.aggregate(src, table)
+    copies = None
+    if copy_files:
+        devices = {str(d) for d in table["device"].unique().to_list()}
+        copies = pl.concat([copy_intervals(path, devices) for path in copy_files])
+    return dispatches.aggregate(src, table, copies)
 
 
 def read_cpu_operator_trace(src: TimingSource) -> TimingSource:
@@ -229,6 +234,37 @@ def _collect_dispatches(src: CounterSource, dispatches: dict[str, list]) -> None
             entry = src.kernel_time.setdefault(kernel, [0, 0])
             entry[0] += 1
             entry[1] += duration
+
+
+def copy_intervals(path: Path, devices: set[str]) -> pl.DataFrame:
+    """memory_copy_trace.csv as a dispatch table: name = direction, device = the copy's GPU agent.
+
+    The device is the destination agent if the process ran kernels there, else the source agent if it did, else
+    the destination (host-to-device copies to a GPU without kernels); a kernel trace names the same agents.
+    """
+    rows: dict[str, list] = {"name": [], "start": [], "end": [], "device": []}
+    with open_table(
+        path,
+        {"start": START, "end": END},
+        {"direction": ("Direction",), "src": ("Source_Agent_Id",), "dst": ("Destination_Agent_Id",)},
+    ) as table:
+        idx = table.index
+        for row in table.rows():
+            start = parse_int(table, row[idx["start"]], "Start_Timestamp")
+            end = parse_int(table, row[idx["end"]], "End_Timestamp")
+            if end < start:
+                raise table.error(
+                    f"End_Timestamp {end} is before Start_Timestamp {start}",
+                    fix="the file is corrupt; re-run the profiler",
+                )
+            src = row[idx["src"]] if idx["src"] is not None else None
+            dst = row[idx["dst"]] if idx["dst"] is not None else None
+            device = dst if dst in devices or src not in devices else src
+            rows["name"].append(row[idx["direction"]] if idx["direction"] is not None else "MEMORY_COPY")
+            rows["start"].append(start)
+            rows["end"].append(end)
+            rows["device"].append(device if device is not None else "all")
+    return dispatches.frame(rows)
 
 
 def read_memory_copies(path: Path) -> dict[str, CopyStats]:

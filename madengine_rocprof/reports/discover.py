@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import cast
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.reports import csv_readers, json_reader, kineto_reader, rocpd_reader
+from madengine_rocprof.reports import csv_readers, json_reader, kineto_reader, pftrace_reader, rocpd_reader
 from madengine_rocprof.reports.csv_tables import first_value, normalize, read_header
 from madengine_rocprof.reports.model import CopyStats, CounterSource, KernelStats, RunData, TimingSource
 from madengine_rocprof.wrapper import file_kinds
@@ -31,6 +31,7 @@ FORMATS = {
     file_kinds.MEMORY_COPY_TRACE: "memory-copy",
     file_kinds.RESULTS_JSON: "rocprofv3-json",
     file_kinds.ROCPD: "rocpd",
+    file_kinds.PERFETTO: "rocprofv3-pftrace",
 }
 # lower number = richer source; the richest per process is counted
 PRIORITY = {
@@ -38,14 +39,16 @@ PRIORITY = {
     "kineto": 1,  # the embedded tracer keeps its Kineto JSON beside the kernel_trace.csv made from it
     "rocpd": 2,
     "rocprofv3-json": 3,
-    "legacy-csv": 4,
-    "rocprofv3-stats": 5,
-    "legacy-stats": 6,
+    "rocprofv3-pftrace": 4,  # kernel times may carry the writer's overlap adjustment (pftrace_reader)
+    "legacy-csv": 5,
+    "rocprofv3-stats": 6,
+    "legacy-stats": 7,
 }
 PASS_DIR = re.compile(r"^(pmc|pass)_(\d+)$")
 RUN_FILES = ("workload_result.json", "run.json", "manifest.json")
 LOOKED_FOR = ("*kernel_trace.csv, *kernel_stats.csv, *counter_collection.csv, *results.json, *results.db, "
-              "legacy results.csv / results.stats.csv, PyTorch profiler (Kineto) traces *.json / *.json.gz")
+              "*results.pftrace, legacy results.csv / results.stats.csv, "
+              "PyTorch profiler (Kineto) traces *.json / *.json.gz")
 
 
 def classify(path: Path) -> str | None:
@@ -134,6 +137,7 @@ def expand_runs(path: Path) -> list[Path]:
 def load_run(path: Path, label: str) -> RunData:
     run = RunData(label=label, path=path)
     timing: list[TimingSource] = []
+    copy_files: dict[tuple[str, str | None], list[Path]] = {}  # (process, pass) -> its memory_copy_trace files
     run_files: dict[str, tuple[int, Path]] = {}
     for rel, full in walk(path):
         if rel.name in RUN_FILES:
@@ -148,6 +152,7 @@ def load_run(path: Path, label: str) -> RunData:
         if kind == "counters-csv":
             run.counters.append(csv_readers.read_counter_collection(CounterSource(**common)))
         elif kind == "memory-copy":
+            copy_files.setdefault((common["process"], common["pass_id"]), []).append(full)
             _add_copies(run, csv_readers.read_memory_copies(full))
         else:
             timing.append(TimingSource(**common))
@@ -156,7 +161,7 @@ def load_run(path: Path, label: str) -> RunData:
                 if source.counters:
                     run.counters.append(source)
 
-    _choose_timing(run, timing)
+    _choose_timing(run, timing, copy_files)
     derive_timing_from_counters(run)
     for name, (_, file) in run_files.items():
         value = _read_json_object(file)  # typed as the contract says; readers still check each value they use
@@ -187,7 +192,9 @@ def _add_copies(run: RunData, copies: dict[str, CopyStats]) -> None:
         total.total_ns += stats.total_ns
 
 
-def _choose_timing(run: RunData, timing: list[TimingSource]) -> None:
+def _choose_timing(
+    run: RunData, timing: list[TimingSource], copy_files: dict[tuple[str, str | None], list[Path]]
+) -> None:
     """Keep one source per process, from the first pass that has any; read only those."""
     if not timing:
         return
@@ -205,7 +212,7 @@ def _choose_timing(run: RunData, timing: list[TimingSource]) -> None:
         else:
             run.skipped_timing.append(source)
     for source in best.values():
-        _read_timing(source)
+        _read_timing(source, copy_files.get((source.process, source.pass_id), []))
         run.timing.append(source)
         _add_copies(run, source.copies)  # Kineto memcpy/memset: the run's copy table
     run.timing.sort(key=lambda s: s.rel)
@@ -253,18 +260,21 @@ def derive_timing_from_counters(run: RunData) -> None:
         )
 
 
-def _read_timing(source: TimingSource) -> None:
+def _read_timing(source: TimingSource, copy_files: list[Path]) -> None:
+    """Read one timing source; the CSV trace also takes the same process's memory_copy_trace files (busy time)."""
     if source.fmt in ("rocprofv3-csv", "legacy-csv"):
         if first_value(source.path, "Agent_Id") == "CPU":  # the embedded tracer without a GPU: CPU operators
             csv_readers.read_cpu_operator_trace(source)
         else:
-            csv_readers.read_kernel_trace(source)
+            csv_readers.read_kernel_trace(source, copy_files)
     elif source.fmt in ("rocprofv3-stats", "legacy-stats"):
         csv_readers.read_kernel_stats(source)
     elif source.fmt == "rocprofv3-json":
         json_reader.read_json(source)
     elif source.fmt == "rocpd":
         rocpd_reader.read_rocpd_kernels(source)
+    elif source.fmt == "rocprofv3-pftrace":
+        pftrace_reader.read_pftrace(source)
     elif source.fmt == kineto_reader.FORMAT:
         kineto_reader.read_kineto(source)
 
@@ -277,6 +287,8 @@ def iter_dispatches(source: TimingSource):
         return json_reader.iter_json(source.path)
     if source.fmt == "rocpd":
         return rocpd_reader.iter_rocpd(source.path)
+    if source.fmt == "rocprofv3-pftrace":
+        return pftrace_reader.iter_pftrace(source.path)
     if source.fmt == kineto_reader.FORMAT:
         return kineto_reader.iter_kineto(source.path)
     return iter(())

@@ -1,8 +1,10 @@
 """Per-dispatch tables (kernel name, start, end, device) aggregated with polars: kernel statistics and busy time.
 
-Every source with a per-dispatch timeline (kernel_trace.csv, legacy results.csv, rocprofv3 JSON, rocpd) becomes one
-polars DataFrame with the columns of DISPATCH_SCHEMA, and `aggregate` fills the TimingSource from it: calls, total,
-min and max per kernel name, first start and last end, and per device the busy time (union of kernel intervals).
+Every source with a per-dispatch timeline (kernel_trace.csv, legacy results.csv, rocprofv3 JSON, rocpd, Kineto)
+becomes one polars DataFrame with the columns of DISPATCH_SCHEMA, and `aggregate` fills the TimingSource from it:
+calls, total, min and max per kernel name, first start and last end, and per device the busy time of the kernels
+and of the same process's copies and memsets (a second table of the same schema), under two sets of definitions
+(ours and Holistic Trace Analysis's; docs/reports.md, "Busy, idle and overlap").
 
 Busy time of intervals sorted by start: each interval adds what it extends past the latest end seen before it,
 max(0, end - max(start, latest earlier end)); the sum is the length of the union.
@@ -10,13 +12,21 @@ max(0, end - max(start, latest earlier end)); the sum is the length of the union
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
 from madengine_rocprof.reports.categories import categorize
-from madengine_rocprof.reports.model import DeviceTime, KernelStats, TimingSource
+from madengine_rocprof.reports.model import BusyTime, DeviceTime, IterationTime, KernelStats, TimingSource
 
 DISPATCH_SCHEMA = {"name": pl.String, "start": pl.Int64, "end": pl.Int64, "device": pl.String}
-NON_COMPUTE = ("communication", "memory copy")  # HTA's communication / memory kernels; the rest is compute
+
+# groups of an interval, ours and HTA's (column `ours`, column `hta`)
+COMPUTE, COMMUNICATION, COPY = 0, 1, 2
+OUR_GROUP = {"communication": COMMUNICATION, "memory copy": COPY}  # kernel category -> group; others compute
+# HTA 0.5.0 (hta/utils/utils.py): is_comm_kernel, is_memory_kernel; every other GPU event is computation
+HTA_COMMUNICATION = re.compile(r"^nccl.*Kernel")
+HTA_MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
 
 
 def frame(rows: dict[str, list]) -> pl.DataFrame:
@@ -33,33 +43,78 @@ def union_ns(start: pl.Series, end: pl.Series) -> int:
     return int(covered.clip(lower_bound=0).sum())
 
 
-def _device_time(device: str, table: pl.DataFrame) -> DeviceTime:
-    """One device's dispatches, sorted by start, with the boolean column non_compute."""
-    busy = union_ns(table["start"], table["end"])
-    comm_count = int(table["non_compute"].sum())
-    # one group empty (the common single-GPU case): the other group's union is the whole busy time, no copy needed
-    comm = table.filter(pl.col("non_compute")) if 0 < comm_count < table.height else None
-    compute = table.filter(~pl.col("non_compute")) if 0 < comm_count < table.height else None
-    return DeviceTime(
-        device=device,
-        dispatches=table.height,
-        span_ns=int(table["end"].max() - table["start"][0]),
-        busy_ns=busy,
-        compute_busy_ns=(busy if comm_count == 0 else 0)
-        if compute is None
-        else union_ns(compute["start"], compute["end"]),
-        comm_busy_ns=(busy if comm_count == table.height else 0)
-        if comm is None
-        else union_ns(comm["start"], comm["end"]),
-        kernel_time_sum_ns=int((table["end"] - table["start"]).sum()),
-    )
+def _hta_group(name: str) -> int:
+    if HTA_COMMUNICATION.match(name):
+        return COMMUNICATION
+    return COPY if HTA_MEMORY.match(name) else COMPUTE
+
+
+def _group_column(names: list[str], group_of) -> pl.Expr:
+    """The group code of each row, from the group of each distinct name (is_in: fast on categorical names)."""
+    by_group: dict[int, list[str]] = {}
+    for name in names:
+        by_group.setdefault(group_of(name), []).append(name)
+    expr = pl.lit(COMPUTE, dtype=pl.Int8)
+    for group in (COMMUNICATION, COPY):
+        if by_group.get(group):
+            expr = pl.when(pl.col("name").is_in(by_group[group])).then(pl.lit(group, dtype=pl.Int8)).otherwise(expr)
+    return expr
+
+
+def busy_time(part: pl.DataFrame, into: BusyTime) -> None:
+    """Fill `into` from intervals (columns start, end, ours, hta) sorted by start."""
+    busy = union_ns(part["start"], part["end"])
+    total = part.height
+
+    def union_where(mask: pl.Series) -> int:
+        selected = int(mask.sum())
+        if selected == 0:
+            return 0
+        if selected == total:  # one group only (the common single-GPU case): no copy of the table
+            return busy
+        sub = part.filter(mask)
+        return union_ns(sub["start"], sub["end"])
+
+    into.busy_ns = busy
+    for column, prefix in (("ours", ""), ("hta", "hta_")):
+        group = part[column]
+        compute = union_where(group == COMPUTE)
+        comm = union_where(group == COMMUNICATION)
+        # overlap of compute and communication: |A| + |B| - |A u B|
+        overlap = compute + comm - union_where(group != COPY) if comm and compute else 0
+        setattr(into, f"{prefix}compute_busy_ns", compute)
+        setattr(into, f"{prefix}comm_busy_ns", comm)
+        setattr(into, f"{prefix}overlap_ns", overlap)
+    into.copy_busy_ns = union_where(part["ours"] == COPY)
+
+
+def _iterations(part: pl.DataFrame, src: TimingSource) -> list[IterationTime]:
+    """Device time inside each marked iteration's window: intervals cut at the window's edges.
+
+    Clipping keeps the order by start (max(start, s) does not decrease with start), so no sort is needed.
+    """
+    out = []
+    starts = part["start"]
+    for it in src.iterations:
+        upto = int(starts.search_sorted(it.end_ns, side="left"))  # rows that start before the window ends
+        window = part.slice(0, upto).filter(pl.col("end") > it.start_ns)
+        row = IterationTime(number=it.number, start_ns=it.start_ns, end_ns=it.end_ns)
+        row.dispatches = int(((window["start"] >= it.start_ns) & ~window["copy_engine"]).sum())
+        window = window.with_columns(
+            pl.col("start").clip(lower_bound=it.start_ns), pl.col("end").clip(upper_bound=it.end_ns)
+        )
+        busy_time(window, row)
+        out.append(row)
+    return out
 
 
 def aggregate(src: TimingSource, table: pl.DataFrame, copies: pl.DataFrame | None = None) -> TimingSource:
     """Fill src from a dispatch table (columns: name, start, end, device); durations must not be negative.
 
-    `copies`: the same process's memory copies and memsets on the devices (DISPATCH_SCHEMA), when the input has them
-    (rocprofv3 memory_copy_trace, Kineto memcpy/memset); they count towards device busy time (see docs/reports.md).
+    `copies`: the same process's memory copies and memsets on the devices (DISPATCH_SCHEMA; `name` says what they
+    are, e.g. `Memcpy HtoD`), when the input has them (rocprofv3 memory_copy_trace, Kineto memcpy/memset); they count
+    towards device busy time and the span (see docs/reports.md), not towards kernel statistics.
+    Readers set src.iterations (and src.rank) before calling: per-iteration device time is computed here.
     """
     duration = pl.col("end") - pl.col("start")
     per_name = table.group_by("name").agg(
@@ -74,16 +129,49 @@ def aggregate(src: TimingSource, table: pl.DataFrame, copies: pl.DataFrame | Non
     }
     src.dispatches = table.height
     src.has_timeline = table.height > 0
-    if not table.height:
+    if copies is not None and copies.height == 0:
+        copies = None
+    if not table.height and copies is None:
         return src
-    src.first_start_ns, src.last_end_ns = table.select(pl.col("start").min(), pl.col("end").max()).row(0)
-    non_compute_names = [n for n in src.kernels if categorize(n) in NON_COMPUTE]
-    table = table.with_columns(pl.col("name").is_in(non_compute_names).alias("non_compute"))
-    devices = sorted(table["device"].unique().to_list(), key=str)
+    parts = [
+        table.select(
+            "start",
+            "end",
+            pl.col("device").cast(pl.String),
+            _group_column(list(src.kernels), lambda n: OUR_GROUP.get(categorize(n), COMPUTE)).alias("ours"),
+            _group_column(list(src.kernels), _hta_group).alias("hta"),
+            pl.lit(False).alias("copy_engine"),
+        )
+    ]
+    if copies is not None:  # copies and memsets: copies in our groups, memory in HTA's
+        parts.append(
+            copies.select(
+                "start",
+                "end",
+                pl.col("device").cast(pl.String),
+                pl.lit(COPY, dtype=pl.Int8).alias("ours"),
+                pl.lit(COPY, dtype=pl.Int8).alias("hta"),
+                pl.lit(True).alias("copy_engine"),
+            )
+        )
+    events = pl.concat(parts) if len(parts) > 1 else parts[0]
+    src.first_start_ns, src.last_end_ns = events.select(pl.col("start").min(), pl.col("end").max()).row(0)
+    devices = sorted(events["device"].unique().to_list(), key=str)
     for device in devices:  # one device at a time, only the columns the unions need: memory stays small
-        part = table if len(devices) == 1 else table.filter(pl.col("device") == device)
-        part = part.select("start", "end", "non_compute")
+        part = events if len(devices) == 1 else events.filter(pl.col("device") == device)
+        part = part.drop("device")
         if not part["start"].is_sorted():  # traces are mostly written in start order: skip the sort then
             part = part.sort("start")
-        src.devices.append(_device_time(str(device), part))
+        kernels = part.filter(~pl.col("copy_engine")) if copies is not None else part
+        row = DeviceTime(
+            device=str(device),
+            dispatches=kernels.height,
+            copies=part.height - kernels.height,
+            span_ns=int(part["end"].max() - part["start"][0]),
+            kernel_time_sum_ns=int((kernels["end"] - kernels["start"]).sum()),
+        )
+        busy_time(part, row)
+        if src.iterations:
+            row.iterations = _iterations(part, src)
+        src.devices.append(row)
     return src

@@ -44,7 +44,7 @@ def text(value) -> str:
     return DASH if value is None else str(value)
 
 
-# a table column's format (sections.Format) -> how its values are written; `kernel` is the renderers' own
+# a table column's format (blocks.Format) -> how its values are written; `kernel` is the renderers' own
 FORMATS = {
     "text": text,
     "label": text,

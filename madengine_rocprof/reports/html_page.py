@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from html import escape
 
-from madengine_rocprof.reports import sections
+from madengine_rocprof.reports import blocks, sections
 from madengine_rocprof.reports.formatting import FORMATS, shorten
 from madengine_rocprof.reports.svg import CATEGORY_COLORS, hbars, stacked_hbars
 from madengine_rocprof.wrapper.contracts import Report
@@ -62,7 +62,7 @@ def _colour(key: str) -> str:
     return CATEGORY_COLORS.get(key, key)
 
 
-def _block(block: sections.Block, name_width: int) -> str:
+def _block(block: blocks.Block, name_width: int) -> str:
     if isinstance(block, sections.Table):
         return _table(block, name_width)
     if isinstance(block, sections.Lines):
@@ -81,7 +81,7 @@ def _block(block: sections.Block, name_width: int) -> str:
                          block.value_text, normalize=block.normalize)
 
 
-def render(report: Report, top: int = 15, name_width: int = 240) -> str:
+def render(report: Report, top: int = 10, name_width: int = 240) -> str:
     runs = report["runs"]
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
@@ -90,8 +90,9 @@ def render(report: Report, top: int = 15, name_width: int = 240) -> str:
         f"<style>{CSS}</style></head><body>",
         "<h1>Profiling report</h1>",
         f"<p class='meta'>{len(runs)} run(s), baseline <b>{escape(report['baseline'])}</b>, generated "
-        f"{escape(report['generated_at'])} by madengine-rocprof report. Kernel time is the sum of kernel durations on "
-        "the GPU (overlapping kernels count twice); busy time is the union of kernel intervals per device.</p>",
+        f"{escape(report['generated_at'])} by madengine-rocprof report. Kernel time is the sum of kernel durations "
+        "(overlapping kernels count in full); device busy time is the union of kernels, copies and memsets per device "
+        "(definitions in the busy-time section).</p>",
     ]
     for section in sections.build(report, top):
         anchor = f" id='{escape(section.anchor)}'" if section.anchor else ""

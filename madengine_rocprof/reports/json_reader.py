@@ -57,8 +57,8 @@ def _kernel_names(path: Path, tool: dict, where: str) -> dict[int, str]:
     return names
 
 
-def _dispatches(path: Path) -> Iterator[tuple[str, int, int, str]]:
-    for n, tool in enumerate(_load(path)):
+def _dispatches(path: Path, tools: list[dict] | None = None) -> Iterator[tuple[str, int, int, str]]:
+    for n, tool in enumerate(_load(path) if tools is None else tools):
         where = f"{TOP_KEY}[{n}]"
         names = _kernel_names(path, tool, where)
         records = tool.get("buffer_records", {}).get("kernel_dispatch", [])
@@ -94,14 +94,46 @@ def _dispatches(path: Path) -> Iterator[tuple[str, int, int, str]]:
             yield names[kernel_id], start, end, track
 
 
-def read_json(src: TimingSource) -> TimingSource:
+def _agent(value) -> str:
+    return f"agent {value.get('handle', '?') if isinstance(value, dict) else value}"
+
+
+def _copies(path: Path, tools: list[dict], devices: set[str]) -> dict[str, list]:
+    """buffer_records.memory_copy (field names of rocprofiler-sdk's serializer) as dispatch-table rows; the device
+    is the destination agent if kernels ran there, else the source agent if they did, else the destination."""
     rows: dict[str, list] = {"name": [], "start": [], "end": [], "device": []}
-    for name, start, end, track in _dispatches(src.path):
+    for n, tool in enumerate(tools):
+        records = tool.get("buffer_records", {}).get("memory_copy", [])
+        for i, rec in enumerate(records):
+            where = f"{TOP_KEY}[{n}].buffer_records.memory_copy[{i}]"
+            try:
+                start, end = int(rec["start_timestamp"]), int(rec["end_timestamp"])
+                dst, src = _agent(rec.get("dst_agent_id")), _agent(rec.get("src_agent_id"))
+            except (KeyError, TypeError, ValueError) as err:
+                raise UserError(
+                    f"memory copy record lacks or has a bad {err}", file=str(path), where=where,
+                    fix="the file is corrupt; re-run the profiler",
+                ) from None
+            if end < start:
+                raise UserError("end_timestamp is before start_timestamp", file=str(path), where=where)
+            rows["name"].append(f"memory copy {rec.get('operation', '')}".strip())
+            rows["start"].append(start)
+            rows["end"].append(end)
+            rows["device"].append(dst if dst in devices or src not in devices else src)
+    return rows
+
+
+def read_json(src: TimingSource) -> TimingSource:
+    """Kernel dispatches, and the same process's memory copies for the devices' busy time."""
+    tools = _load(src.path)
+    rows: dict[str, list] = {"name": [], "start": [], "end": [], "device": []}
+    for name, start, end, track in _dispatches(src.path, tools):
         rows["name"].append(name)
         rows["start"].append(start)
         rows["end"].append(end)
         rows["device"].append(track.split(" queue ")[0])
-    return dispatches.aggregate(src, dispatches.frame(rows))
+    copies = _copies(src.path, tools, set(rows["device"]))
+    return dispatches.aggregate(src, dispatches.frame(rows), dispatches.frame(copies) if copies["name"] else None)
 
 
 def iter_json(path: Path) -> Iterator[tuple[str, int, int, str]]:

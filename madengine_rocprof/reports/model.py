@@ -44,16 +44,46 @@ def _pick(fn, a, b):
 
 
 @dataclass
-class DeviceTime:
-    """One device's kernel timeline within one process: spans and unions of kernel intervals, in ns."""
+class BusyTime:
+    """Unions of interval lengths on one device over one window, in ns (definitions: docs/reports.md).
 
-    device: str
-    dispatches: int
-    span_ns: int  # first start to last end
-    busy_ns: int  # union of all kernel intervals
-    compute_busy_ns: int  # union of the compute kernels (every category but communication and memory copy)
-    comm_busy_ns: int  # union of the communication and memory-copy kernels
-    kernel_time_sum_ns: int  # plain sum of durations (overlapping kernels counted in full)
+    Ours: busy = kernels and copies; compute = kernels other than communication and memory-copy kernels;
+    communication = communication kernels; copies = memory-copy kernels and the copy engines' copies and memsets;
+    overlap = time when compute and communication ran at once. HTA (Holistic Trace Analysis 0.5.0): communication =
+    kernels named `nccl...Kernel...`; memory = copies and memsets (and kernels named Memcpy/Memset/dma...);
+    compute = every other kernel, copy kernels on the SMs included.
+    """
+
+    busy_ns: int = 0  # union of every kernel, copy and memset
+    compute_busy_ns: int = 0
+    comm_busy_ns: int = 0
+    copy_busy_ns: int = 0
+    overlap_ns: int = 0  # compute and communication at once
+    hta_compute_busy_ns: int = 0
+    hta_comm_busy_ns: int = 0
+    hta_overlap_ns: int = 0
+
+
+@dataclass
+class IterationTime(BusyTime):
+    """Device time within one marked iteration's host window [start_ns, end_ns)."""
+
+    number: int = 0
+    start_ns: int = 0
+    end_ns: int = 0
+    dispatches: int = 0  # kernels that start in the window
+
+
+@dataclass
+class DeviceTime(BusyTime):
+    """One device's timeline within one process: span and unions of kernel and copy intervals, in ns."""
+
+    device: str = ""
+    dispatches: int = 0  # kernels
+    copies: int = 0  # copies and memsets of the copy engines (not kernels)
+    span_ns: int = 0  # first start to last end (kernels and copies)
+    kernel_time_sum_ns: int = 0  # plain sum of kernel durations (overlapping kernels counted in full)
+    iterations: list[IterationTime] = field(default_factory=list)  # per marked iteration (TimingSource.iterations)
 
 
 @dataclass(frozen=True)
@@ -71,7 +101,7 @@ class TimingSource:
 
     path: Path
     rel: str  # path relative to the run directory, shown as the origin
-    fmt: str  # rocprofv3-csv, rocprofv3-stats, rocprofv3-json, rocpd, legacy-csv, legacy-stats
+    fmt: str  # rocprofv3-csv, rocprofv3-stats, rocprofv3-json, rocprofv3-pftrace, rocpd, legacy-csv, legacy-stats
     process: str  # origin key: relative directory + per-process file prefix
     pass_id: str | None  # "pmc_2", "pass_1" or None for single-pass output
     kernels: dict[str, KernelStats] = field(default_factory=dict)

@@ -15,10 +15,10 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from madengine_rocprof.reports.blocks import Column, Lines, Section, Table
 from madengine_rocprof.reports.categories import categorize
 from madengine_rocprof.reports.formatting import DASH, ms, number, pct
 from madengine_rocprof.reports.model import RunData
-from madengine_rocprof.reports.sections import Column, Lines, Section, Table
 from madengine_rocprof.wrapper.contracts import ReportRun
 
 RANK_PREFIX = re.compile(r"^rank(\d+)_(\d+)$")

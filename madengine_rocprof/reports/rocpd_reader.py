@@ -88,6 +88,31 @@ def _dispatch_table(con, path: Path, objects: set[str]) -> pl.DataFrame:
     )
 
 
+COPY_COLUMNS = {"name", "start", "end", "dst_agent_abs_index", "src_agent_abs_index"}  # rocpd's memory_copies view
+
+
+def _copy_table(con, objects: set[str], devices: set[str]) -> pl.DataFrame | None:
+    """The `memory_copies` view as a dispatch table; the device is the destination agent if kernels ran there, else
+    the source agent if they did, else the GPU side (`*_agent_type`), named as the kernel table names agents."""
+    if "memory_copies" not in objects or not _columns(con, "memory_copies") >= COPY_COLUMNS:
+        return None
+    typed = {"dst_agent_type", "src_agent_type"} <= _columns(con, "memory_copies")
+    types = "dst_agent_type, src_agent_type" if typed else "NULL, NULL"
+    rows: dict[str, list] = {"name": [], "start": [], "end": [], "device": []}
+    query = f"SELECT name, start, `end`, dst_agent_abs_index, src_agent_abs_index, {types} FROM memory_copies"
+    for name, start, end, dst, src, dst_type, _ in con.execute(query):
+        dst_name, src_name = f"agent {dst}", f"agent {src}"
+        if dst_name in devices or (src_name not in devices and str(dst_type).upper() != "CPU"):
+            device = dst_name
+        else:
+            device = src_name
+        rows["name"].append(str(name))
+        rows["start"].append(int(start))
+        rows["end"].append(int(end))
+        rows["device"].append(device)
+    return dispatches.frame(rows) if rows["name"] else None
+
+
 def read_rocpd_kernels(src: TimingSource) -> TimingSource:
     with _connect(src.path) as con:
         objects = _objects(con)
@@ -100,7 +125,8 @@ def read_rocpd_kernels(src: TimingSource) -> TimingSource:
                     where="kernels",
                     fix=FIX,
                 )
-            dispatches.aggregate(src, table)
+            copies = _copy_table(con, objects, {str(d) for d in table["device"].unique().to_list()})
+            dispatches.aggregate(src, table, copies)
         elif "top_kernels" in objects:
             # durations in microseconds here; min/max are not in the view
             for name, calls, total_us in con.execute("SELECT name, total_calls, total_duration FROM top_kernels"):

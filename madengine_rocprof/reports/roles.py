@@ -36,7 +36,8 @@ def roles_of(kernel_rows: list[dict[str, Any]], gpu_time_ns: float | None) -> li
 
 
 def role_table(runs: list[ReportRun], baseline: str) -> tuple[list[str], list[list]]:
-    """Rows (role, category, then per run its time in ns and its ratio run/baseline time) for every role any run has."""
+    """Rows (role, category, then per run its time in ns and its speedup, baseline / run time) for every role any run
+    has: above 1 is faster, as every ratio of the report."""
     base = next((r for r in runs if r["label"] == baseline), runs[0])
     per_run = [{e["role"]: e for e in r["roles"]} for r in runs]
     seen: dict[str, str] = {}
@@ -58,6 +59,6 @@ def role_table(runs: list[ReportRun], baseline: str) -> tuple[list[str], list[li
         base_ns = (base_roles.get(role) or {}).get("total_ns")
         for times in per_run:
             ns = (times.get(role) or {}).get("total_ns")
-            row += [ns, ns / base_ns if ns is not None and base_ns else None]
+            row += [ns, base_ns / ns if ns and base_ns is not None else None]
         rows.append(row)
     return [r["label"] for r in runs], rows

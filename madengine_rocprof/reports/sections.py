@@ -11,68 +11,13 @@ To add a section, write a function `(run, top) -> Section | None` (per run) or `
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Literal
 
+from madengine_rocprof.reports import multinode
+from madengine_rocprof.reports.blocks import Bars, Block, Column, Lines, Section, Stacked, Table
 from madengine_rocprof.reports.categories import CATEGORIES
 from madengine_rocprof.reports.formatting import DASH, count, display_name, gib, ms, number, pct, times
 from madengine_rocprof.reports.roles import role_table
 from madengine_rocprof.wrapper.contracts import Report, ReportRun
-
-# how a column's values are shown: formatting.FORMATS maps each to a function; `kernel` is a full kernel name
-# (Markdown shows a short display name, HTML the full name on hover), `label` a run label, `text` as given
-Format = Literal["text", "label", "kernel", "count", "ms", "us", "pct", "number", "times", "gib"]
-
-
-@dataclass(frozen=True)
-class Column:
-    title: str
-    format: Format = "text"
-
-
-@dataclass
-class Table:
-    columns: list[Column]
-    rows: list[list]
-    marked: list[bool] | None = None  # rows to highlight (the baseline): Markdown appends " (baseline)"
-    note: str | None = None  # a line under the table
-
-
-@dataclass
-class Lines:
-    """Prose lines; `kind` says how they look: meta (small print), item (a fact), note (a warning)."""
-
-    lines: list[str]
-    kind: Literal["meta", "item", "note"] = "item"
-
-
-@dataclass
-class Bars:
-    """Horizontal bars (HTML only): (label, value, value text, category or colour, hover title) per bar."""
-
-    bars: list[tuple[str, float, str, str, str]]
-    width: int = 900
-    max_label_chars: int = 48
-
-
-@dataclass
-class Stacked:
-    """One bar per row stacked by category (HTML only): (label, [(category, value)]) rows, a text per row."""
-
-    rows: list[tuple[str, list[tuple[str, float]]]]
-    value_text: list[str]
-    normalize: bool = False
-
-
-Block = Lines | Table | Bars | Stacked
-
-
-@dataclass
-class Section:
-    title: str
-    level: int = 3  # 2: a run or the comparison; 3: a part of one
-    blocks: list[Block] = field(default_factory=list)
-    anchor: str | None = None
 
 
 def _timed(runs: list[ReportRun]) -> list[ReportRun]:
@@ -99,23 +44,60 @@ def _compares(report: Report) -> bool:
     return len(report["runs"]) > 1 or any(r["workload"] for r in report["runs"])
 
 
+def _time_words(runs: list) -> tuple[str, str]:
+    """(what the time column holds, what its speedup is called): no GPU wording for CPU operators."""
+    cpu = [bool(r.get("cpu_operators") or r.get("summary", {}).get("cpu_operators")) for r in runs]
+    if all(cpu):
+        return "CPU operator self time (ms)", "time speedup"
+    if any(cpu):
+        return "GPU kernel / CPU operator time (ms)", "time speedup"
+    return "GPU kernel time (ms)", "GPU-time speedup"
+
+
+MEMORY_KIND = {"host": " (host RSS)", "trace": " (trace)", "trace host": " (trace, host)"}
+RATIO_NOTE = (
+    "Every ratio is against the baseline and reads the same way, above 1x is better: baseline / run for times "
+    "and memory (faster, less memory), run / baseline for tokens/s."
+)
+
+
 def comparison(report: Report, top: int) -> Section | None:
     if not _compares(report):
         return None
     rows = report["comparison"]
     section = Section(f"Comparison (baseline: {report['baseline']})", level=2, anchor="comparison")
+    time_title, speedup_title = _time_words(rows)
+    all_cpu = all(r["cpu_operators"] for r in rows)
+    host = any(r["peak_memory_kind"] == "host" for r in rows)
+    notes = [RATIO_NOTE]
+    if any(not r["cpu_operators"] for r in rows):
+        notes.append("GPU kernel time is the sum of kernel durations (kernels that overlap count in full).")
+    if any(r["cpu_operators"] for r in rows):
+        notes.append(
+            "CPU operator time is the sum of self times where the trace gives them (else of inclusive times); "
+            "it is not compared with GPU kernel time."
+        )
+    if any(str(r["peak_memory_kind"]).startswith("trace") for r in rows):
+        notes.append(
+            "Peak memory marked trace is the largest per-device peak of the allocator's Total Allocated in the "
+            "trace's memory events (the workload recorded none)."
+        )
+    if host:
+        notes.append(
+            "Peak memory marked host RSS is the process's peak resident set size on the host, not GPU memory."
+        )
     section.blocks.append(
         Table(
             [
                 Column("run", "label"),
-                Column("dispatches", "count"),
-                Column("unique kernels", "count"),
-                Column("GPU time (ms)"),
-                Column("GPU-time speedup", "times"),
+                Column("operator calls" if all_cpu else "dispatches", "count"),
+                Column("unique operators" if all_cpu else "unique kernels", "count"),
+                Column(time_title),
+                Column(speedup_title, "times"),
                 Column("tokens/s", "number"),
                 Column("throughput speedup", "times"),
-                Column("peak memory (GiB)", "gib"),
-                Column("memory vs baseline", "times"),
+                Column("peak memory (GiB)"),
+                Column("memory saving", "times"),
                 Column("status"),
             ],
             [
@@ -123,19 +105,19 @@ def comparison(report: Report, top: int) -> Section | None:
                     r["label"],
                     r["dispatches"],
                     r["unique_kernels"],
-                    ms(r["gpu_time_ns"]) + (" (CPU ops)" if r["cpu_operators"] else ""),
+                    ms(r["gpu_time_ns"])
+                    + (" (CPU ops)" if r["cpu_operators"] and time_title.startswith("GPU") else ""),
                     r["gpu_time_speedup"],
                     r["tokens_per_second"],
                     r["throughput_speedup"],
-                    r["peak_memory_allocated_bytes"],
-                    r["memory_vs_baseline"],
+                    gib(r["peak_memory_bytes"]) + MEMORY_KIND.get(r["peak_memory_kind"], ""),
+                    r["memory_saving"],
                     r["status"] or DASH,
                 ]
                 for r in rows
             ],
             marked=[r["baseline"] for r in rows],
-            note="Speedups are baseline / run for GPU time and run / baseline for tokens/s (above 1x is faster). "
-            "GPU time is the sum of kernel durations (kernels that overlap count in full).",
+            note=" ".join(notes),
         )
     )
     return section
@@ -146,7 +128,9 @@ def category_comparison(report: Report, top: int) -> Section | None:
     if not timed or not _compares(report):
         return None
     section = Section(
-        "Kernel time by category (ms)",
+        "Time by category (ms)"
+        if any(r["summary"]["cpu_operators"] for r in timed)
+        else "Kernel time by category (ms)",
         blocks=[
             Stacked(
                 [(r["label"], _category_segments(r)) for r in timed],
@@ -167,15 +151,15 @@ def role_comparison(report: Report, top: int) -> Section | None:
     labels, rows = role_table(timed, report["baseline"])
     columns = [Column("role"), Column("category")]
     for label in labels:
-        columns += [Column(f"{label} (ms)", "ms"), Column("vs baseline", "times")]
+        columns += [Column(f"{label} (ms)", "ms"), Column("speedup", "times")]
     return Section(
-        "Kernel time by role (ms)",
+        "Time by role (ms)" if any(r["summary"]["cpu_operators"] for r in timed) else "Kernel time by role (ms)",
         blocks=[
             Table(
                 columns,
                 rows,
                 note="Roles are the same words on AMD and NVIDIA (`madengine-rocprof kernels classify`); "
-                "vs baseline is run time / baseline time of that role (below 1x is faster).",
+                "speedup is baseline time / run time of that role (above 1x is faster), as in the comparison.",
             )
         ],
     )
@@ -218,13 +202,26 @@ def run_header(run: ReportRun, top: int) -> Section:
         )
     if run["workload"]:
         w = run["workload"]
+        if w.get("peak_memory_allocated_bytes") is None and w.get("peak_host_rss_bytes") is not None:
+            memory = f"peak host memory {gib(w['peak_host_rss_bytes'])} GiB (RSS)"
+        else:
+            memory = f"peak device memory {gib(w['peak_memory_allocated_bytes'])} GiB (allocated)"
         facts.append(
             f"workload: {w['model'] or DASH} {w['version'] or ''} on {w['device'] or DASH}: "
             f"**{number(w['tokens_per_second'])} tokens/s**, step {number(w['step_time_ms_median'])} ms (median), "
-            f"peak memory {gib(w['peak_memory_allocated_bytes'])} GiB, MFU {pct(w['mfu'])}, "
-            f"status {w['status'] or DASH}"
+            f"{memory}, MFU {pct(w['mfu'])}, status {w['status'] or DASH}"
         )
-    if summary["has_kernel_data"]:
+    if summary["has_kernel_data"] and summary.get("cpu_operators"):
+        origins = sorted({s["origin"] for s in run["sources"]})
+        basis = "self time (exclusive)" if summary.get("time_basis") == "self" else "inclusive time (nested: overlaps)"
+        facts.append(
+            f"**{count(summary['dispatches'])}** CPU operator calls, **{count(summary['unique_kernels'])}** unique "
+            f"operators, **{ms(summary['gpu_time_ns'])} ms** host {basis}, from {len(run['sources'])} file(s) "
+            f"({', '.join(f'`{s}`' for s in sorted({s['file'] for s in run['sources']}))}) of {len(origins)} "
+            f"process(es): {', '.join(origins)}"
+        )
+        facts.append("no device timeline: CPU operators give no device busy, idle or overlap")
+    elif summary["has_kernel_data"]:
         origins = sorted({s["origin"] for s in run["sources"]})
         facts.append(
             f"**{count(summary['dispatches'])}** kernel dispatches, "
@@ -235,13 +232,22 @@ def run_header(run: ReportRun, top: int) -> Section:
         )
         if summary.get("busy_ns") is not None:
             facts.append(
-                f"GPU busy {ms(summary['busy_ns'])} ms (union of kernel intervals per device), idle "
+                f"GPU busy {ms(summary['busy_ns'])} ms (union of kernels, copies and memsets per device), idle "
                 f"{ms(summary['idle_ns'])} ms ({pct(summary['idle_share'])} of the devices' spans)"
             )
         if summary["kernel_time_from"] != ["kernel trace"]:
             facts.append(f"kernel times from: {', '.join(summary['kernel_time_from'])}")
     else:
         facts.append("no kernel timing in this run")
+    peaks = summary.get("trace_peak_memory") or []
+    if peaks:
+        several = len({p["origin"] for p in peaks}) > 1  # name the process only where there are several
+        facts.append(
+            "peak allocated memory in the trace (memory events): "
+            + ", ".join(
+                f"{p['device']} {gib(p['bytes'])} GiB" + (f" ({p['origin']})" if several else "") for p in peaks
+            )
+        )
     section = Section(f"Run: {run['label']}", level=2, blocks=[Lines(facts)])
     if run["notes"]:
         section.blocks.append(Lines([f"note: {n}" for n in run["notes"]], kind="note"))
@@ -252,6 +258,8 @@ def top_kernels(run: ReportRun, top: int) -> Section | None:
     kernels = run["kernels"][:top]
     if not kernels:
         return None
+    if run["summary"].get("cpu_operators"):
+        return _top_operators(run, kernels)
     if run["summary"]["gpu_time_ns"] is None:  # counter rows without timestamps: calls only
         return Section(
             f"Top {len(kernels)} kernels by calls",
@@ -310,12 +318,61 @@ def top_kernels(run: ReportRun, top: int) -> Section | None:
     )
 
 
+def _top_operators(run: ReportRun, kernels: list[dict]) -> Section:
+    """CPU operators: by self (exclusive) time when the trace gives it, inclusive time beside it."""
+    by_self = run["summary"].get("time_basis") == "self"
+    measure = "self_ns" if by_self else "total_ns"
+    what = "self time" if by_self else "inclusive time"
+    return Section(
+        f"Top {len(kernels)} CPU operators by {what}",
+        blocks=[
+            Bars(
+                [
+                    (
+                        display_name(k["name"]),
+                        (k[measure] or 0) / 1e6,
+                        f"{ms(k[measure])} ms ({pct(k['share'])})",
+                        k["category"],
+                        f"{k['name']}\n{k['category']}, {count(k['calls'])} calls, self {ms(k['self_ns'])} ms, "
+                        f"inclusive {ms(k['total_ns'])} ms",
+                    )
+                    for k in kernels
+                ],
+                width=1000,
+                max_label_chars=64,
+            ),
+            Table(
+                [
+                    Column("#"),
+                    Column("operator", "kernel"),
+                    Column("category"),
+                    Column("calls", "count"),
+                    Column("self (ms)", "ms"),
+                    Column("self share" if by_self else "share", "pct"),
+                    Column("inclusive (ms)", "ms"),
+                    Column("avg inclusive (us)", "us"),
+                ],
+                [
+                    [i + 1, k["name"], k["category"], k["calls"], k["self_ns"], k["share"], k["total_ns"],
+                     k["average_ns"]]
+                    for i, k in enumerate(kernels)
+                ],
+                note="self = time in the operator itself, nested operators subtracted; inclusive = with nested "
+                "operators (an aten::linear includes its aten::addmm)."
+                + ("" if by_self else " This trace gives no self times: inclusive times overlap and over-count."),
+            ),
+        ],
+    )
+
+
 def categories(run: ReportRun, top: int) -> Section | None:
     if not run["kernels"] or run["summary"]["gpu_time_ns"] is None:
         return None
     rows = sorted((c for c in run["categories"] if c["kernels"]), key=lambda c: (-(c["total_ns"] or 0), c["category"]))
     return Section(
-        "Kernel categories",
+        ("Operator categories (self time)" if run["summary"].get("time_basis") == "self" else "Operator categories")
+        if run["summary"].get("cpu_operators")
+        else "Kernel categories",
         blocks=[
             Stacked(
                 [(run["label"], _category_segments(run))], [f"{ms(run['summary']['gpu_time_ns'])} ms"], normalize=True
@@ -323,15 +380,136 @@ def categories(run: ReportRun, top: int) -> Section | None:
             Table(
                 [
                     Column("category"),
-                    Column("kernels", "count"),
+                    Column("operators" if run["summary"].get("cpu_operators") else "kernels", "count"),
                     Column("calls", "count"),
                     Column("time (ms)", "ms"),
                     Column("share", "pct"),
                 ],
                 [[c["category"], c["kernels"], c["calls"], c["total_ns"], c["share"]] for c in rows],
+                note="Inclusive times of nested operators: a category holds its operators' nested calls too, "
+                "so categories over-count (the trace gives no self times)."
+                if run["summary"].get("cpu_operators") and run["summary"].get("time_basis") != "self"
+                else None,
             ),
         ],
     )
+
+
+OUR_DEFINITIONS = (
+    "Our definitions: busy = union of kernels, copies and memsets on the device; idle = span (first start to last "
+    "end) - busy; compute = kernels other than communication and copy kernels; communication = collective and "
+    "peer-to-peer kernels (NCCL/RCCL); copies = copy and fill kernels on the SMs plus the copy engines' copies and "
+    "memsets; overlap = time compute and communication ran at once, its share of the communication time (the rest "
+    "is exposed communication); sum = sum of kernel durations (overlapping kernels count in full)."
+)
+HTA_DEFINITIONS = (
+    "Holistic Trace Analysis's definitions (HTA 0.5.0 temporal breakdown and comm/comp overlap): busy = union of all "
+    "GPU events (kernels, copies, memsets), idle = span - busy as ours; communication = kernels named `nccl...Kernel`; "
+    "memory = copies and memsets; compute = every other kernel, copy and fill kernels on the SMs included; "
+    "non-compute = busy - compute; overlap = compute and communication at once, its share of the communication time. "
+    "HTA itself also drops the GPU work launched in the last ProfilerStep (complete iterations only); these numbers "
+    "cover the whole trace: compare per iteration."
+)
+
+
+def _identity(t: dict) -> list:
+    return [t["origin"], DASH if t["rank"] is None else t["rank"], t["device"]]
+
+
+def _ours_table(rows: list[dict], first: str = "process") -> Table:
+    return Table(
+        [
+            Column(first),
+            Column("rank"),
+            Column("device"),
+            Column("kernels", "count"),
+            Column("copies", "count"),
+            Column("span (ms)", "ms"),
+            Column("busy (ms)", "ms"),
+            Column("idle (ms)", "ms"),
+            Column("idle", "pct"),
+            Column("compute (ms)", "ms"),
+            Column("communication (ms)", "ms"),
+            Column("copies (ms)", "ms"),
+            Column("overlap (ms)", "ms"),
+            Column("communication overlapped", "pct"),
+            Column("sum of kernel durations (ms)", "ms"),
+        ],
+        [
+            _identity(t)
+            + [
+                t["dispatches"],
+                t["copies"],
+                t["span_ns"],
+                t["busy_ns"],
+                t["idle_ns"],
+                t["idle_share"],
+                t["compute_busy_ns"],
+                t["comm_busy_ns"],
+                t["copy_busy_ns"],
+                t["overlap_ns"],
+                t["overlap_share"],
+                t["kernel_time_sum_ns"],
+            ]
+            for t in rows
+        ],
+    )
+
+
+def _hta_table(rows: list[dict]) -> Table:
+    return Table(
+        [
+            Column("process"),
+            Column("rank"),
+            Column("device"),
+            Column("span (ms)", "ms"),
+            Column("busy (ms)", "ms"),
+            Column("idle (ms)", "ms"),
+            Column("idle", "pct"),
+            Column("compute (ms)", "ms"),
+            Column("non-compute (ms)", "ms"),
+            Column("communication (ms)", "ms"),
+            Column("overlap (ms)", "ms"),
+            Column("comm/comp overlap", "pct"),
+        ],
+        [
+            _identity(t)
+            + [
+                t["span_ns"],
+                t["busy_ns"],
+                t["idle_ns"],
+                t["idle_share"],
+                t["hta"]["compute_busy_ns"],
+                t["hta"]["non_compute_ns"],
+                t["hta"]["comm_busy_ns"],
+                t["hta"]["overlap_ns"],
+                t["hta"]["overlap_share"],
+            ]
+            for t in rows
+        ],
+    )
+
+
+def _differences(rows: list[dict]) -> list[str]:
+    """Where the two definitions give different numbers (busy and idle never differ)."""
+    out = []
+    for t in rows:
+        hta = t["hta"]
+        where = f"{t['origin']} {t['device']}"
+        if hta["compute_busy_ns"] != t["compute_busy_ns"]:
+            out.append(
+                f"{where}: compute {ms(t['compute_busy_ns'])} ms (ours) vs {ms(hta['compute_busy_ns'])} ms (HTA: "
+                "copy and fill kernels count as compute"
+                + (", communication named otherwise than nccl...Kernel too" if hta["comm_busy_ns"] != t["comm_busy_ns"]
+                   else "")
+                + ")"
+            )
+        if hta["overlap_ns"] != t["overlap_ns"]:
+            out.append(
+                f"{where}: overlap {ms(t['overlap_ns'])} ms, {pct(t['overlap_share'])} of communication (ours) vs "
+                f"{ms(hta['overlap_ns'])} ms, {pct(hta['overlap_share'])} (HTA)"
+            )
+    return out
 
 
 def timeline(run: ReportRun, top: int) -> Section | None:
@@ -339,54 +517,120 @@ def timeline(run: ReportRun, top: int) -> Section | None:
     rows = run.get("timeline") or []
     if not rows:
         return None
-    return Section(
-        "GPU busy time per process and device",
-        blocks=[
-            Lines(
+    definitions = run["summary"].get("definitions", "ours")
+    blocks: list[Block] = []
+    if definitions in ("ours", "both"):
+        blocks += [Lines([OUR_DEFINITIONS], kind="meta"), _ours_table(rows)]
+    if definitions in ("hta", "both"):
+        blocks += [Lines([HTA_DEFINITIONS], kind="meta"), _hta_table(rows)]
+    if definitions == "both":
+        differ = _differences(rows)
+        same = ["the two definitions give the same numbers for this run"]
+        blocks.append(Lines(differ or same, kind="note" if differ else "item"))
+    return Section("GPU busy time per process and device", blocks=blocks)
+
+
+ITERATION_ROWS = 50  # iterations listed per device; the JSON has all of them
+
+
+def iterations(run: ReportRun, top: int) -> Section | None:
+    """Per marked iteration (ProfilerStep#N) and device: busy, idle and overlap inside the iteration's window."""
+    rows = [t for t in run.get("timeline") or [] if t.get("iterations")]
+    if not rows:
+        return None
+    steady = run["summary"].get("steady_state", False)
+    blocks: list[Block] = [
+        Lines(
+            [
+                "Each iteration's window is its ProfilerStep span on the host clock; device intervals are cut at the "
+                "window's edges. The GPU runs behind the host, so work launched in one step can fall in the next "
+                "window: each window is the device's activity during that wall-clock time. Definitions as above "
+                "(ours)."
+                + (" Steady state: the first and the last iteration are left out of the summary." if steady else "")
+            ],
+            kind="meta",
+        )
+    ]
+    summary_rows = []
+    for t in rows:
+        shown = t["iterations"][:ITERATION_ROWS]
+        kept = set((t["iteration_summary"] or {}).get("iterations", [])) if steady else None
+        table = Table(
+            [
+                Column("iteration"),
+                Column("window (ms)", "ms"),
+                Column("kernels", "count"),
+                Column("busy (ms)", "ms"),
+                Column("idle (ms)", "ms"),
+                Column("idle", "pct"),
+                Column("compute (ms)", "ms"),
+                Column("communication (ms)", "ms"),
+                Column("copies (ms)", "ms"),
+                Column("overlap (ms)", "ms"),
+                Column("communication overlapped", "pct"),
+            ],
+            [
                 [
-                    "busy = union of kernel intervals on the device; idle = span (first start to last end) - busy; "
-                    "overlap = time when compute kernels and communication/memory-copy kernels ran at once "
-                    "(compute busy + communication/copy busy - busy); sum = sum of kernel durations"
-                ],
-                kind="meta",
-            ),
+                    f"{r['iteration']}" + ("" if kept is None or r["iteration"] in kept else " (left out)"),
+                    r["span_ns"],
+                    r["dispatches"],
+                    r["busy_ns"],
+                    r["idle_ns"],
+                    r["idle_share"],
+                    r["compute_busy_ns"],
+                    r["comm_busy_ns"],
+                    r["copy_busy_ns"],
+                    r["overlap_ns"],
+                    r["overlap_share"],
+                ]
+                for r in shown
+            ],
+            note=f"{len(t['iterations']) - len(shown)} more iterations in the JSON report"
+            if len(t["iterations"]) > len(shown)
+            else None,
+        )
+        rank = "" if t["rank"] is None else f"rank {t['rank']}, "
+        blocks += [Lines([f"{rank}`{t['origin']}`, device {t['device']}:"]), table]
+        if t["iteration_summary"]:
+            summary_rows.append((t, t["iteration_summary"]))
+    if summary_rows:
+        blocks += [
+            Lines(["Over " + ("the steady-state iterations" if steady else "all marked iterations") + ":"]),
             Table(
                 [
                     Column("process"),
                     Column("rank"),
                     Column("device"),
-                    Column("dispatches", "count"),
-                    Column("span (ms)", "ms"),
+                    Column("iterations"),
+                    Column("median iteration (ms)", "number"),
+                    Column("median busy (ms)", "number"),
                     Column("busy (ms)", "ms"),
-                    Column("idle (ms)", "ms"),
                     Column("idle", "pct"),
-                    Column("sum of durations (ms)", "ms"),
-                    Column("compute busy (ms)", "ms"),
-                    Column("comm/copy busy (ms)", "ms"),
-                    Column("overlap (ms)", "ms"),
-                    Column("comm/copy overlapped", "pct"),
+                    Column("communication overlapped", "pct"),
                 ],
                 [
-                    [
-                        t["origin"],
-                        DASH if t["rank"] is None else t["rank"],
-                        t["device"],
-                        t["dispatches"],
-                        t["span_ns"],
-                        t["busy_ns"],
-                        t["idle_ns"],
-                        t["idle_share"],
-                        t["kernel_time_sum_ns"],
-                        t["compute_busy_ns"],
-                        t["comm_busy_ns"],
-                        t["overlap_ns"],
-                        t["overlap_share"],
+                    _identity(t)
+                    + [
+                        _span_text(summary["iterations"]),
+                        summary["iteration_ms_median"],
+                        summary["busy_ms_median"],
+                        summary["busy_ns"],
+                        summary["idle_share"],
+                        summary["overlap_share"],
                     ]
-                    for t in rows
+                    for t, summary in summary_rows
                 ],
             ),
-        ],
-    )
+        ]
+    return Section("Device time per iteration" + (" (steady state)" if steady else ""), blocks=blocks)
+
+
+def _span_text(numbers: list[int]) -> str:
+    if not numbers:
+        return DASH
+    if numbers == list(range(numbers[0], numbers[-1] + 1)) and len(numbers) > 2:
+        return f"{numbers[0]}-{numbers[-1]} ({len(numbers)})"
+    return ", ".join(str(n) for n in numbers)
 
 
 COUNTER_ROWS = 25  # counters listed per run in Markdown/HTML; the JSON report has all of them
@@ -463,9 +707,7 @@ REPORT_SECTIONS: list[Callable[[Report, int], Section | None]] = [
 
 
 def multi_node(run: ReportRun, top: int) -> Section | None:
-    """Per node, per rank and stragglers: reports/multinode.py (imported here: it builds on the classes above)."""
-    from madengine_rocprof.reports import multinode
-
+    """Per node, per rank and stragglers: reports/multinode.py."""
     return multinode.section(run, top)
 
 
@@ -474,6 +716,7 @@ RUN_SECTIONS: list[Callable[[ReportRun, int], Section | None]] = [
     top_kernels,
     categories,
     timeline,
+    iterations,
     counters,
     memory_copies,
     multi_node,

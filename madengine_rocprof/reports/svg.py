@@ -11,8 +11,9 @@ from madengine_rocprof.reports.categories import CATEGORIES
 from madengine_rocprof.reports.formatting import shorten
 
 # Okabe-Ito palette: distinguishable with the common colour-vision deficiencies
-CATEGORY_COLORS = dict(zip(CATEGORIES, ("#0072B2", "#E69F00", "#009E73", "#56B4E9", "#F0E442", "#882255", "#CC79A7",
-                                         "#D55E00", "#999999"), strict=True))
+# (Okabe-Ito; convolution and allocation/view take Paul Tol's teal and dark grey)
+CATEGORY_COLORS = dict(zip(CATEGORIES, ("#0072B2", "#44AA99", "#E69F00", "#009E73", "#56B4E9", "#F0E442", "#882255",
+                                         "#CC79A7", "#D55E00", "#555555", "#999999"), strict=True))
 CHAR_PX = 7.5  # glyph width of the 12px monospace chart font (7.2 px) plus a margin, for laying out labels
 FONT = 'font-family="ui-monospace,Menlo,Consolas,monospace" font-size="12"'
 

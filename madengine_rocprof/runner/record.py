@@ -28,7 +28,7 @@ from madengine_rocprof.wrapper.contracts import (
 
 if TYPE_CHECKING:
     from madengine_rocprof.models import AdditionalContext
-    from madengine_rocprof.runner.lifecycle import Planned, RunOptions
+    from madengine_rocprof.runner.planning import Planned, RunOptions
 
 SCHEMA_VERSION = 1
 

@@ -21,12 +21,12 @@ from madengine_rocprof.models import AdditionalContext
 from madengine_rocprof.registry.store import BUILTIN_COUNTERS_DIR
 from madengine_rocprof.runner import slurm_cluster as cluster
 from madengine_rocprof.runner import stopping
-from madengine_rocprof.runner.lifecycle import (
+from madengine_rocprof.runner.planning import (
     PACKAGE_DIR,
     SCRIPTS_DIR,
     Planned,
     RunOptions,
-    _check_run_dir,
+    check_run_dir,
     plan_runs,
     run_dir_name,
 )
@@ -60,7 +60,7 @@ def run_slurm(opts: RunOptions) -> int:
     for w in warnings + jobs[0].notes:
         say(f"warning: {w}")
     for item in planned:  # a rerun replaces its run directory: it must be a plain folder inside out_dir
-        _check_run_dir(out_dir, run_dir_name(item))
+        check_run_dir(out_dir, run_dir_name(item))
     out_dir.mkdir(parents=True, exist_ok=True)
     say(f"[run] {len(planned)} model(s), tools: {planned[0].chain.label}, runner: slurm, partition {partition.name}, "
         f"{nodes} node(s) x {jobs[0].ranks_per_node} rank(s), results: {out_dir}")

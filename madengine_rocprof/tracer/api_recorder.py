@@ -1,20 +1,17 @@
-"""Native API recorders for the CUPTI backend, instead of CUPTI's API activity records (the default):
+"""The native API recorder of the CUPTI backend: the libcudart interposer (`Interposer`, x86-64 Linux), the default
+way --hip-trace records CUDA runtime calls (MADENGINE_ROCPROF_TRACER_API_RECORDER=interpose, or unset).
 
-- `Interposer` (MADENGINE_ROCPROF_TRACER_API_RECORDER=interpose, x86-64 Linux): while a window is open, the GOT
-  slots through which the loaded libraries call libcudart's cuda* functions point at stubs in `native/api_recorder.c`
-  that time each call with the time-stamp counter; no CUPTI callback runs on a runtime call. A CUPTI callback on the
-  driver's launch, copy and set calls only gives each launching call CUPTI's correlation id (and records driver
-  launches made outside libcudart.so), so every kernel joins a host call. It cannot see calls made inside libraries
-  that link the CUDA runtime statically (cuBLAS). Measured on an H200 (benchmarks/wrapper/README.md, 0e): +18-31 ns
-  per call against +102-104 ns for an activity record; `--hip-trace` on eager v1 B8 S128 1.8-2.4 points cheaper.
-- `Recorder` (=callbacks): CUPTI's callback API calls a C function at the entry and exit of every call of a domain.
-  It records exactly what CUPTI's activity records do (68,491 of 68,491 calls), but measured dearer on eager PyTorch
-  (0d): CUPTI's callback dispatch alone, with a C function that does nothing, costs more than the activity records.
+While a window is open, the GOT slots through which the loaded libraries call libcudart's cuda* functions point at
+stubs in `native/api_recorder.c` that time each call with the time-stamp counter; no CUPTI callback runs on a runtime
+call. A CUPTI callback on the driver's launch, copy and set calls only gives each launching call CUPTI's correlation
+id (and records driver launches made outside libcudart.so, e.g. by cuBLAS, which links the runtime statically), so
+every kernel joins a host call. Measured through the wrapper on eager v1 B8 S128 (benchmarks/tracer/README.md):
++17.8% per step against +27.9% with CUPTI's API activity records (=activity), on an H100.
 
-Both write 32-byte records into per-thread chunks; Python maps their ticks to CUPTI's clock through calibration
-pairs. The C file is compiled once per source version with the system's C compiler into a cache folder
+Records are 32 bytes in per-thread chunks; Python maps their ticks to CUPTI's clock through calibration pairs. The
+C file is compiled once per source version with the system's C compiler into a cache folder
 (MADENGINE_ROCPROF_CACHE, else $XDG_CACHE_HOME/madengine-rocprof, else ~/.cache/madengine-rocprof, else a temporary
-folder). When a recorder is unavailable, the backend falls back to CUPTI's activity records and says why in
+folder). When the interposer is unavailable, the backend falls back to CUPTI's activity records and says why in
 tracer_summary.json.
 """
 from __future__ import annotations
@@ -34,7 +31,8 @@ from madengine_rocprof.tracer.cupti_records import DRIVER, RUNTIME, api_name
 
 SOURCE = Path(__file__).with_name("native") / "api_recorder.c"
 ENV_RECORDER = "MADENGINE_ROCPROF_TRACER_API_RECORDER"
-CHOICES = ("activity", "callbacks", "interpose")
+CHOICES = ("interpose", "activity")
+DEFAULT = "interpose"
 CUDART = "libcudart.so"
 LAUNCH_PREFIXES = ("cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset")
 DOMAINS = {"driver": 1, "runtime": 2}  # CUpti_CallbackDomain
@@ -67,39 +65,57 @@ def compiler(env=None) -> str | None:
 
 
 def build(source: Path = SOURCE, folder: Path | None = None) -> Path:
-    """Path of the compiled recorder, compiling it if this source version has no build yet (raises Unavailable)."""
-    if not source.is_file():  # e.g. the package runs from a zip archive
-        raise Unavailable(f"the native API recorder's source is not a file here: {source}")
-    key = hashlib.sha256(source.read_bytes() + os.uname().machine.encode()).hexdigest()[:16]
-    name = f"api_recorder-{key}.so"
+    """Path of the compiled native library (the recorder, or another C file of native/), compiling it if this source
+    version has no build yet (raises Unavailable)."""
+    text = read_source(source)
+    key = hashlib.sha256(text + os.uname().machine.encode()).hexdigest()[:16]
+    name = f"{source.stem}-{key}.so"
     places = [folder] if folder else [cache_dir(), Path(tempfile.gettempdir()) / f"madengine-rocprof-{os.getuid()}"]
     for place in places:
         if (place / name).exists():  # built before (or put there for a machine without a compiler)
             return place / name
     cc = compiler()
     if cc is None:
-        raise Unavailable("no C compiler (cc, gcc or clang) to build the native API recorder")
+        raise Unavailable(f"no C compiler (cc, gcc or clang) to build the native {source.stem}")
     tried = []
     for place in places:
         target = place / name
         try:
             place.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".api_recorder-", suffix=".so", dir=place)
+            fd, tmp = tempfile.mkstemp(prefix=f".{source.stem}-", suffix=".so", dir=place)
             os.close(fd)
         except OSError as exc:
             tried.append(f"{place}: {exc.strerror or exc}")
             continue
+        c_file = tmp[:-3] + ".c"
         try:
+            with open(c_file, "wb") as fh:  # a copy: the source may live inside the wrapper's zip archive
+                fh.write(text)
             done = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-std=c11", "-D_GNU_SOURCE", "-o", tmp,
-                                   str(source)], capture_output=True, text=True, timeout=120, check=False)
+                                   c_file], capture_output=True, text=True, timeout=120, check=False)
             if done.returncode != 0:
                 raise Unavailable(f"{cc} could not build {source.name}: {done.stderr.strip()[-400:]}")
             os.replace(tmp, target)  # atomic: processes building at once each install a whole file
             return target
         finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-    raise Unavailable("no writable folder for the native API recorder: " + "; ".join(tried))
+            for left in (tmp, c_file):
+                if os.path.exists(left):
+                    os.unlink(left)
+    raise Unavailable(f"no writable folder for the native {source.stem}: " + "; ".join(tried))
+
+
+def read_source(source: Path) -> bytes:
+    """The C source's bytes, also from the wrapper's zip archive (madengine_rocprof_wrapper.pyz), where the package's
+    files are no files on disk; raises Unavailable when it is in neither place."""
+    if source.is_file():
+        return source.read_bytes()
+    get_data = getattr(globals().get("__loader__"), "get_data", None)
+    if get_data is not None:
+        try:
+            return get_data(str(source))
+        except OSError:
+            pass
+    raise Unavailable(f"the native {source.stem} source is not a file here: {source}")
 
 
 def invariant_tsc(cpuinfo: str = "/proc/cpuinfo") -> bool:
@@ -204,42 +220,6 @@ class _Native:
         if self.subscriber.value:
             self.lib.cuptiUnsubscribe(self.subscriber)
             self.subscriber = ctypes.c_void_p(None)
-
-
-class Recorder(_Native):
-    """Subscribes the native callback to one CUPTI API domain; start()/stop() bracket a window."""
-
-    def __init__(self, lib, domain: str, native_path: Path | None = None, *, tsc: bool | None = None) -> None:
-        if domain not in DOMAINS:
-            raise ValueError(f"domain must be one of {', '.join(DOMAINS)}, not {domain!r}")
-        super().__init__(lib, native_path, tsc)
-        self.domain = domain
-        self.callback = ctypes.cast(self.native.api_recorder_callback, ctypes.c_void_p)
-
-    def subscribe(self) -> None:
-        self._subscribe(self.callback)
-
-    def start(self) -> None:
-        self.subscribe()
-        self.first = self.pair()
-        status = self.lib.cuptiEnableDomain(1, self.subscriber, DOMAINS[self.domain])
-        if status != 0:
-            raise Unavailable(f"cuptiEnableDomain failed with CUPTI status {status}")
-
-    def stop(self) -> None:
-        self.lib.cuptiEnableDomain(0, self.subscriber, DOMAINS[self.domain])
-        self._close_window()
-
-    def records(self, pid: int) -> list[tuple[int, dict]]:
-        """(CUpti_ActivityKind RUNTIME or DRIVER, fields) for every call recorded, as cupti_records parses them."""
-        kinds = {1: DRIVER, 2: RUNTIME}
-        out: list[tuple[int, dict]] = []
-        for w in self.windows:
-            for start, end, correlation, cbid, thread, domain in RECORD.iter_unpack(w.raw):
-                out.append((kinds.get(domain, RUNTIME),
-                            {"start": w.ns(start), "end": w.ns(end), "correlation_id": correlation, "cbid": cbid,
-                             "process_id": pid, "thread_id": thread}))
-        return out
 
 
 def callback_ids(cupti, domain, prefixes: tuple[str, ...]) -> list[int]:
@@ -355,18 +335,17 @@ def function_name(symbol: bytes | None, index: int) -> str:
 
 def describe(env) -> str:
     """One line for `doctor`: how a traced CUDA process would record API calls."""
-    choice = (env.get(ENV_RECORDER) or "activity").strip().lower()
-    if choice not in ("callbacks", "interpose"):
-        return (f"API trace recorder: CUPTI activity records (the default; {ENV_RECORDER}=interpose selects the"
-                " libcudart interposer, =callbacks native CUPTI callbacks)")
+    choice = (env.get(ENV_RECORDER) or DEFAULT).strip().lower()
+    if choice != "interpose":
+        return (f"API trace recorder: CUPTI activity records ({ENV_RECORDER}={choice}; unset or =interpose selects"
+                " the libcudart interposer, the default)")
     cc = compiler(env)
     if cc is None:
-        return (f"API trace recorder: CUPTI activity records ({ENV_RECORDER}={choice}, but no C compiler builds"
-                " the native recorder)")
-    if choice == "interpose":
-        if os.uname().machine != "x86_64":
-            return (f"API trace recorder: CUPTI activity records ({ENV_RECORDER}=interpose, but the interposer is"
-                    f" written for x86-64, not {os.uname().machine})")
-        return (f"API trace recorder: libcudart interposer ({ENV_RECORDER}=interpose; built with {cc} on first use;"
-                " falls back to CUPTI activity records where libcudart is not a shared library)")
-    return f"API trace recorder: native CUPTI callbacks ({ENV_RECORDER}=callbacks; built with {cc} on first use)"
+        return ("API trace recorder: CUPTI activity records (the libcudart interposer is the default, but no C"
+                " compiler builds it)")
+    if os.uname().machine != "x86_64":
+        return (f"API trace recorder: CUPTI activity records (the libcudart interposer is written for x86-64, not"
+                f" {os.uname().machine})")
+    return (f"API trace recorder: libcudart interposer (the default; built with {cc} on first use; falls back to"
+            f" CUPTI activity records where libcudart is not a shared library; {ENV_RECORDER}=activity selects"
+            " CUPTI's records)")

@@ -3,9 +3,9 @@
 Only the activity kinds the profile needs are enabled: concurrent kernels, memcpy and memset. An API trace
 (--hip-trace/--runtime-trace/--sys-trace) records every CUDA runtime call, like rocprofv3's --hip-trace, or, with
 api_domain="driver" (MADENGINE_ROCPROF_TRACER_API_DOMAIN=driver), the driver calls instead. API calls are recorded as
-CUPTI's API activity records or, opted in, by a native recorder (`api_recorder`): the libcudart interposer
-(api_recorder_choice="interpose": cheaper per call, blind to statically linked runtimes; benchmarks/wrapper/README.md,
-section 0e) or a CUPTI callback (="callbacks", measured dearer on eager PyTorch, section 0d).
+by the libcudart interposer (`api_recorder`, the default: cheaper per call; kernels launched by statically linked
+runtimes such as cuBLAS join their driver launch) or as CUPTI's API activity records (api_recorder_choice="activity",
+and the fallback where the interposer cannot run); benchmarks/tracer/README.md has the product-path figures.
 Activity buffers are per thread where CUPTI supports it (no lock shared by the forward and autograd threads), and
 CUPTI is told not to zero a buffer before filling it (a 32 MiB memset each time a buffer is handed over; records
 are walked by their valid size, so stale bytes are never read). Hardware-event-based tracing is switched on where
@@ -14,8 +14,11 @@ the driver supports it (CUPTI answers NOT_SUPPORTED elsewhere, e.g. Hopper with 
 Buffers: cupti-python turns every record of a completed buffer into a Python object before its callback runs,
 which measured about 80 us per kernel record on an H200 (benchmarks/wrapper/README.md); a buffer completing while
 the app runs would stall it for that long per record. So the buffer callbacks are registered on the same libcupti
-through ctypes: a completed buffer is copied out as bytes (one memcpy, on CUPTI's own background thread), its
-memory goes back to a free list, and the records are parsed only when the trace is written (`cupti_records`).
+through ctypes, and they are C functions (`NativeBuffers`, native/cupti_buffers.c, built with the system's C
+compiler like the API recorder): CUPTI's threads never take the GIL, a request pops a buffer whose pages were
+touched in advance, a completed buffer is queued as it is. When a window closes its buffers are copied out as
+bytes and go back to the free list; the records are parsed only when the trace is written (`cupti_records`).
+Without a C compiler the same protocol runs in Python callbacks (`Buffers`), and the summary says so.
 Everything else (enabling kinds, flush, dropped-record counts, callback names, record layouts) goes through the
 bindings. CUPTI counts records it had to drop for lack of buffer space; the count is reported, never hidden.
 """
@@ -88,6 +91,7 @@ class Buffers:
         self.completed: list[bytes] = []
         self.requested = 0
         self.completed_bytes = 0
+        self.mechanism = "Python callbacks"
 
     def _allocate(self) -> int:
         memory = (ctypes.c_uint8 * self.size)()  # zeroed (every page touched), 16-byte aligned (CUPTI needs 8)
@@ -121,15 +125,106 @@ class Buffers:
             done, self.completed = self.completed, []
         return done
 
+    def callbacks(self) -> tuple:
+        """The request and complete callbacks to register (ctypes objects: they must outlive the registration)."""
+        def on_request(buf_out, size_out, max_records_out):
+            buf_out[0] = self.request()
+            size_out[0] = self.size
+            max_records_out[0] = 0  # as many as fit
+
+        def on_complete(_context, _stream, address, _size, valid):
+            self.complete(address, valid)
+
+        return _REQUEST(on_request), _COMPLETE(on_complete)
+
+
+BUFFERS_SOURCE = Path(__file__).with_name("native") / "cupti_buffers.c"
+PREFILL = 2  # buffers ready before the first record: one per launching thread (forward and autograd)
+
+
+class NativeBuffers:
+    """Activity buffers handled in C (native/cupti_buffers.c): CUPTI's request and completion callbacks never enter
+    Python. keep=False discards every completed buffer (the do-nothing consumer benchmarks/tracer measures CUPTI's
+    own cost with). The C state is one per process, like CUPTI's registration."""
+
+    def __init__(self, size: int = BUFFER_BYTES, *, keep: bool = True, native_path: Path | None = None) -> None:
+        n = self.native = ctypes.CDLL(str(native_path or api_recorder.build(BUFFERS_SOURCE)))
+        if n.cupti_buffers_version() != 1:
+            raise api_recorder.Unavailable(f"native buffers version {n.cupti_buffers_version()}, this module reads 1")
+        n.cupti_buffers_configure.argtypes = [ctypes.c_size_t, ctypes.c_int]
+        n.cupti_buffers_configure.restype = ctypes.c_int
+        n.cupti_buffers_prefill.argtypes = [ctypes.c_size_t]
+        n.cupti_buffers_prefill.restype = ctypes.c_long
+        n.cupti_buffers_pending.restype = ctypes.c_size_t
+        n.cupti_buffers_take.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+        n.cupti_buffers_take.restype = ctypes.c_size_t
+        n.cupti_buffers_release.argtypes = [ctypes.c_void_p]
+        n.cupti_buffers_counts.argtypes = [ctypes.c_void_p]
+        if n.cupti_buffers_configure(size, 1 if keep else 0) != 0:
+            raise api_recorder.Unavailable(f"native buffers of another size already exist in this process (asked"
+                                           f" for {size} bytes)")
+        self.size = size
+        self.keep = keep
+        self.mechanism = "native (C callbacks)"
+
+    def callbacks(self) -> tuple:
+        n = self.native
+        request = ctypes.cast(n.cupti_buffers_request, ctypes.c_void_p).value or 0
+        complete = ctypes.cast(n.cupti_buffers_complete, ctypes.c_void_p).value or 0
+        return _REQUEST(request), _COMPLETE(complete)
+
+    def prefill(self, count: int = PREFILL) -> None:
+        if self.native.cupti_buffers_prefill(count) < 0:
+            raise MemoryError(f"cannot allocate {count} CUPTI activity buffers of {self.size} bytes")
+
+    def take(self) -> list[bytes]:
+        """The completed buffers' records as bytes, oldest first; the buffers go back to the free list."""
+        n = self.native
+        pending = n.cupti_buffers_pending()
+        if not pending:
+            return []
+        ptrs = (ctypes.c_void_p * pending)()
+        valids = (ctypes.c_size_t * pending)()
+        got = n.cupti_buffers_take(ptrs, valids, pending)
+        out = []
+        for i in range(got):
+            out.append(ctypes.string_at(ptrs[i], valids[i]))
+            n.cupti_buffers_release(ptrs[i])
+        return out
+
+    def _counts(self) -> list[int]:
+        values = (ctypes.c_uint64 * 5)()
+        self.native.cupti_buffers_counts(values)
+        return list(values)
+
+    @property
+    def requested(self) -> int:
+        return self._counts()[0]
+
+    @property
+    def completed_bytes(self) -> int:
+        return self._counts()[3]
+
+
+def make_buffers(size: int = BUFFER_BYTES) -> tuple[Buffers | NativeBuffers, str]:
+    """NativeBuffers where the C file builds, else the Python callbacks; and a warning when it falls back."""
+    try:
+        return NativeBuffers(size), ""
+    except (api_recorder.Unavailable, OSError, AttributeError) as exc:
+        buffers = Buffers(size)
+        buffers.mechanism = f"Python callbacks (native buffers unavailable: {exc})"
+        return buffers, (f"native CUPTI buffer handling unavailable ({exc}); CUPTI's buffer callbacks run in Python"
+                         " and take the GIL")
+
 
 class CuptiBackend:
     """start() / stop() / trace(): the records of one window as a Kineto-style trace, plus counts for the manifest."""
 
     name = "cupti"
 
-    def __init__(self, cupti, *, api: bool, lib=None, buffers: Buffers | None = None, hw_trace: bool = True,
-                 per_thread_buffers: bool = True, api_domain: str = "runtime", api_recorder_choice: str = "activity",
-                 native_recorder: str | None = None) -> None:
+    def __init__(self, cupti, *, api: bool, lib=None, buffers: Buffers | NativeBuffers | None = None,
+                 hw_trace: bool = True, per_thread_buffers: bool = True, api_domain: str = "runtime",
+                 api_recorder_choice: str = api_recorder.DEFAULT, native_recorder: str | None = None) -> None:
         if api_domain not in API_DOMAINS:
             raise ValueError(f"api_domain must be runtime or driver, not {api_domain!r}")
         if api_recorder_choice not in api_recorder.CHOICES:
@@ -149,7 +244,7 @@ class CuptiBackend:
         self.kinds = [cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET]
         self.api_recorder_choice = api_recorder_choice
         self.native_recorder = native_recorder  # a built recorder library (tests); None: build or find it
-        self.recorder: api_recorder.Recorder | api_recorder.Interposer | None = None
+        self.recorder: api_recorder.Interposer | None = None
         self.api_mechanism = "undecided" if api else "none"  # decided by the first start()
         self.warnings: list[str] = []
         self._check_kind_values()
@@ -170,17 +265,7 @@ class CuptiBackend:
     def _register(self) -> None:
         if self._callbacks:  # registered by an earlier window of this backend
             return
-        buffers = self.buffers
-
-        def on_request(buf_out, size_out, max_records_out):
-            buf_out[0] = buffers.request()
-            size_out[0] = buffers.size
-            max_records_out[0] = 0  # as many as fit
-
-        def on_complete(_context, _stream, address, _size, valid):
-            buffers.complete(address, valid)
-
-        self._callbacks = (_REQUEST(on_request), _COMPLETE(on_complete))
+        self._callbacks = self.buffers.callbacks()
         status = self.lib.cuptiActivityRegisterCallbacks(*self._callbacks)
         if status != 0:
             raise RuntimeError(f"cuptiActivityRegisterCallbacks failed with CUPTI status {status}")
@@ -232,8 +317,8 @@ class CuptiBackend:
         return kind
 
     def _choose_api_recorder(self) -> None:
-        """API activity records, or a native recorder (the libcudart interposer or CUPTI callbacks) when asked for
-        and it builds and CUPTI takes its subscription."""
+        """The libcudart interposer when asked for (the default) and it builds and CUPTI takes its subscription, else
+        API activity records (saying why)."""
         ak = self.cupti.ActivityKind
         activity_kind = ak.RUNTIME if self.api_domain == "runtime" else ak.DRIVER
         choice = self.api_recorder_choice
@@ -243,24 +328,16 @@ class CuptiBackend:
             choice = "activity"
         if choice == "activity":
             self.api_mechanism = "CUPTI activity records"
-        else:
-            try:
-                path = Path(self.native_recorder) if self.native_recorder else None
-                recorder: api_recorder.Recorder | api_recorder.Interposer
-                if choice == "interpose":
-                    recorder = api_recorder.Interposer(self.lib, self.cupti, path)
-                    mechanism = "libcudart interposer"
-                else:
-                    recorder = api_recorder.Recorder(self.lib, self.api_domain, path)
-                    mechanism = "native CUPTI callbacks"
-                recorder.subscribe()
-                self.recorder = recorder
-                self.api_mechanism = f"{mechanism} ({recorder.clock})"
-                return
-            except (api_recorder.Unavailable, OSError, AttributeError) as exc:
-                self._use_activity_records(choice, exc)
-                return
-        self.kinds.append(activity_kind)
+            self.kinds.append(activity_kind)
+            return
+        try:
+            path = Path(self.native_recorder) if self.native_recorder else None
+            recorder = api_recorder.Interposer(self.lib, self.cupti, path)
+            recorder.subscribe()
+            self.recorder = recorder
+            self.api_mechanism = f"libcudart interposer ({recorder.clock})"
+        except (api_recorder.Unavailable, OSError, AttributeError) as exc:
+            self._use_activity_records(choice, exc)
 
     def _set_flag(self, attribute, flag: int) -> str:
         """Sets a one-byte CUPTI activity attribute: "on" when CUPTI took it, or why not (an older CUPTI lacks it)."""
@@ -284,7 +361,7 @@ class CuptiBackend:
 
     def refresh(self) -> None:
         """Called at optimizer steps: the interposer patches libraries the app loaded since the window opened."""
-        if isinstance(self.recorder, api_recorder.Interposer):
+        if self.recorder is not None:
             self.recorder.refresh()
 
     def close(self) -> None:
@@ -364,4 +441,5 @@ class CuptiBackend:
                 "activity_kinds": [getattr(k, "name", str(k)) for k in self.kinds],
                 "records": {getattr(self.cupti.ActivityKind(k), "name", str(k)): n for k, n in sorted(seen.items())},
                 "buffers": self.buffers.requested, "buffer_bytes": self.buffers.size,
+                "buffer_handling": self.buffers.mechanism,
                 "completed_bytes": self.buffers.completed_bytes}

@@ -24,12 +24,11 @@ uncaught exception) or on SIGTERM. Environment (all optional):
   MADENGINE_ROCPROF_TRACER_API_DOMAIN   CUPTI backend, with API rows: `runtime` (default: every CUDA runtime call,
                                         like --hip-trace) or `driver` (the CUDA driver calls: launches, copies,
                                         allocations, without the runtime's bookkeeping calls; less overhead)
-  MADENGINE_ROCPROF_TRACER_API_RECORDER CUPTI backend, with API rows: `activity` (default: CUPTI's API activity
-                                        records), `interpose` (native stubs in the GOT slots of libcudart calls;
-                                        cheaper, but blind to statically linked runtimes, see
-                                        benchmarks/wrapper/README.md 0e) or `callbacks` (CUPTI callbacks into native
-                                        code; measured dearer, 0d). Native code is built with the system's C
-                                        compiler on first use; both warn and fall back when unavailable
+  MADENGINE_ROCPROF_TRACER_API_RECORDER CUPTI backend, with API rows: `interpose` (default: native stubs in the GOT
+                                        slots of libcudart calls, built with the system's C compiler on first use;
+                                        kernels of statically linked runtimes join their driver launch) or `activity`
+                                        (CUPTI's API activity records: every call, dearer; the fallback, with a
+                                        warning, where the interposer cannot run). benchmarks/tracer/README.md
   MADENGINE_ROCPROF_TRACER_GPU_ACTIVITIES  torch.profiler backend only: comma list of Kineto activity types
                                         to record on a GPU, e.g.
                                         CONCURRENT_KERNEL,GPU_MEMCPY,GPU_MEMSET,CUDA_RUNTIME (default: torch's whole
@@ -100,11 +99,13 @@ class _Tracer:
             print(f"{TAG} warning: MADENGINE_ROCPROF_TRACER_API_DOMAIN={self.api_domain!r} is not `runtime` or"
                   " `driver`; using runtime", file=sys.stderr)
             self.api_domain = "runtime"
-        self.api_recorder = os.environ.get(api_recorder.ENV_RECORDER, "").strip().lower() or "activity"
+        self.api_recorder = os.environ.get(api_recorder.ENV_RECORDER, "").strip().lower() or api_recorder.DEFAULT
         if self.api_recorder not in api_recorder.CHOICES:
             print(f"{TAG} warning: {api_recorder.ENV_RECORDER}={self.api_recorder!r} is not one of"
-                  f" {', '.join(api_recorder.CHOICES)}; using activity", file=sys.stderr)
-            self.api_recorder = "activity"
+                  f" {', '.join(api_recorder.CHOICES)}; using {api_recorder.DEFAULT}", file=sys.stderr)
+            self.api_recorder = api_recorder.DEFAULT
+        if self.api_domain == "driver" and not os.environ.get(api_recorder.ENV_RECORDER, "").strip():
+            self.api_recorder = "activity"  # the interposer records runtime calls only; no warning for a default
         self.pid = os.getpid()
         self.prof: Any = None  # the running backend (TorchBackend or cupti_backend.CuptiBackend)
         self.sync: Callable[[], None] | None = None  # waits for the GPU before the window closes
@@ -125,11 +126,18 @@ class _Tracer:
         import torch
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
-        register_optimizer_step_post_hook(self._after_step)
+        if self._needs_step_hook():
+            register_optimizer_step_post_hook(self._after_step)
         atexit.register(self.finish)
         self._catch_sigterm()
         if self.skip_steps == 0 and self.delay_s <= 0:
             self.start(torch)
+
+    def _needs_step_hook(self) -> bool:
+        """A window bounded by steps or seconds, a delayed start, or the interposer (which patches libraries loaded
+        mid-window at steps) needs the optimizer hook; a whole-run window runs no Python at all per step."""
+        bounded = self.skip_steps > 0 or self.delay_s > 0 or self.steps > 0 or self.max_seconds > 0
+        return bounded or (self.api and self.api_recorder == "interpose")
 
     def start(self, torch) -> None:
         gpu = torch.cuda.is_available()
@@ -154,9 +162,12 @@ class _Tracer:
             try:
                 mib = _env_float("MADENGINE_ROCPROF_TRACER_BUFFER_MB", 0)
                 size = int(mib * (1 << 20)) or cupti_backend.BUFFER_BYTES
-                backend = cupti_backend.CuptiBackend(module, api=self.api, buffers=cupti_backend.Buffers(size),
+                buffers, buffer_warning = cupti_backend.make_buffers(size)
+                backend = cupti_backend.CuptiBackend(module, api=self.api, buffers=buffers,
                                                      api_domain=self.api_domain,
                                                      api_recorder_choice=self.api_recorder)
+                if buffer_warning:
+                    backend.warnings.append(buffer_warning)
                 self.sync = torch.cuda.synchronize
                 backend.start()
                 for text in backend.warnings:

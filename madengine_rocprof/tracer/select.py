@@ -45,8 +45,31 @@ def cupti_python_version() -> str | None:
         return None
 
 
+def torch_version() -> str | None:
+    """torch's version in this Python (without importing it), or None when torch is not installed."""
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("torch") is None:
+            return None
+        return importlib.metadata.version("torch")
+    except (ImportError, ValueError, importlib.metadata.PackageNotFoundError):
+        return None
+
+
+NO_TORCH = ("torch is not installed in this Python ({python}): the embedded tracer runs inside the traced Python "
+            "app and needs torch there, so a local run with this Python stops with ModuleNotFoundError (fix: pip "
+            "install 'madengine-rocprof[torch]' or torch; Docker runs bring their own torch)")
+
+
 def describe(env, nvidia: bool) -> str:
-    """One line for `doctor`: the backend a traced CUDA process of this Python would use, and why."""
+    """One line for `doctor`: the backend a traced CUDA process of this Python would use, and why; that there is
+    none when this Python has no torch (a wheel install without the [torch] extra)."""
+    import sys
+
+    if torch_version() is None:
+        return "tracer backend: none: " + NO_TORCH.format(python=sys.executable)
     version = cupti_python_version()
     name, why, warning = choose(env.get(ENV_BACKEND), cuda=nvidia,
                                 cupti_error=None if version else "cupti-python is not installed")

@@ -42,6 +42,10 @@ def _sources() -> list[tuple[str, str]]:
         for name in sorted(os.listdir(folder)):
             if name.endswith(".py"):
                 files.append((f"madengine_rocprof/{sub.replace(os.sep, '/')}/{name}", os.path.join(folder, name)))
+    native = os.path.join(_PACKAGE_DIR, "tracer", "native")  # C sources the tracer compiles on first use
+    for name in sorted(os.listdir(native)):
+        if name.endswith(".c"):
+            files.append((f"madengine_rocprof/tracer/native/{name}", os.path.join(native, name)))
     return files
 
 

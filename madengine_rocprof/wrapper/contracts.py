@@ -89,6 +89,7 @@ class WorkloadMetrics(TypedDict, total=False):
     performance_line: str
     peak_memory_allocated_bytes: int | None
     peak_memory_reserved_bytes: int | None
+    peak_host_rss_bytes: int | None  # the process's peak resident set size on the host (any device)
     mfu: float | None
     flops_per_step: float | None
     peak_flops: float | None

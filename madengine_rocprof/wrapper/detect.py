@@ -122,12 +122,11 @@ def nvidia_present(env) -> bool:
 
 
 def embedded(env) -> Profiler:
-    """The embedded tracer: always available (it ships with the wrapper); the probe says which backend it uses."""
-    from madengine_rocprof.tracer import api_recorder, select
-
+    """The embedded tracer: always available (it ships with the wrapper). Which backend it uses (CUPTI or
+    torch.profiler) is decided inside the traced process; `madengine-rocprof doctor` adds the tracer's own probes
+    (cli/doctor.py): the wrapper imports nothing from the tracer, so that it stays standard-library only."""
     return Profiler("embedded", None, None, (), "embedded tracer: CUPTI via cupti-python on CUDA, else torch.profiler"
-                    " (needs only python3 + torch)", [select.describe(env, nvidia_present(env)),
-                                                      api_recorder.describe(env)])
+                    " (needs only python3 + torch)", [])
 
 
 def find(name: str, env) -> Profiler | None:
@@ -178,7 +177,7 @@ def choose(override: str | None, profile_kind: str | None, env=None) -> Profiler
                         where="profile", fix="install rocprofv3 (ROCm) or ncu (CUDA), or use a trace profile",
                         exit_code=EXIT_NO_PROFILER)
     vendor = "NVIDIA GPU" if nvidia_present(env) else "no rocprofv3, rocprof, ncu or nsys"
-    prof.why = f"{vendor}: kernel trace via the embedded tracer ({prof.probes[0]})"
+    prof.why = f"{vendor}: kernel trace via the embedded tracer (backend chosen in the traced process)"
     return prof
 
 

@@ -31,6 +31,7 @@ SUFFIXES = (
     ("memory_copy_trace.csv", MEMORY_COPY_TRACE),
     ("results.json", RESULTS_JSON),
     ("results.db", ROCPD),
+    ("results.pftrace", PERFETTO),
 )
 # other per-process files: the kind is the name between the pid and the extension (`hip_api_trace`, ...)
 _PER_PROCESS = re.compile(

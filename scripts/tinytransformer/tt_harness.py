@@ -144,6 +144,16 @@ def _gloo_on_loopback_when_single_node(world: int) -> None:
         os.environ["GLOO_SOCKET_IFNAME"] = "lo"
 
 
+def peak_host_rss_bytes() -> int | None:
+    """Peak resident set size of this process on the host (Linux reports KiB, macOS bytes); None where unknown."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak) if sys.platform == "darwin" else int(peak) * 1024
+
+
 def git_sha() -> str:
     if os.environ.get("GIT_SHA"):
         return os.environ["GIT_SHA"]
@@ -286,6 +296,7 @@ def main(argv=None) -> int:
     mfu = flops / (median / 1e3) / (peak * world) if peak else None
     mem_alloc = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
     mem_reserved = torch.cuda.max_memory_reserved(device) if device.type == "cuda" else None
+    host_rss = peak_host_rss_bytes()
     finite = all(v == v and abs(v) != float("inf") for v in losses)
     gates_ok = all(g["passed"] for g in validation.values())
     status = "ok" if finite and gates_ok else "failed"
@@ -303,6 +314,7 @@ def main(argv=None) -> int:
                              "p90": tt_train.percentile(times, 90), "min": min(times), "max": max(times)},
             "samples_per_second": args.batch_size * world / (median / 1e3),
             "peak_memory_allocated_bytes": mem_alloc, "peak_memory_reserved_bytes": mem_reserved,
+            "peak_host_rss_bytes": host_rss,
             "mfu": mfu, "flops_per_step": flops, "peak_flops": peak, "peak_flops_source": peak_source,
             "flops_formula": "6 * N_matmul * tokens + 12 * layers * hidden * seq * tokens (PaLM)",
             "parameters": n_params, "tokens_per_step": tokens_per_step,
@@ -313,7 +325,8 @@ def main(argv=None) -> int:
                                  "the synthetic token set is generated once before); tokens_per_second_end_to_end = "
                                  "tokens_per_step * steps / wall seconds",
             "memory": "torch.cuda.max_memory_allocated / max_memory_reserved after reset_peak_memory_stats, "
-                      "warm-up and timed steps included",
+                      "warm-up and timed steps included; peak_host_rss_bytes: the process's peak resident set size "
+                      "on the host over its whole life (getrusage ru_maxrss; imports and model build included)",
         },
         "step_times_ms": times, "losses": losses, "validation": validation, "status": status,
     }

@@ -28,8 +28,8 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # prepared while the previous kernel runs; 2 also lets the NEXT kernel be scheduled once every program of this one
 # has passed that wait (it then waits on its own). Safe in either mode: every kernel waits before its first load or
 # store, and a wait covers the whole previous kernel. Settable for A/B (bench.py --kernel-settings). Measured on an
-# H200 (benchmarks/tinytransformer/round7): alone it cost v4 B8 S128 about 0.5%; with WGRAD_SIDE_STREAM it gained
-# 3-4% (1.366 -> 1.320 ms per step); mode 2 was 0.5% behind mode 1.
+# H200 (benchmarks/tinytransformer/README.md, round 7): alone it cost v4 B8 S128 about 0.5%; with WGRAD_SIDE_STREAM it
+# gained 3-4% (1.366 -> 1.320 ms per step); mode 2 was 0.5% behind mode 1.
 PDL = 1
 
 
@@ -572,7 +572,7 @@ def _attn_blocks(D, S=0):
         return dict(fwd=(b, b, 1, 1), dkdv=(b, b, 1, 1), dq=(b, b, 1, 1))
     # (BLOCK_M, BLOCK_N, num_warps, num_stages); tuned for head_dim 64 on H100/H200-class GPUs. The forward's
     # 64 x 64 tiles: H200 sweep, round 6, bf16 with 8/4 heads: 42.7 us at B32 S512 and 3.8 us at B8 S128 per call,
-    # against 51.7 / 6.2 us with 128 x 64 tiles, 3 stages (benchmarks/tinytransformer/round6).
+    # against 51.7 / 6.2 us with 128 x 64 tiles, 3 stages (benchmarks/tinytransformer/README.md, round 6).
     # dK/dV: 3 stages from S 512 (same sweep: 129.9 against 132.8 us at B32 S512, but 12.8 against 12.5 us at B8 S128).
     if D <= 64:
         return dict(fwd=(64, 64, 4, 2), dkdv=(64, 64, 4, 3 if S >= DKDV_DEEP_SEQ else 2), dq=(64, 64, 4, 2))
@@ -710,7 +710,7 @@ RESIDUAL_FP32 = False  # round 7, H200: B32 S512 9.09 -> 8.72 ms per step; the p
 # until then, which keeps their memory from being reused early: hence only up to WGRAD_MAX_TOKENS rows. Off under
 # torch.distributed (its gradient hooks read dW as soon as autograd hands it over) and when grad mode is on in the
 # backward (double backward). On an H200, v4 B8 S128: with PDL 1.320 against 1.366 ms per step; without PDL it was
-# 0.5% slower (benchmarks/tinytransformer/round7).
+# 0.5% slower (benchmarks/tinytransformer/README.md, round 7).
 WGRAD_SIDE_STREAM = True
 WGRAD_MAX_TOKENS = 4096
 

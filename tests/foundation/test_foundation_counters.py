@@ -202,3 +202,37 @@ def test_unknown_arch(real_catalog):
     profile, _ = parse("pmc: SQ_WAVES\n")
     with pytest.raises(UserError, match="gfx9999"):
         check_counters(profile, "gfx9999", real_catalog)
+
+
+@pytest.mark.parametrize("with_rocm", [True, False])
+def test_a_misspelled_counter_gets_did_you_mean(real_catalog, monkeypatch, with_rocm):
+    """SQ_INSTS_VALUU: before, without ROCm the fix only said to install ROCm, with no suggestion."""
+    if not with_rocm:
+        monkeypatch.delenv("ROCPROFILER_METRICS_PATH", raising=False)
+        monkeypatch.setenv("ROCM_PATH", "/nonexistent")
+    catalog = real_catalog if with_rocm else load_catalog()
+    profile, lines = parse("pmc: SQ_WAVES SQ_INSTS_VALUU\n")
+    with pytest.raises(UserErrors) as e:
+        check_counters(profile, "gfx942", catalog, lines, "t.txt")
+    [err] = e.value.errors
+    assert "SQ_INSTS_VALUU" in err.what and "did you mean SQ_INSTS_VALU?" in (err.fix or "")
+
+
+@pytest.mark.parametrize(
+    "argv, guess",
+    [
+        (["validate", "rocprofv3_compute_bond"], "rocprofv3_compute_bound"),
+        (["validate", "memory_bond.txt"], "memory_bound"),
+        (["run", "--tags", "tiny_llama_v1", "--additional-context-file", "rocprofv3_lightweigth"],
+         "rocprofv3_lightweight"),
+        (["paths", "--config", "rocprofv3_lightweigth"], "rocprofv3_lightweight"),
+    ],
+)
+def test_a_misspelled_shipped_config_name_gets_did_you_mean(argv, guess, capsys, tmp_path, monkeypatch):
+    from madengine_rocprof.cli import main
+
+    monkeypatch.chdir(tmp_path)  # nothing of that name here: the name means a shipped file
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert guess in err and "did you mean" in err and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()

@@ -197,3 +197,49 @@ def test_atomic_write_gives_new_files_normal_modes_and_keeps_existing_ones(tmp_p
     finally:
         os.umask(old)
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["kept.sh", "new.json", "sub"]  # no temp files left
+
+
+def test_a_trace_tool_without_core_profile_gets_the_profile_its_content_implies(tmp_path, isolated_home):
+    """Before: the tool's name went to the wrapper as `--profile NAME`, which the embedded tracer and NVIDIA refuse
+    at run time (the reason only in run.log). Now it renders the profile it collects, and the wrapper plans it."""
+    from madengine_rocprof.wrapper import planner
+
+    src = tmp_path / "mine.json"
+    src.write_text(json.dumps({"name": "my_kernel_trace", "trace": ["kernel"]}))
+    register_tool(src)
+    tool = get_tool("my_kernel_trace")
+    assert tool.profile == "lightweight"
+    argv = shlex.split(tool.madengine_entry(wrapper="W")["cmd"])
+    assert argv[:3] == ["W", "--profile", "lightweight"] and argv[-1] == "--"
+    plan = planner.build(argv[1:-1], ["python3", "-c", "pass"], profiler="embedded", env={}, cwd=str(tmp_path))
+    assert plan.profile == "lightweight"
+    pcs = ToolDefinition.model_validate(
+        {"name": "my_pcs", "pc_sampling": {"method": "host_trap", "unit": "time", "interval": 1000}}
+    )
+    assert pcs.profile == "pc_sampling"
+
+
+@pytest.mark.parametrize(
+    "data, what, fix",
+    [
+        ({"name": "my_counters", "counters": "instruction_mix"}, "has no core_profile", "core_profile"),
+        ({"name": "my_trace", "trace": ["kernel"], "core_profile": "lightwieght"}, "unknown core_profile",
+         "did you mean 'lightweight'"),
+    ],
+)
+def test_validate_and_register_refuse_a_tool_that_run_would_refuse(tmp_path, isolated_home, capsys, data, what,
+                                                                    fix):
+    from madengine_rocprof.cli import main
+
+    src = tmp_path / "tool.json"
+    src.write_text(json.dumps(data))
+    for argv in (["validate", str(src)], ["tools", "register", str(src)]):
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert what in err and fix in err and "core_profile" in err and str(src) in err
+    assert not (isolated_home / "tools").exists()  # nothing registered
+    # the same counter tool for AMD only (rocprofv3 reads the counter file itself) is fine
+    if data.get("counters"):
+        src.write_text(json.dumps({**data, "vendors": ["AMD"]}))
+        assert main(["tools", "register", str(src)]) == 0

@@ -1,4 +1,5 @@
-"""`compare BASE NEW --gate` on crafted runs whose answer is known; every printed number recomputed independently."""
+"""`compare BASE NEW --gate` on crafted runs whose answer is known; every printed number recomputed independently.
+The A/A measurement on real CPU runs is benchmarks/insights/aa_cpu.py (README there)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import statistics
 import pytest
 
 from madengine_rocprof.cli import main
-from madengine_rocprof.insights.compare import Settings, compare_metric
-from madengine_rocprof.insights.stats import bootstrap_ratio, percentile
+from madengine_rocprof.insights import compare as compare_module
+from madengine_rocprof.insights.compare import INCONCLUSIVE, Settings, compare_metric, judge
+from madengine_rocprof.insights.stats import holm, run_level_test, t_quantile, t_sf
 
 from .insights_builders import noisy, write_run
 
@@ -19,12 +21,18 @@ GEMM = "Cijk_Alik_Bljk_SB_MT128x128x16_MI32x32x2x1_SN_1LDSB0_GRVW4_K1"
 ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)"
 
 
-def delta_method_ci(base, new, z=1.959964):
-    """Normal approximation of the CI of mean(new)/mean(base) on the log scale (independent of the bootstrap)."""
-    mb, mn = statistics.fmean(base), statistics.fmean(new)
-    var = statistics.variance(new) / (len(new) * mn**2) + statistics.variance(base) / (len(base) * mb**2)
-    r = mn / mb
-    return r * math.exp(-z * math.sqrt(var)), r * math.exp(z * math.sqrt(var))
+
+def pooled_t_ci(base_runs, new_runs, t_crit, statistic=statistics.fmean):
+    """Independent recomputation: per-run statistic, log, pooled variance from the two sample variances."""
+    lb = [math.log(statistic(r)) for r in base_runs]
+    ln = [math.log(statistic(r)) for r in new_runs]
+    nb, nn = len(lb), len(ln)
+    vb = statistics.variance(lb) if nb > 1 else 0.0
+    vn = statistics.variance(ln) if nn > 1 else 0.0
+    pooled = ((nb - 1) * vb + (nn - 1) * vn) / (nb + nn - 2)
+    se = math.sqrt(pooled * (1 / nb + 1 / nn))
+    ratio = statistic([v for r in new_runs for v in r]) / statistic([v for r in base_runs for v in r])
+    return ratio, ratio * math.exp(-t_crit * se), ratio * math.exp(t_crit * se), math.log(ratio) / se
 
 
 def run_compare(args, capsys):
@@ -32,29 +40,64 @@ def run_compare(args, capsys):
     return code, capsys.readouterr()
 
 
-def test_ten_percent_step_time_regression_with_low_noise_fails_the_gate(tmp_path, capsys):
+def write_reps(root, runs, kernels=None):
+    """One run directory per repeat under ROOT (a directory of repeated runs); a run without step times still gets a
+    workload_result.json, the marker by which `compare` finds the runs below a directory."""
+    for i, steps in enumerate(runs):
+        run = write_run(root / f"rep{i}" / "tiny__lightweight", steps, kernels=None if kernels is None else kernels[i])
+        if steps is None:
+            (run / "workload_result.json").write_text(json.dumps({"schema_version": 1, "status": "ok"}))
+    return root
+
+
+def reps(rng, mean, run_sd, step_sd, runs, steps):
+    """Runs whose level shifts by run_sd (clocks, placement) and whose steps scatter by step_sd around it."""
+    return [noisy(rng, mean * (1 + rng.gauss(0, run_sd)), mean * step_sd, steps) for _ in range(runs)]
+
+
+# Student t critical values from published tables (independent of the code under test).
+@pytest.mark.parametrize(
+    "p, df, expected",
+    [(0.975, 1, 12.7062), (0.975, 2, 4.3027), (0.975, 4, 2.7764), (0.975, 10, 2.2281), (0.975, 30, 2.0423),
+     (0.995, 5, 4.0321), (0.95, 3, 2.3534), (0.025, 6, -2.4469)],
+)
+def test_t_quantiles_match_the_published_table(p, df, expected):
+    assert t_quantile(p, df) == pytest.approx(expected, abs=1e-4)
+
+
+@pytest.mark.parametrize("t", [-30.0, -2.0, -0.3, 0.0, 0.7, 1.0, 5.0, 100.0])
+def test_t_tail_matches_the_cauchy_closed_form_at_one_degree_of_freedom(t):
+    assert t_sf(t, 1) == pytest.approx(0.5 - math.atan(t) / math.pi, abs=1e-12)
+
+
+def test_holm_adjusts_like_the_textbook_example():
+    # sorted: 0.005*4=0.02, 0.01*3=0.03, 0.03*2=0.06, 0.04*1=0.04 -> monotone: 0.02, 0.03, 0.06, 0.06
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.9, 0.8]) == pytest.approx([1.0, 1.0])
+    assert holm([]) == []
+
+
+def test_ten_percent_step_time_regression_over_repeated_runs_fails_the_gate(tmp_path, capsys):
     rng = random.Random(1)
-    base_steps, new_steps = noisy(rng, 100.0, 1.0, 60), noisy(rng, 110.0, 1.0, 60)
-    base = write_run(tmp_path / "base", base_steps)
-    new = write_run(tmp_path / "new", new_steps)
+    base_runs, new_runs = reps(rng, 100.0, 0.01, 0.01, 3, 40), reps(rng, 110.0, 0.01, 0.01, 3, 40)
+    base, new = write_reps(tmp_path / "base", base_runs), write_reps(tmp_path / "new", new_runs)
     out = tmp_path / "cmp.json"
     code, io = run_compare([base, new, "--gate", "--json", out], capsys)
     assert code == 1
     result = json.loads(out.read_text())
     step = result["metrics"][0]
-    ratio = statistics.fmean(new_steps) / statistics.fmean(base_steps)
+    ratio, low, high, _ = pooled_t_ci(base_runs, new_runs, 2.7764, statistics.median)  # df = 3 + 3 - 2
     assert step["ratio"] == pytest.approx(ratio, rel=1e-12)
-    low, high = delta_method_ci(base_steps, new_steps)
-    assert step["ci_low"] == pytest.approx(low, abs=0.003) and step["ci_high"] == pytest.approx(high, abs=0.003)
+    assert step["ci_low"] == pytest.approx(low, rel=1e-4) and step["ci_high"] == pytest.approx(high, rel=1e-4)
+    assert (step["runs_base"], step["runs_new"], step["df"]) == (3, 3, 4)
     assert step["verdict"] == "slower" and step["regression"] is True
-    assert result["gate"] == {"failed": True, "regressions": ["step time"]}
+    assert result["gate"]["failed"] is True and result["gate"]["regressions"] == ["step time"]
     line = next(x for x in io.out.splitlines() if x.startswith("| step time |"))
     cells = [c.strip() for c in line.strip("|").split("|")]
-    assert cells[2] == f"{statistics.fmean(base_steps):,.3f} ms (n=60)"
-    assert cells[3] == f"{statistics.fmean(new_steps):,.3f} ms (n=60)"
+    assert cells[2] == f"{statistics.median([v for r in base_runs for v in r]):,.3f} ms (n=120, 3 runs)"
     assert cells[4] == f"{ratio:.3f}"
     assert cells[5] == f"[{step['ci_low']:.3f}, {step['ci_high']:.3f}]"
-    assert cells[6:8] == ["slower", "REGRESSION"]
+    assert cells[7:9] == ["slower", "REGRESSION"]
     assert "**Gate: FAILED** (1 regression(s) beyond 5%)" in io.out
     # without --gate the same comparison reports but does not fail
     assert run_compare([base, new], capsys)[0] == 0
@@ -62,8 +105,8 @@ def test_ten_percent_step_time_regression_with_low_noise_fails_the_gate(tmp_path
 
 def test_a_small_regression_below_the_threshold_does_not_fail_the_gate(tmp_path, capsys):
     rng = random.Random(2)
-    base = write_run(tmp_path / "base", noisy(rng, 100.0, 0.5, 80))
-    new = write_run(tmp_path / "new", noisy(rng, 102.0, 0.5, 80))
+    base = write_reps(tmp_path / "base", reps(rng, 100.0, 0.002, 0.005, 4, 40))
+    new = write_reps(tmp_path / "new", reps(rng, 102.0, 0.002, 0.005, 4, 40))
     out = tmp_path / "cmp.json"
     code, _ = run_compare([base, new, "--gate", "--json", out], capsys)
     step = json.loads(out.read_text())["metrics"][0]
@@ -71,118 +114,195 @@ def test_a_small_regression_below_the_threshold_does_not_fail_the_gate(tmp_path,
     assert run_compare([base, new, "--gate", "--threshold", "1"], capsys)[0] == 1
 
 
-def test_noise_alone_stays_within_the_stated_false_positive_rate():
-    """Nominal rate of a `slower` verdict when nothing changed: (1 - 0.95) / 2 = 2.5% per metric. Over 300 seeds the
-    observed rate must stay below twice that (the percentile bootstrap is slightly anti-conservative for n=30), and
-    the gate (which also needs the ratio above 1.05) must never fail."""
-    settings = Settings(resamples=1000)
-    slower = faster = gate = 0
-    seeds = 300
-    for seed in range(seeds):
-        rng = random.Random(1000 + seed)
-        base, new = noisy(rng, 100.0, 3.0, 30), noisy(rng, 100.0, 3.0, 30)
-        row = compare_metric("step time", "step", "ms", [base], [new], settings, seed)
-        slower += row["verdict"] == "slower"
-        faster += row["verdict"] == "faster"
-        gate += row["regression"]
-    assert slower / seeds <= 0.05 and faster / seeds <= 0.05
-    assert (slower + faster) / seeds <= 0.10
-    assert gate == 0
+def _aa_family(seed: int, runs: int, kernels: int) -> list[dict]:
+    """One A/A comparison: step time and KERNELS kernel metrics, nothing changed, runs shifted by 3% (sd)."""
+    rng = random.Random(seed)
+    settings = Settings()
+    rows = [
+        compare_metric(
+            f"m{k}", "kernel", "ns", reps(rng, 100.0, 0.03, 0.005, runs, 30), reps(rng, 100.0, 0.03, 0.005, runs, 30),
+            settings,
+        )
+        for k in range(kernels + 1)
+    ]
+    judge(rows, settings)
+    return rows
+
+
+def test_noise_alone_stays_within_the_stated_family_wise_rate():
+    """Nothing changed, 11 metrics (step + 10 kernels), runs that shift by 3% and steps by 0.5%, 3 runs per side.
+    Holm holds the family-wise rate of any `slower`/`faster` verdict at 5% (nominal); over 300 comparisons the
+    observed rate must stay below 8% (binomial 99.9% bound), and the gate (which also needs the ratio above 1.05)
+    must fail at most at the one-sided rate."""
+    families = [_aa_family(1000 + seed, 3, 10) for seed in range(300)]
+    any_change = sum(any(r["verdict"] in ("slower", "faster") for r in rows) for rows in families)
+    gate = sum(any(r["regression"] for r in rows) for rows in families)
+    assert any_change / 300 <= 0.08
+    assert gate / 300 <= 0.04
 
 
 def test_the_ten_percent_regression_is_caught_for_every_seed():
-    settings = Settings(resamples=1000)
+    settings = Settings()
     for seed in range(50):
         rng = random.Random(5000 + seed)
-        row = compare_metric(
-            "step time", "step", "ms", [noisy(rng, 100.0, 1.0, 30)], [noisy(rng, 110.0, 1.0, 30)], settings, seed
-        )
-        assert row["verdict"] == "slower" and row["regression"], seed
+        rows = [compare_metric("step time", "step", "ms", reps(rng, 100.0, 0.01, 0.01, 3, 30),
+                               reps(rng, 110.0, 0.01, 0.01, 3, 30), settings)]
+        judge(rows, settings)
+        assert rows[0]["verdict"] == "slower" and rows[0]["regression"], seed
+
+
+def test_runs_not_steps_are_the_samples():
+    """Runs differ from each other (clocks, placement) more than steps within a run. Nothing changed between base
+    and new: a test that takes steps as independent samples (Welch on the pooled steps) calls the run-to-run spread a
+    change most of the time; the run-level test stays near its nominal 5% with 3 runs per side."""
+    step_level = run_level = 0
+    settings = Settings()
+    for seed in range(200):
+        rng = random.Random(9000 + seed)
+        base, new = reps(rng, 100.0, 0.03, 0.005, 3, 30), reps(rng, 100.0, 0.03, 0.005, 3, 30)
+        fb, fn = [v for r in base for v in r], [v for r in new for v in r]
+        se = math.sqrt(statistics.variance(fb) / len(fb) + statistics.variance(fn) / len(fn))
+        step_level += abs(statistics.fmean(fn) - statistics.fmean(fb)) / se > 1.96
+        rows = [compare_metric("step time", "step", "ms", base, new, settings)]
+        judge(rows, settings)
+        assert rows[0]["df"] == 4 and rows[0]["n_base"] == 90
+        run_level += rows[0]["verdict"] != "no significant change"
+    assert step_level / 200 > 0.5
+    assert run_level / 200 <= 0.09
+
+
+def test_one_run_per_side_is_inconclusive_and_cannot_pass_a_gate(tmp_path, capsys):
+    rng = random.Random(11)
+    base = write_run(tmp_path / "base", noisy(rng, 100.0, 1.0, 60))
+    new = write_run(tmp_path / "new", noisy(rng, 200.0, 1.0, 60))
+    out = tmp_path / "cmp.json"
+    code, io = run_compare([base, new, "--json", out], capsys)
+    assert code == 0
+    step = json.loads(out.read_text())["metrics"][0]
+    assert step["verdict"] == INCONCLUSIVE and step["ci_low"] is None and step["ratio"] == pytest.approx(2.0, rel=0.02)
+    assert "Gate: cannot judge" in io.out and "repeat the runs" in io.out
+    out.unlink()
+    code, io = run_compare([base, new, "--gate", "--json", out], capsys)
+    assert code == 2 and "repeat the runs" in io.err and "Traceback" not in io.err
+    assert not out.exists()
+
+
+def test_the_base_repeated_runs_supply_the_spread_for_a_single_new_run(tmp_path, capsys):
+    rng = random.Random(12)
+    base_runs = reps(rng, 100.0, 0.01, 0.01, 4, 30)
+    base = write_reps(tmp_path / "base", base_runs)
+    slow_run, same_run = noisy(rng, 120.0, 1.0, 30), noisy(rng, 100.0, 1.0, 30)
+    slow, same = write_run(tmp_path / "slow", slow_run), write_run(tmp_path / "same", same_run)
+    out = tmp_path / "cmp.json"
+    assert run_compare([base, slow, "--gate", "--json", out, "-q"], capsys)[0] == 1
+    step = json.loads(out.read_text())["metrics"][0]
+    ratio, low, high, _ = pooled_t_ci(base_runs, [slow_run], 3.1824, statistics.median)  # df = 4 + 1 - 2
+    assert step["df"] == 3 and step["ci_low"] == pytest.approx(low, rel=1e-4)
+    assert step["ci_high"] == pytest.approx(high, rel=1e-4)
+    assert run_compare([base, same, "--gate", "--json", out, "-q"], capsys)[0] == 0
+    assert json.loads(out.read_text())["metrics"][0]["verdict"] == "no significant change"
+
+
+def test_run_level_test_p_value_is_the_t_tail():
+    rng = random.Random(13)
+    base, new = reps(rng, 100.0, 0.02, 0.01, 3, 20), reps(rng, 103.0, 0.02, 0.01, 4, 20)
+    test = run_level_test(base, new)
+    assert test is not None
+    _, low, high, t = pooled_t_ci(base, new, 2.5706)  # df = 5
+    assert test.df == 5 and test.low == pytest.approx(low, rel=1e-4) and test.high == pytest.approx(high, rel=1e-4)
+    assert test.p_slower == pytest.approx(t_sf(t, 5), rel=1e-9) and test.p_faster == pytest.approx(1 - test.p_slower)
+    assert run_level_test([[1.0, 2.0]], [[3.0]]) is None  # one run per side: no spread
+
+
+@pytest.mark.parametrize("bad", ["Infinity", "NaN", "-Infinity", "1e999"])
+def test_non_finite_step_times_in_new_are_bad_input_never_a_pass(tmp_path, capsys, bad):
+    base = write_reps(tmp_path / "base", [[10.0, 10.1, 9.9]] * 3)
+    new = write_reps(tmp_path / "new", [[10.0, 10.1, 9.9]] * 3)
+    target = new / "rep1" / "tiny__lightweight" / "workload_result.json"
+    target.write_text(target.read_text().replace('"step_times_ms": [10.0, 10.1', f'"step_times_ms": [10.0, {bad}'))
+    out = tmp_path / "cmp.json"
+    code, io = run_compare([base, new, "--gate", "--json", out], capsys)
+    assert code == 2, io
+    assert "step_times_ms[1]" in io.err and "workload_result.json" in io.err and "Traceback" not in io.err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("base_steps, new_steps", [([10.0, 10.1], [1e308, 1e308]), ([1e-300, 1e-300], [1e300, 1e300])])
+def test_huge_step_times_whose_sum_or_ratio_overflows_are_bad_input(tmp_path, capsys, base_steps, new_steps):
+    base = write_reps(tmp_path / "base", [base_steps] * 2)
+    new = write_reps(tmp_path / "new", [new_steps] * 2)
+    code, io = run_compare([base, new, "--gate"], capsys)
+    assert code == 2 and "Traceback" not in io.err and "too large" in io.err and "bug" not in io.err
+
+
+def test_a_crash_inside_the_gate_exits_2_not_the_regression_code(tmp_path, capsys, monkeypatch):
+    base = write_reps(tmp_path / "base", [[10.0, 10.1]] * 2)
+
+    def boom(*_args, **_kwargs):
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setattr(compare_module, "compare_sides", boom)
+    code, io = run_compare([base, base, "--gate"], capsys)
+    assert code == 2
+    assert "ZeroDivisionError" in io.err and "bug" in io.err and "Traceback" not in io.err
 
 
 def test_per_kernel_durations_find_the_slower_kernel_only(tmp_path, capsys):
     rng = random.Random(3)
-    base_k = {
-        GEMM: [int(rng.gauss(50_000, 500)) for _ in range(200)],
-        ADD: [int(rng.gauss(8_000, 200)) for _ in range(400)],
-    }
-    new_k = {
-        GEMM: [int(rng.gauss(55_000, 500)) for _ in range(200)],
-        ADD: [int(rng.gauss(8_000, 200)) for _ in range(400)],
-    }
-    base = write_run(tmp_path / "base", kernels=base_k)
-    new = write_run(tmp_path / "new", kernels=new_k)
+
+    def kernels(gemm_mean):
+        return {
+            GEMM: [int(rng.gauss(gemm_mean, 500)) for _ in range(100)],
+            ADD: [int(rng.gauss(8_000, 200)) for _ in range(200)],
+        }
+
+    base_k, new_k = [kernels(50_000) for _ in range(3)], [kernels(55_000) for _ in range(3)]
+    base = write_reps(tmp_path / "base", [None] * 3, base_k)
+    new = write_reps(tmp_path / "new", [None] * 3, new_k)
     out = tmp_path / "cmp.json"
     code, io = run_compare([base, new, "--gate", "--json", out], capsys)
     assert code == 1
     metrics = {m["name"]: m for m in json.loads(out.read_text())["metrics"]}
     assert set(metrics) == {GEMM, ADD}  # no step times in these runs: kernels only
     gemm, add = metrics[GEMM], metrics[ADD]
-    assert gemm["ratio"] == pytest.approx(statistics.fmean(new_k[GEMM]) / statistics.fmean(base_k[GEMM]), rel=1e-12)
-    assert (gemm["n_base"], gemm["n_new"], gemm["calls_base"], gemm["category"]) == (200, 200, 200, "GEMM")
+    gemm_b, gemm_n = [r[GEMM] for r in base_k], [r[GEMM] for r in new_k]
+    ratio, low, high, _ = pooled_t_ci(gemm_b, gemm_n, 2.7764, statistics.median)
+    assert gemm["ratio"] == pytest.approx(ratio, rel=1e-12)
+    assert gemm["ci_low"] == pytest.approx(low, rel=1e-4) and gemm["ci_high"] == pytest.approx(high, rel=1e-4)
+    assert (gemm["n_base"], gemm["n_new"], gemm["calls_base"], gemm["category"]) == (300, 300, 300, "GEMM")
     assert gemm["verdict"] == "slower" and gemm["regression"]
-    low, high = delta_method_ci(base_k[GEMM], new_k[GEMM])
-    assert gemm["ci_low"] == pytest.approx(low, abs=0.003) and gemm["ci_high"] == pytest.approx(high, abs=0.003)
-    assert add["ratio"] == pytest.approx(statistics.fmean(new_k[ADD]) / statistics.fmean(base_k[ADD]), rel=1e-12)
     assert not add["regression"]
+    # Holm over both metrics: the adjusted p-values are twice the smaller two-sided p, then monotone
+    two_sided = [min(1.0, 2 * min(m["p_slower"], m["p_faster"])) for m in (gemm, add)]
+    assert [gemm["p_adjusted"], add["p_adjusted"]] == pytest.approx(holm(two_sided))
     line = next(x for x in io.out.splitlines() if x.startswith("| Cijk_"))
-    assert f"{statistics.fmean(base_k[GEMM]) / 1e3:,.2f} us (n=200)" in line
+    assert f"{statistics.median([v for r in gemm_b for v in r]) / 1e3:,.2f} us (n=300, 3 runs)" in line
+    # --statistic mean: the same test on each run's mean
+    assert run_compare([base, new, "--gate", "--statistic", "mean", "--json", out, "-q"], capsys)[0] == 1
+    gemm = next(m for m in json.loads(out.read_text())["metrics"] if m["name"] == GEMM)
+    ratio, low, high, _ = pooled_t_ci(gemm_b, gemm_n, 2.7764)
+    assert gemm["ratio"] == pytest.approx(ratio, rel=1e-12) and gemm["ci_low"] == pytest.approx(low, rel=1e-4)
 
 
-def test_repeated_runs_pool_their_samples(tmp_path, capsys):
-    rng = random.Random(4)
-    base_steps = [noisy(rng, 100.0, 2.0, 20) for _ in range(3)]
-    new_steps = [noisy(rng, 99.0, 2.0, 20) for _ in range(2)]
-    for i, steps in enumerate(base_steps):
-        write_run(tmp_path / "base" / f"rep{i}" / "tiny__lightweight", steps)
-    for i, steps in enumerate(new_steps):
-        write_run(tmp_path / "new" / f"rep{i}" / "tiny__lightweight", steps)
-    out = tmp_path / "cmp.json"
-    assert run_compare([tmp_path / "base", tmp_path / "new", "--json", out, "-q"], capsys)[0] == 0
-    result = json.loads(out.read_text())
-    assert len(result["base"]["runs"]) == 3 and len(result["new"]["runs"]) == 2
-    step = result["metrics"][0]
-    pooled_b = [x for s in base_steps for x in s]
-    pooled_n = [x for s in new_steps for x in s]
-    assert (step["n_base"], step["n_new"]) == (60, 40)
-    assert step["ratio"] == pytest.approx(statistics.fmean(pooled_n) / statistics.fmean(pooled_b), rel=1e-12)
-
-
-def test_median_statistic_and_seeded_determinism():
+def test_median_statistic_uses_the_median_of_each_run():
     rng = random.Random(5)
-    base, new = noisy(rng, 10.0, 1.0, 41), noisy(rng, 12.0, 1.0, 41)
-    a = bootstrap_ratio([base], [new], statistic="median", seed=7)
-    b = bootstrap_ratio([base], [new], statistic="median", seed=7)
-    assert a == b
-    assert a.ratio == pytest.approx(sorted(new)[20] / sorted(base)[20], rel=1e-12)
-    assert a.low < a.ratio < a.high
-    assert bootstrap_ratio([base], [new], statistic="median", seed=8) != a
-
-
-@pytest.mark.parametrize(
-    "values, q, expected",
-    [([1, 2, 3, 4], 0.5, 2.5), ([1, 2, 3, 4], 0.025, 1.075), ([5], 0.9, 5), ([0, 10], 0.975, 9.75)],
-)
-def test_percentile_interpolates_like_numpy(values, q, expected):
-    assert percentile(values, q) == pytest.approx(expected)
+    base, new = reps(rng, 10.0, 0.01, 0.1, 3, 41), reps(rng, 12.0, 0.01, 0.1, 3, 41)
+    test = run_level_test(base, new, statistic="median")
+    assert test is not None
+    ratio, low, high, _ = pooled_t_ci(base, new, 2.7764, statistic=statistics.median)
+    assert test.ratio == pytest.approx(ratio, rel=1e-12) and test.low == pytest.approx(low, rel=1e-4)
+    assert test.low < test.ratio < test.high
 
 
 def test_kernels_present_on_one_side_only_are_named_not_judged(tmp_path, capsys):
-    base = write_run(tmp_path / "base", kernels={GEMM: [1000] * 10, ADD: [500] * 10})
-    new = write_run(tmp_path / "new", kernels={GEMM: [1000] * 10, "triton_poi_fused_mul_0": [400] * 10})
+    base = write_reps(tmp_path / "base", [None] * 2, [{GEMM: [1000] * 10, ADD: [500] * 10}] * 2)
+    new = write_reps(
+        tmp_path / "new", [None] * 2, [{GEMM: [1000] * 10, "triton_poi_fused_mul_0": [400] * 10}] * 2
+    )
     out = tmp_path / "cmp.json"
     assert run_compare([base, new, "--gate", "--json", out, "-q"], capsys)[0] == 0
     verdicts = {m["name"]: m["verdict"] for m in json.loads(out.read_text())["metrics"]}
     assert verdicts == {GEMM: "no significant change", ADD: "only in base", "triton_poi_fused_mul_0": "only in new"}
-
-
-def test_single_values_are_too_few_for_a_verdict(tmp_path, capsys):
-    base = write_run(tmp_path / "base", [100.0])
-    new = write_run(tmp_path / "new", [150.0])
-    out = tmp_path / "cmp.json"
-    assert run_compare([base, new, "--gate", "--json", out, "-q"], capsys)[0] == 0
-    step = json.loads(out.read_text())["metrics"][0]
-    assert step["verdict"] == "too few samples" and step["ratio"] == pytest.approx(1.5)
 
 
 @pytest.mark.parametrize(
@@ -190,7 +310,6 @@ def test_single_values_are_too_few_for_a_verdict(tmp_path, capsys):
     [
         (["--threshold", "-1"], "--threshold"),
         (["--confidence", "100"], "--confidence"),
-        (["--resamples", "5"], "--resamples"),
     ],
 )
 def test_bad_options_are_refused(tmp_path, capsys, args, where):
@@ -205,7 +324,7 @@ def test_bad_input_stops_with_the_file_and_writes_nothing(tmp_path, capsys):
     (new / "workload_result.json").write_text(json.dumps({"step_times_ms": [1.0, "fast"]}))
     out = tmp_path / "cmp.json"
     code, io = run_compare([base, new, "--json", out], capsys)
-    assert code == 2 and "workload_result.json" in io.err and "step_times_ms" in io.err
+    assert code == 2 and "workload_result.json" in io.err and "step_times_ms[1]" in io.err
     assert not out.exists()
     code, io = run_compare([base, tmp_path / "missing"], capsys)
     assert code == 2 and "not a directory" in io.err
@@ -213,33 +332,30 @@ def test_bad_input_stops_with_the_file_and_writes_nothing(tmp_path, capsys):
 
 def test_top_zero_gates_on_step_time_only(tmp_path, capsys):
     rng = random.Random(6)
-    base = write_run(tmp_path / "base", noisy(rng, 100.0, 1.0, 30), kernels={GEMM: [1000] * 10})
-    new = write_run(tmp_path / "new", noisy(rng, 100.0, 1.0, 30), kernels={GEMM: [2000] * 10})
+    base = write_reps(tmp_path / "base", reps(rng, 100.0, 0.005, 0.01, 3, 30), [{GEMM: [1000] * 10}] * 3)
+    new = write_reps(tmp_path / "new", reps(rng, 100.0, 0.005, 0.01, 3, 30), [{GEMM: [2000] * 10}] * 3)
     out = tmp_path / "cmp.json"
     assert run_compare([base, new, "--gate", "--json", out, "-q"], capsys)[0] == 1
     assert run_compare([base, new, "--gate", "--top", "0", "--json", out, "-q"], capsys)[0] == 0
     assert [m["name"] for m in json.loads(out.read_text())["metrics"]] == ["step time"]
 
 
-def _false_changes(runs: int, seeds: int, by_value: bool) -> float:
-    settings = Settings(resamples=1000)
-    changed = 0
-    for seed in range(seeds):
-        rng = random.Random(9000 + seed)
-        base = [noisy(rng, 100.0 + rng.gauss(0, 3), 0.5, 30) for _ in range(runs)]
-        new = [noisy(rng, 100.0 + rng.gauss(0, 3), 0.5, 30) for _ in range(runs)]
-        if by_value:
-            base, new = [[v for g in base for v in g]], [[v for g in new for v in g]]
-        row = compare_metric("step time", "step", "ms", base, new, settings, seed)
-        assert row["resampled"] == ("values/values" if by_value else "runs/runs")
-        assert row["n_base"] == runs * 30 and row["runs_base"] == (1 if by_value else runs)
-        changed += row["verdict"] != "no significant change"
-    return changed / seeds
+def test_the_default_median_sees_a_slowdown_that_preempted_dispatches_hide_from_the_mean():
+    """On a loaded CPU (benchmarks/insights, A/A on real runs) a few dispatches per run are preempted and take
+    milliseconds: their share swings from run to run, and the mean of each run followed it, hiding a 3x slowdown of
+    aten::mm (ratio 1.13 and nothing called). The per-run median follows the typical dispatch."""
 
+    def run(rng, typical):
+        return [rng.gauss(typical, typical * 0.02) if rng.random() > rng.uniform(0.02, 0.3) else rng.uniform(2e4, 2e5)
+                for _ in range(400)]
 
-def test_repeated_runs_are_resampled_run_by_run():
-    """Runs differ from each other (clocks, placement) more than steps within a run. Nothing changed between base
-    and new: resampling values as if independent calls the run-to-run spread a change most of the time; resampling
-    runs stays near the nominal 5% two-sided rate with 8 runs per side (docs/reports.md gives the measured rates)."""
-    assert _false_changes(8, 100, by_value=True) > 0.5
-    assert _false_changes(8, 100, by_value=False) <= 0.10
+    caught = {"mean": 0, "median": 0}
+    for seed in range(20):
+        rng = random.Random(700 + seed)
+        base, new = [run(rng, 40.0) for _ in range(3)], [run(rng, 120.0) for _ in range(3)]
+        for statistic in caught:
+            settings = Settings(statistic=statistic)
+            rows = [compare_metric("aten::mm", "kernel", "ns", base, new, settings)]
+            judge(rows, settings)
+            caught[statistic] += rows[0]["regression"]
+    assert caught["median"] == 20 and caught["mean"] <= 10, caught

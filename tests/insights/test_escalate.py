@@ -502,3 +502,16 @@ def test_ncu_name_fitting_two_first_pass_kernels_is_reported_not_guessed(tmp_pat
     # the unambiguous kernel still gets its counters, joined by key
     assert [j["how"] for j in rows[SUB]["joined_from"]] == ["key"] and rows[SUB]["counters"]
     assert "not joined: `addition_kernel<…>` (4 dispatches): ambiguous" in text
+
+
+def test_escalate_outside_a_repository_names_the_option_it_has(tmp_path, model_repo, fake_path, capsys, monkeypatch):
+    """The message says "pass --repo DIR": escalate has that option (before, it did not), like `run`."""
+    fake_path("rocprofv3", FAKE_DISPATCHES="6")
+    run = first_pass(tmp_path, KERNELS)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(empty)
+    assert main(["escalate", str(run), "--runner", "local", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "models file not found" in err and "--repo DIR" in err
+    assert main(["escalate", str(run), "--repo", str(model_repo.parent), "--runner", "local", "--quiet"]) == 0

@@ -1,6 +1,6 @@
 """The kernel key, filter and join against real kernel names: CUPTI's spellings from the H100/H200 TinyTransformer
-runs in benchmarks/, and CUPTI/ncu spellings of the same kernels from benchmarks/wrapper/results (one short run
-profiled by both, with equal dispatch counts per kernel)."""
+runs, and CUPTI/ncu spellings of the same kernels (one short run profiled by both, with equal dispatch counts per
+kernel): real GPU outputs kept in tests/fixtures/gpu_runs (PROVENANCE.md there)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from madengine_rocprof.insights import escalate as esc
 from madengine_rocprof.insights.kernel_match import Match, filter_regex, kernel_key, match_name
 
 REPO = Path(__file__).resolve().parents[2]
-COUNTS = [REPO / "benchmarks/wrapper/results" / run / "counts.json" for run in ("cupti1", "run2")]
-TT_RESULTS = [REPO / "benchmarks/tinytransformer" / f"results_{d}.json" for d in ("h100", "h200")]
-H200_TOPS = REPO / "benchmarks/insights/results_h200/run2_budget/escalation.json"
+GPU_RUNS = REPO / "tests/fixtures/gpu_runs"
+COUNTS = [GPU_RUNS / name for name in ("counts_h200_cupti1.json", "counts_h100_run2.json")]
+TT_RESULTS = [GPU_RUNS / f"tinytransformer_{d}.json" for d in ("h100", "h200")]
+H200_TOPS = GPU_RUNS / "escalation_h200_run2.json"
 
 
 def ncu_wrapped(include: str) -> str:
@@ -161,11 +162,11 @@ def test_argument_count_tells_apart_instantiations_with_the_same_tokens():
     assert match_name("void k<float>(T1 *)", [one, two]).kernel == one
 
 
-RUN3 = REPO / "benchmarks/insights/results_h200/run3_namekey"
+RUN3 = GPU_RUNS / "escalate_h200_run3"
 
 
 def test_real_ncu_names_of_the_h200_check_are_selected_and_joined_to_their_top_kernels():
-    """benchmarks/insights/results_h200/run3_namekey: the filter the plan sent to the real ncu 2025.3.1 and ncu's
+    """The H200 escalate check (run 3): the filter the plan sent to the real ncu 2025.3.1 and ncu's
     own spellings of the launches it profiled (--print-kernel-base demangled / function)."""
     plan = json.loads((RUN3 / "escalation_plan.json").read_text())
     tops = [t["name"] for t in plan["targets"]]

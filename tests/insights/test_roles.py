@@ -73,7 +73,8 @@ def test_report_across_vendors_compares_by_role(tmp_path, capsys):
         category, b_ms, b_ratio, n_ms, n_ratio = table[role]
         assert b_ms == (f"{base[role] / 1e6:,.3f}" if role in base else "–")
         assert n_ms == (f"{new[role] / 1e6:,.3f}" if role in new else "–")
-        assert n_ratio == (f"{new[role] / base[role]:.2f}x" if role in base and role in new else "–")
+        # a speedup like every ratio of the report: baseline / run, above 1x is faster
+        assert n_ratio == (f"{base[role] / new[role]:.2f}x" if role in base and role in new else "–")
     # the unknown kernel keeps its own row, and the GEMM small tile exists on one side only
     assert table["unknown"][:2] == ["unknown", "0.002"]
     assert table["GEMM small tile (<=64x64)"][3] == "–"

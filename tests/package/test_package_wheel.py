@@ -32,7 +32,9 @@ def installed(tmp_path_factory):
     """`python -m build` (sdist, then the wheel from the sdist), then the wheel in a fresh venv."""
     repo = Path(__file__).resolve().parents[2]
     base = tmp_path_factory.mktemp("wheel")
-    sh([sys.executable, "-m", "build", "--outdir", base / "dist", repo], cwd=base)
+    built = sh([sys.executable, "-m", "build", "--outdir", base / "dist", repo], cwd=base)
+    # every folder of the package is packaged (setuptools warns "Package would be ignored" for one it skips)
+    assert "would be ignored" not in built.stdout + built.stderr
     wheel = next((base / "dist").glob("madengine_rocprof-*.whl"))
     sdist = next((base / "dist").glob("madengine_rocprof-*.tar.gz"))
     sh([sys.executable, "-m", "venv", base / "venv"], cwd=base)
@@ -59,12 +61,14 @@ def test_wheel_and_sdist_carry_every_resource(installed):
     assert not [n for n in in_wheel if "__pycache__" in n or n.startswith("tests/")]
 
 
-def test_the_installed_wheel_builds_the_native_api_recorder(installed, tmp_path):
+def test_the_installed_wheel_builds_the_native_api_recorder_and_buffers(installed, tmp_path):
     base, _, _ = installed
-    code = "import sys; from pathlib import Path; from madengine_rocprof.tracer import api_recorder as a; " \
-           "print(a.build(folder=Path(sys.argv[1])))"
-    built = Path(sh([base / "venv" / "bin" / "python", "-c", code, tmp_path / "cache"], cwd=tmp_path).stdout.strip())
-    assert built.parent == tmp_path / "cache" and built.stat().st_size > 0
+    code = "import sys; from pathlib import Path; from madengine_rocprof.tracer import api_recorder as a, " \
+           "cupti_backend as c; [print(a.build(s, folder=Path(sys.argv[1]))) for s in (a.SOURCE, c.BUFFERS_SOURCE)]"
+    out = sh([base / "venv" / "bin" / "python", "-c", code, tmp_path / "cache"], cwd=tmp_path).stdout.split()
+    built = [Path(p) for p in out]
+    assert [p.name.split("-")[0] for p in built] == ["api_recorder", "cupti_buffers"]
+    assert all(p.parent == tmp_path / "cache" and p.stat().st_size > 0 for p in built)
 
 
 def test_installed_commands_work_from_an_empty_directory(installed, tmp_path):
@@ -84,6 +88,12 @@ def test_installed_commands_work_from_an_empty_directory(installed, tmp_path):
 
     def mr(*args, ok=True):
         return sh([cli, *args], cwd=empty, env=env, ok=ok)
+
+    # this venv has no torch (no [torch] extra): doctor says so, and, where the embedded tracer is the one chosen
+    # (no profiler on PATH), why a local run with this Python would fail
+    doctor = sh([cli, "doctor"], cwd=empty, env=dict(env, PATH="/usr/local/bin:/usr/bin:/bin"))
+    assert "torch: not installed" in doctor.stdout and "tracer backend: none" in doctor.stdout
+    assert "ModuleNotFoundError" in doctor.stderr and "madengine-rocprof[torch]" in doctor.stderr
 
     paths = mr("paths").stdout
     site_resources = next((base / "venv" / "lib").glob("python3*/site-packages/madengine_rocprof/_resources"))

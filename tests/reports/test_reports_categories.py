@@ -1,5 +1,5 @@
 """Kernel taxonomy: categories, roles and libraries on names from ROCm and CUDA PyTorch training traces, Triton,
-RCCL/NCCL and the embedded CPU tracer; the real H100/H200 names in benchmarks/; user rules files."""
+RCCL/NCCL and the embedded CPU tracer; the real H100/H200 names in tests/fixtures/gpu_runs; user rules files."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def builtin_rules_only(monkeypatch, tmp_path):
         ("ck_tile::FmhaFwdKernel<ck_tile::BlockFmhaPipelineQRKSVS<...>>", "attention", "attention fwd", "CK"),
         ("ck_tile::FmhaBwdDQDKDVKernel<...>", "attention", "attention bwd", "CK"),
         ("MIOpenBatchNormFwdTrainSpatial", "normalization", "norm fwd", "MIOpen"),
-        ("miopenSp3AsmConv_v21_1_3_gfx9_fp32_stride1", "GEMM", "convolution", "MIOpen"),
+        ("miopenSp3AsmConv_v21_1_3_gfx9_fp32_stride1", "convolution", "convolution fwd", "MIOpen"),
         (
             "ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)",
             "communication",
@@ -64,6 +64,15 @@ def builtin_rules_only(monkeypatch, tmp_path):
         ("rccl_main_kernel_AllGather", "communication", "allgather", "RCCL/NCCL"),
         ("__amd_rocclr_copyBuffer", "memory copy", "copy", "HIP runtime"),
         ("__amd_rocclr_fillBufferAligned", "memory copy", "fill", "HIP runtime"),
+        # the other blit kernels ROCclr names (rocclr/device/rocm/rocblit.cpp, BlitName), as rocprofv3 writes them
+        ("__amd_rocclr_copyBufferRectAligned.kd", "memory copy", "copy", "HIP runtime"),
+        ("__amd_rocclr_copyImageToBuffer", "memory copy", "copy", "HIP runtime"),
+        ("__amd_rocclr_fillBufferAligned2D", "memory copy", "fill", "HIP runtime"),
+        ("__amd_rocclr_fillImage", "memory copy", "fill", "HIP runtime"),
+        ("__amd_rocclr_streamOpsWrite.kd", "memory copy", "stream memory op", "HIP runtime"),
+        ("__amd_rocclr_streamOpsWait", "memory copy", "stream memory op", "HIP runtime"),
+        ("__amd_rocclr_batchMemOp", "memory copy", "stream memory op", "HIP runtime"),
+        ("__amd_rocclr_initHeap", "allocation/view", "allocation", "HIP runtime"),
         ("triton_poi_fused_add_mul_silu_0", "elementwise", "activation", "Triton"),
         ("triton_red_fused_sum_1", "reduction", "reduction", "Triton"),
         ("triton_tem_fused_mm_3", "GEMM", "GEMM tile not in name", "Triton"),
@@ -78,6 +87,24 @@ def builtin_rules_only(monkeypatch, tmp_path):
             "cuBLAS",
         ),
         ("nvjet_sm90_tst_128x64_64x8_1x2_h_bz_NNT", "GEMM", "GEMM medium tile", "cuBLASLt"),
+        # tiles behind epilogue and type words (names from TraceLens's and HTA's public traces)
+        (
+            "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x64_64x6_tn_align8>(Params)",
+            "GEMM",
+            "GEMM medium tile",
+            "CUTLASS",
+        ),
+        ("_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1_swiglu", "GEMM", "GEMM skinny tile (aspect >=4)", "unknown"),
+        # an int8 GEMM is no convolution (MIOpen's implicit-GEMM convolutions are `igemm_fwd/bwd/wrw_*`)
+        ("volta_igemm_int8_128x128_ldg4_nt", "GEMM", "GEMM large tile (>=128x128)", "cuBLAS"),
+        ("igemm_wrw_gtcx2_nhwc_bf16_bx0_ex1_bt64x64x64_wt32x32x8", "convolution", "convolution bwd", "MIOpen"),
+        # FlashInfer's non-attention kernels go by what they are; "prefill" holds no fill
+        ("void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*)", "normalization", "norm fwd",
+         "FlashInfer"),
+        ("void flashinfer::sampling::TopKTopPSamplingFromProbKernel<1024u>(float*)", "reduction", "top-k",
+         "FlashInfer"),
+        ("void flashinfer::BatchPrefillWithPagedKVCacheKernel<1>(Params)", "attention", "attention fwd", "FlashInfer"),
+        ("_fwd_prefill_kernel", "unknown", "unknown", "unknown"),
         (
             "void cublasLt::splitKreduce_kernel<32, 16, int, float>(cublasLt::cublasSplitKParams<float>)",
             "GEMM",
@@ -104,8 +131,8 @@ def builtin_rules_only(monkeypatch, tmp_path):
         ),
         (
             "sm80_xmma_fprop_implicit_gemm_indexed_f32f32_tf32f32_f32_nhwckrsc_nchw_cudnn",
-            "GEMM",
             "convolution",
+            "convolution fwd",
             "cuDNN",
         ),
         (
@@ -209,14 +236,15 @@ def builtin_rules_only(monkeypatch, tmp_path):
         ("aten::native_layer_norm", "normalization", "norm fwd", "PyTorch ATen"),
         ("aten::_scaled_dot_product_flash_attention_for_cpu", "attention", "attention fwd", "PyTorch ATen"),
         ("aten::copy_", "memory copy", "copy", "PyTorch ATen"),
-        ("autograd::engine::evaluate_function: MmBackward0", "GEMM", "GEMM tile not in name", "unknown"),
+        ("autograd::engine::evaluate_function: MmBackward0", "GEMM", "GEMM tile not in name", "PyTorch ATen"),
         # this project's own Triton kernels (TinyTransformer v3/v4)
         ("tt_attn_bwd_dkdv", "attention", "attention bwd", "unknown"),
         ("tt_rope", "attention", "rotary embedding", "unknown"),
         ("tt_swiglu_fwd", "elementwise", "activation", "unknown"),
         ("tt_xent_bwd", "reduction", "loss", "unknown"),
         # never guessed: unknown stays unknown
-        ("void at::native::normal_kernel<float>(...)", "unknown", "unknown", "PyTorch ATen"),  # random init, not a norm
+        # random init is no normalization
+        ("void at::native::normal_kernel<float>(...)", "elementwise", "random numbers/dropout", "PyTorch ATen"),
         ("property_lookup_kernel", "unknown", "unknown", "unknown"),  # "rope" inside a word
         ("my_secret_fused_kernel_v7", "unknown", "unknown", "unknown"),
     ],
@@ -258,12 +286,13 @@ def _kernels_seen(value) -> set[str]:
 
 
 def _real_kernel_names() -> list[str]:
-    """Kernels of the real GPU runs in benchmarks/: the H100 v1-v4 report, and the H100/H200 benchmark results
-    (torch 2.11, cuBLAS/cuBLASLt, cuDNN SDPA, this project's Triton kernels)."""
-    report = json.loads((REPO / "benchmarks/reports/gpu_v1_v4/report.json").read_text())
+    """Kernels of the real GPU runs in tests/fixtures/gpu_runs: the H100 v1-v4 report, and the H100/H200 benchmark
+    results (torch 2.11, cuBLAS/cuBLASLt, cuDNN SDPA, this project's Triton kernels)."""
+    gpu_runs = REPO / "tests" / "fixtures" / "gpu_runs"
+    report = json.loads((gpu_runs / "report_h100_v1_v4.json").read_text())
     names = {k["name"] for run in report["runs"] for k in run["kernels"]}
     for device in ("h100", "h200"):
-        names |= _kernels_seen(json.loads((REPO / f"benchmarks/tinytransformer/results_{device}.json").read_text()))
+        names |= _kernels_seen(json.loads((gpu_runs / f"tinytransformer_{device}.json").read_text()))
     return sorted(names)
 
 
@@ -380,9 +409,28 @@ def test_kernels_classify_prints_each_name(capsys, tmp_path):
             "role": "GEMM small tile (<=64x64)",
             "library": "cuBLASLt",
             "rule": "built-in gemm",
+            "matched_on": "nvjet_sm90_tst_64x64_64x13_2x1_v_bz_NTT",
         },
-        {"name": "mystery_kernel", "category": "unknown", "role": "unknown", "library": "unknown", "rule": ""},
+        {
+            "name": "mystery_kernel",
+            "category": "unknown",
+            "role": "unknown",
+            "library": "unknown",
+            "rule": "",
+            "matched_on": "mystery_kernel",
+        },
     ]
+
+
+def test_kernels_classify_says_what_the_rules_matched_on(capsys):
+    name = (
+        "void fbgemm_gpu::bounds_check_indices_kernel_v1<long, false>(at::GenericPackedTensorAccessor<long, 1ul, "
+        "at::RestrictPtrTraits, long>, fbgemm_gpu::FixedDivisor)"
+    )
+    assert main(["kernels", "classify", name, "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["matched_on"] == "fbgemm_gpu::bounds_check_indices_kernel_v1<long, false>"
+    assert (row["category"], row["role"], row["library"]) == ("elementwise", "index/gather/embedding", "FBGEMM")
 
 
 @pytest.mark.parametrize(
@@ -412,3 +460,11 @@ def test_display_name_drops_namespaces_and_arguments(name, shown):
     from madengine_rocprof.reports.formatting import display_name
 
     assert display_name(name) == shown
+
+
+def test_builtin_patterns_are_matched_lower_cased_so_upper_case_escapes_are_refused():
+    """The built-ins run on the lower-cased key (faster than re.IGNORECASE); `\\D` would become `\\d` there."""
+    with pytest.raises(ValueError, match="upper-case escape"):
+        categories._lower_re(r"foo\D+")
+    assert categories._lower_re(r"FillFunctor|nchwToNhwc").search("at::native::fillfunctor<float>")
+    assert classify("AT::NATIVE::VECTORIZED_ELEMENTWISE_KERNEL<4, AT::NATIVE::FILLFUNCTOR<FLOAT>>").role == "fill"

@@ -132,7 +132,8 @@ def test_user_registered_tool_and_counter_profile(tmp_path, monkeypatch):
     (home / "counters").mkdir(parents=True)
     (home / "counters" / "my_counters.txt").write_text("pmc: SQ_WAVES GRBM_COUNT\n")
     tool = tmp_path / "my_tool.json"
-    tool.write_text(json.dumps({"name": "my_tool", "trace": ["kernel"], "counters": "my_counters"}))
+    tool.write_text(json.dumps({"name": "my_tool", "trace": ["kernel"], "counters": "my_counters",
+                                "core_profile": "compute_bound"}))
     register_tool(tool)
     chain = chain_for({"tools": [{"name": "my_tool"}]})
     words = shlex.split(chain.command)

@@ -21,7 +21,7 @@ def test_round5_settings_are_applied_and_unknown_names_refused(monkeypatch):
     monkeypatch.setattr(tt_kernels, "_attn_blocks", tt_kernels._attn_blocks)
     monkeypatch.setattr(tt_kernels, "INTERPRET", False)  # the GPU tiles, not the interpreter's
     landed = tt_kernels._attn_blocks(64)
-    settings = json.loads((BENCH / "round6" / "round5_settings.json").read_text())
+    settings = json.loads((BENCH / "settings" / "round5.json").read_text())
     bench.apply_kernel_settings(settings)
     assert tt_kernels.NORM_BWD_PROGRAMS_PER_SM == 16 and tt_kernels.NORM_BWD_STAGES == 1
     assert tt_kernels._attn_blocks(64)["fwd"] == (128, 64, 4, 3) != landed["fwd"]
@@ -31,15 +31,15 @@ def test_round5_settings_are_applied_and_unknown_names_refused(monkeypatch):
 
 
 def test_round7_settings_files_all_apply(monkeypatch):
-    """Every variant of round 7's A/B (round7/settings/*.json) names only settings that exist; the pre-round-7 one
-    switches each of the round's changes off."""
+    """Every settings file (settings/*.json: round 5's, the one before round 7, round 7's as landed) names only
+    settings that exist; the pre-round-7 one switches each of the round's changes off."""
     for name in ("PDL", "WGRAD_SIDE_STREAM", "WGRAD_MAX_TOKENS", "NORM_BWD_MIN_TILES", "RESIDUAL_FP32",
                  "DKDV_DEEP_SEQ"):
         monkeypatch.setattr(tt_kernels, name, getattr(tt_kernels, name))
-    files = sorted((BENCH / "round7" / "settings").glob("*.json"))
-    assert len(files) >= 10
+    files = sorted((BENCH / "settings").glob("*.json"))
+    assert len(files) >= 3
     for f in files:
         bench.apply_kernel_settings(json.loads(f.read_text()))
-    bench.apply_kernel_settings(json.loads((BENCH / "round7" / "settings" / "new.json").read_text()))
+    bench.apply_kernel_settings(json.loads((BENCH / "settings" / "before_round7.json").read_text()))
     assert (tt_kernels.PDL, tt_kernels.WGRAD_SIDE_STREAM, tt_kernels.NORM_BWD_MIN_TILES, tt_kernels.RESIDUAL_FP32) \
         == (0, False, 1, True)

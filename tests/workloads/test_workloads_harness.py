@@ -7,6 +7,7 @@ import re
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -45,6 +46,14 @@ def test_json_result_and_performance_line(tmp_path, capsys):
     assert m["tokens_per_second_end_to_end"] == pytest.approx(3 * 12 * 4 / m["end_to_end_seconds"])
     e2e = re.findall(r"^end-to-end: ([0-9.]+) tokens_per_second", printed, re.M)
     assert float(e2e[0]) == pytest.approx(m["tokens_per_second_end_to_end"], abs=0.006)
+    # host memory on every device: the peak RSS, against the kernel's own high-water mark read another way
+    assert m["peak_memory_allocated_bytes"] is None  # no GPU memory on the CPU
+    if sys.platform == "linux":
+        status = Path("/proc/self/status").read_text()
+        found = re.search(r"^VmHWM:\s+(\d+) kB", status, re.M)
+        assert found is not None
+        high_water = int(found.group(1)) * 1024
+        assert 50 * 2**20 < m["peak_host_rss_bytes"] <= high_water  # torch alone is larger than 50 MiB
 
 
 def test_batch_feed_cycles_the_seeded_batches_in_order():
@@ -112,6 +121,24 @@ def test_run_sh_writes_workload_result(scripts_dir, tmp_path):
     res = json.loads((tmp_path / "workload_result.json").read_text())
     assert res["version"] == "v2" and res["status"] == "ok"
     assert float(PERF.findall(p.stdout)[0]) == pytest.approx(res["metrics"]["tokens_per_second"], abs=0.006)
+
+
+@pytest.mark.slow
+def test_run_sh_from_a_checkout_root_needs_no_activated_venv_and_leaves_the_root_clean(scripts_dir, tmp_path):
+    """The README runs `bash scripts/tinytransformer/run.sh ...` from the checkout's root in a fresh shell: python3
+    has no torch there (only the checkout's .venv has), and the result must not land in the root."""
+    root = tmp_path / "checkout"  # a checkout: .git, and scripts/tinytransformer (the real one, whose ../../.venv is
+    (root / ".git").mkdir(parents=True)  # the repository's venv)
+    (root / "scripts").mkdir()
+    (root / "scripts" / "tinytransformer").symlink_to(scripts_dir)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "VIRTUAL_ENV", "WORLD_SIZE", "PYTHONPATH")}
+    env["PATH"] = "/usr/bin:/bin"  # no venv on PATH
+    p = subprocess.run(["bash", "scripts/tinytransformer/run.sh", "--version", "v1", "--num-steps", "1",
+                        "--warmup-steps", "0", "--device", "cpu"], cwd=root, env=env, capture_output=True, text=True,
+                       timeout=240)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert not (root / "workload_result.json").exists()
+    assert json.loads((root / "runs" / "tinytransformer" / "workload_result.json").read_text())["status"] == "ok"
 
 
 def test_run_sh_rejects_bad_arguments(scripts_dir, tmp_path):

@@ -12,8 +12,9 @@ import types
 
 import pytest
 
+from madengine_rocprof.cli import doctor
 from madengine_rocprof.tracer import convert, cupti_backend, cupti_records, demangle, runtime, select
-from madengine_rocprof.wrapper import detect, outputs, planner
+from madengine_rocprof.wrapper import outputs, planner
 
 from .fakes import fake_cupti
 from .wrapper_testlib import manifest, wrapper_cli
@@ -222,12 +223,29 @@ def test_backend_choice(setting, cuda, error, expected, warns):
 
 def test_doctor_shows_the_tracer_backend(monkeypatch):
     env = {"PATH": "/nonexistent"}
-    probe = detect.embedded(env).probes[0]
+    probe = doctor.tracer_probes(env)[0]
     assert probe.startswith("tracer backend: torch")  # no NVIDIA GPU here
     monkeypatch.setattr(select, "cupti_python_version", lambda: "13.0.1")
     assert select.describe(env, nvidia=True).startswith("tracer backend: cupti (CUDA GPU and cupti-python importable")
     env[select.ENV_BACKEND] = "torch"
     assert select.describe(env, nvidia=True).startswith("tracer backend: torch")
+
+
+def test_doctor_adds_the_tracer_probes_the_wrapper_does_not_make(monkeypatch, capsys):
+    """The wrapper's detection says only that the embedded tracer is there (it imports nothing from the tracer);
+    `doctor` asks the tracer which backend and API recorder a traced process would use."""
+    import argparse
+
+    from madengine_rocprof.wrapper import detect
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert detect.embedded({"PATH": "/nonexistent"}).probes == []
+    assert doctor.run(argparse.Namespace(profiler=None, profile=None, json=True)) == 0
+    shown = json.loads(capsys.readouterr().out)
+    [embedded] = [row for row in shown["found"] if row["name"] == "embedded"]
+    assert embedded["probes"][0].startswith("tracer backend: torch")
+    assert embedded["probes"][1].startswith("API trace recorder:")
+    assert shown["chosen"]["name"] == "embedded" and "; tracer backend: torch" in shown["chosen"]["why"]
 
 
 # ------------------------------------------------------------------ the runtime: files, summary, fallback
@@ -393,3 +411,22 @@ def test_driver_api_records_name_driver_calls(backend):
     assert [r[8] for r in rows] == [1] and rows[0][4] == 4242  # the kernel's thread comes from the driver call
     with pytest.raises(ValueError, match="runtime or driver"):
         backend(api=True, api_domain="hip")
+
+
+def test_doctor_tells_the_truth_about_a_python_without_torch(monkeypatch, capsys):
+    """A wheel install without the [torch] extra: no tracer backend in this Python (before: 'tracer backend: torch',
+    then a local run failed with ModuleNotFoundError)."""
+    from madengine_rocprof.cli import main
+    from madengine_rocprof.tracer import select as select_module
+
+    monkeypatch.setattr(select_module, "torch_version", lambda: None)
+    for name in ("ROCM_PATH", "MADENGINE_ROCPROF_PROFILER"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert main(["doctor"]) == 0
+    io = capsys.readouterr()
+    assert "tracer backend: none: torch is not installed in this Python" in io.out
+    assert "torch: not installed" in io.out
+    assert "ModuleNotFoundError" in io.err and "madengine-rocprof[torch]" in io.err
+    assert main(["doctor", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["torch"] is None

@@ -15,6 +15,7 @@ records and says why.
 from __future__ import annotations
 
 import collections
+import csv
 import ctypes
 import json
 import os
@@ -27,11 +28,10 @@ from pathlib import Path
 
 import pytest
 
-from madengine_rocprof.tracer import api_recorder, convert
+from madengine_rocprof.tracer import api_recorder, convert, cupti_backend
 
 from .fakes import fake_cupti
-from .test_wrapper_api_recorder import api_rows, backends, launch_kernel, trace_rows
-from .test_wrapper_cupti import _traced
+from .test_wrapper_cupti import _traced, kernel
 
 pytestmark = pytest.mark.skipif(os.uname().machine != "x86_64" or api_recorder.compiler() is None,
                                 reason="the interposer is x86-64 only and needs a C compiler (scripts/setup.sh)")
@@ -191,6 +191,43 @@ class Libs:
         self.lazy = _load_app(folder / LAZY)
         self.now = _load_app(folder / NOW)
 
+
+
+def backends(native: Path, choice: str):
+    """Body of a `backend` fixture: make(**options) -> a CuptiBackend on the fake CUPTI with this native recorder
+    and API recorder choice; afterwards an open window is closed (an interposer puts the GOT back) and every backend
+    gives up its CUPTI subscription."""
+    made = []
+
+    def make(**options):
+        fake_cupti.reset()
+        options.setdefault("api_recorder_choice", choice)
+        b = cupti_backend.CuptiBackend(fake_cupti, api=True, lib=fake_cupti.FakeLib(), native_recorder=str(native),
+                                       **options)
+        made.append(b)
+        return b
+    yield make
+    for b in made:
+        if b.recorder is not None and b.recorder.first is not None:  # a test failed inside a window
+            b.stop()
+        b.close()
+
+
+def launch_kernel(corr: int) -> None:
+    fake_cupti.record(10, **kernel(corr, time.monotonic_ns()))
+
+
+def api_rows(trace: dict, cat: str = "cuda_runtime") -> list[dict]:
+    return [e for e in trace["traceEvents"] if e.get("cat") == cat]
+
+
+def trace_rows(out: Path) -> tuple[list[dict], list[dict]]:
+    """(API rows, kernel rows) of the rocprofv3 CSV files the runtime wrote for this process under `out`."""
+    tables = []
+    for name in ("hip_api_trace", "kernel_trace"):
+        with open(out / socket.gethostname() / f"{os.getpid()}_{name}.csv", newline="") as fh:
+            tables.append(list(csv.DictReader(fh)))
+    return tables[0], tables[1]
 
 @pytest.fixture(scope="module")
 def native(tmp_path_factory) -> Path:
@@ -562,11 +599,12 @@ def test_unavailable_interposer_falls_back_to_activity_records(backend, libs, mo
     assert counts["api_recorder"].startswith("CUPTI activity records")
 
 
-def test_doctor_names_the_interposer():
-    env = {api_recorder.ENV_RECORDER: "interpose", "PATH": os.environ["PATH"]}
-    assert api_recorder.describe(env).startswith("API trace recorder: libcudart interposer"
-                                                 f" ({api_recorder.ENV_RECORDER}=interpose; built with")
-    env["PATH"] = ""
-    assert api_recorder.describe(env) == ("API trace recorder: CUPTI activity records"
-                                          f" ({api_recorder.ENV_RECORDER}=interpose, but no C compiler builds the"
-                                          " native recorder)")
+def test_doctor_names_the_interposer_as_the_default():
+    for env in ({api_recorder.ENV_RECORDER: "interpose", "PATH": os.environ["PATH"]}, {"PATH": os.environ["PATH"]}):
+        assert api_recorder.describe(env).startswith("API trace recorder: libcudart interposer (the default; built"
+                                                     " with")
+        env["PATH"] = ""
+        assert api_recorder.describe(env) == ("API trace recorder: CUPTI activity records (the libcudart interposer"
+                                              " is the default, but no C compiler builds it)")
+    assert api_recorder.describe({api_recorder.ENV_RECORDER: "activity"}).startswith(
+        f"API trace recorder: CUPTI activity records ({api_recorder.ENV_RECORDER}=activity;")

@@ -1,16 +1,14 @@
-/* Native records of CUDA API calls for the CUPTI backend, by two mechanisms that share one record store:
+/* Native records of CUDA API calls for the CUPTI backend: the libcudart interposer (the default API recorder;
+ * x86-64 Linux).
  *
- * - The libcudart interposer (MADENGINE_ROCPROF_TRACER_API_RECORDER=interpose; x86-64 Linux). While a window is
- *   open, the GOT slots through which the loaded libraries call libcudart's cuda* functions point at stubs here. A
- *   stub takes a time-stamp-counter read, calls the real function with the caller's arguments, takes a second read
- *   and writes one 32-byte record.
- *   No CUPTI callback runs for these calls, which is what made CUPTI's API records and callbacks dear on eager
- *   PyTorch (benchmarks/wrapper/README.md, 0d). Closing the window writes the original slots back.
- *   Correlation ids: a CUPTI callback on the driver's launch, copy and set calls (api_recorder_launch_callback)
- *   leaves the id CUPTI gives the GPU work in the thread's state, and the stub of the runtime call around it takes
- *   it, so a kernel joins the runtime call that launched it; a driver call outside any is recorded itself.
- * - CUPTI callbacks (MADENGINE_ROCPROF_TRACER_API_RECORDER=callbacks): CUPTI calls api_recorder_callback at the entry
- *   and exit of every call of a domain, with CUPTI's own correlation id and callback id.
+ * While a window is open, the GOT slots through which the loaded libraries call libcudart's cuda* functions point at
+ * stubs here. A stub takes a time-stamp-counter read, calls the real function with the caller's arguments, takes a
+ * second read and writes one 32-byte record. No CUPTI callback runs for these calls, which is what made CUPTI's API
+ * records and callbacks dear on eager PyTorch (benchmarks/wrapper/README.md, 0d; benchmarks/tracer/README.md).
+ * Closing the window writes the original slots back.
+ * Correlation ids: a CUPTI callback on the driver's launch, copy and set calls (api_recorder_launch_callback) leaves
+ * the id CUPTI gives the GPU work in the thread's state, and the stub of the runtime call around it takes it, so a
+ * kernel joins the runtime call that launched it; a driver call outside any is recorded itself.
  *
  * Records go into per-thread chunks of 65,536: no lock, no system call, no allocation except one chunk per 65,536
  * calls of a thread. A writer publishes a record by storing the chunk's end pointer after the record (a release
@@ -18,7 +16,7 @@
  * at its head with compare-and-swap; the reader frees full chunks it has copied, never the head.
  *
  * Clock: the CPU's time-stamp counter where it is invariant (rdtsc on x86-64, cntvct_el0 on AArch64), else
- * CLOCK_MONOTONIC (callbacks only; the interposer needs the TSC). Python maps ticks to CUPTI's timestamps with a
+ * CLOCK_MONOTONIC (kept for tests; the interposer refuses to run without an invariant TSC). Python maps ticks to CUPTI's timestamps with a
  * line through calibration pairs (api_recorder_pair) taken at the start and the end of a window.
  *
  * Python drives everything through ctypes, so this file needs neither CUDA's nor CUPTI's headers or libraries.
@@ -160,22 +158,6 @@ typedef struct {
     uint64_t *correlation_data;  /* 64 bits CUPTI keeps for us from a call's entry to its exit */
     uint32_t correlation_id;
 } callback_data;
-
-/* CUPTI callback (CUpti_CallbackFunc) of the callbacks mechanism, for the driver or runtime API domain. */
-void api_recorder_callback(void *userdata, int32_t domain, uint32_t cbid, const callback_data *data) {
-    (void)userdata;
-    if (data->site == 0) {
-        *data->correlation_data = ticks();
-        return;
-    }
-    uint64_t end = ticks();
-    thread_state *s = api_recorder_thread_state();
-    if (s == NULL) {
-        atomic_fetch_add_explicit(&lost, 1, memory_order_relaxed);
-        return;
-    }
-    put(s, *data->correlation_data, end, data->correlation_id, cbid, (uint32_t)domain);
-}
 
 /* CUPTI callback of the interposer, enabled for the driver's launch, copy and set calls only. Inside an interposed
  * runtime call it hands that call the correlation id of the GPU work. Outside one (a library that links the CUDA

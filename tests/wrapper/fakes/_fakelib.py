@@ -49,7 +49,7 @@ KERNELS = ["void addition_kernel<float>(float*, float const*, float const*, int,
            "subtract_kernel(float*, float const*, float const*, int, int)"]
 # The same two kernels as Nsight Compute spells them, per --kernel-name-base / --print-kernel-base. Its demangled
 # names differ from CUPTI's / rocprofv3's (KERNELS): template parameters written as T1, `const float *` (real pairs:
-# benchmarks/wrapper/results/*/counts.json). The mangled names are illustrative.
+# tests/fixtures/gpu_runs/counts_*.json). The mangled names are illustrative.
 NCU_NAMES = {
     "function": ["addition_kernel", "subtract_kernel"],
     "demangled": ["void addition_kernel<float>(T1 *, const T1 *, const T1 *, int, int)",

@@ -1,0 +1,142 @@
+"""A/A test of `compare --gate` on real repeated CPU runs of TinyTransformer v1 under the embedded tracer.
+
+Runs come in chunks of 6, made one after another:
+- AA chunks: 6 identical runs of the tiny CPU config (A). Base and new alternate in time (base = runs 0, 2, 4;
+  new = 1, 3, 5), as a CI job on a shared runner should make them; both directions are compared, with 3 and 2 runs
+  per side (exit 1 is a false positive), 1 run per side (exit 2 expected: nothing can be judged), and one new run
+  against the base's 3 (the base's runs supply the spread). For contrast, base = runs 0-2 and new = runs 3-5
+  (consecutive blocks: a change of the machine's load between them is a real difference the gate sees).
+- AB chunks: A and a bigger config B (larger batch and sequence: a real slowdown) alternating: A B A B A B. B as
+  new must fail the gate (power); A as new must pass.
+Each run is `madengine-rocprof wrap --kernel-trace --stats -d RUN/profiler -- python tt_harness.py --version v1
+--device cpu --tiny ... --json-out RUN/workload_result.json`; every comparison runs `compare BASE NEW --gate` with
+the default threshold (5%) and confidence (95%), for --statistic mean and median.
+
+    python benchmarks/insights/aa_cpu.py --out runs/aa [--aa-chunks 6] [--ab-chunks 4] [--steps 10] [--reuse]
+Prints a summary and writes OUT/aa_summary.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from madengine_rocprof.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+HARNESS = REPO / "scripts" / "tinytransformer" / "tt_harness.py"
+CONFIG_A = ["--batch-size", "4", "--seq-len", "32"]  # the harness's tiny CPU config
+CONFIG_B = ["--batch-size", "8", "--seq-len", "64"]  # 4x the tokens per step
+
+
+def make_run(run: Path, config: list[str], steps: int) -> float:
+    """One profiled run; returns its wall time."""
+    if run.exists():
+        shutil.rmtree(run)
+    run.mkdir(parents=True)
+    cmd = [
+        sys.executable, "-m", "madengine_rocprof", "wrap", "--kernel-trace", "--stats", "-d", str(run / "profiler"),
+        "--", sys.executable, str(HARNESS), "--version", "v1", "--device", "cpu", "--tiny", *config,
+        "--num-steps", str(steps), "--warmup-steps", "2", "--json-out", str(run / "workload_result.json"),
+    ]
+    start = time.monotonic()
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=run)
+    (run / "run.log").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise SystemExit(f"run failed ({done.returncode}): {run}/run.log")
+    return time.monotonic() - start
+
+
+def gate(base: list[Path], new: list[Path], scratch: Path, extra: list[str]) -> tuple[int, dict | None]:
+    """`compare --gate` of two groups of runs (linked into two directories); the exit code and the JSON."""
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    for side, runs in (("base", base), ("new", new)):
+        for run in runs:  # hard links: compare does not follow symbolic links into run directories
+            shutil.copytree(run, scratch / side / run.name, copy_function=os.link)
+    out = scratch / "cmp.json"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        code = main(["compare", str(scratch / "base"), str(scratch / "new"), "--gate", "-q", "--json", str(out),
+                     *extra])
+    return code, json.loads(out.read_text()) if out.exists() else None
+
+
+def tally(codes: list[int]) -> dict:
+    return {"comparisons": len(codes), "exit_0": codes.count(0), "exit_1": codes.count(1), "exit_2": codes.count(2)}
+
+
+def main_() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--aa-chunks", type=int, default=6, help="chunks of 6 identical runs (default 6)")
+    parser.add_argument("--ab-chunks", type=int, default=4, help="chunks of A B A B A B runs (default 4)")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per run (default 10)")
+    parser.add_argument("--reuse", action="store_true", help="reuse the runs already in OUT (only re-compare)")
+    args = parser.parse_args()
+    out = args.out.resolve()
+    chunks: list[tuple[str, list[Path]]] = []
+    for c in range(args.aa_chunks + args.ab_chunks):
+        # alternate the chunk kinds so that a drift of the machine's load hits both
+        kind = "AB" if c % 2 == 1 and c // 2 < args.ab_chunks else "AA"
+        if kind == "AA" and sum(k == "AA" for k, _ in chunks) >= args.aa_chunks:
+            kind = "AB"
+        names = ["A", "B"] * 3 if kind == "AB" else ["A"] * 6
+        chunks.append((kind, [out / f"c{c:02d}_{kind}" / f"r{i}_{n}" for i, n in enumerate(names)]))
+    walls: dict[str, float] = {}
+    if not args.reuse:
+        for _, runs in chunks:
+            for run in runs:
+                config = CONFIG_B if run.name.endswith("_B") else CONFIG_A
+                walls[f"{run.parent.name}/{run.name}"] = make_run(run, config, args.steps)
+                print(f"{run.parent.name}/{run.name}: {walls[f'{run.parent.name}/{run.name}']:.1f} s", flush=True)
+    scratch = out / "_compare"
+    summary: dict = {
+        "command": " ".join(["python benchmarks/insights/aa_cpu.py", *sys.argv[1:]]),
+        "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
+                 "load_avg_at_compare": os.getloadavg()},
+        "config_a": CONFIG_A, "config_b": CONFIG_B, "steps": args.steps, "run_wall_s": walls, "results": {},
+    }
+    for statistic in ("mean", "median"):
+        extra = ["--statistic", statistic]
+        codes: dict[str, list[int]] = {}
+        flagged: list = []
+
+        def record(key: str, base: list[Path], new: list[Path], codes=codes, flagged=flagged, extra=extra) -> None:
+            code, result = gate(base, new, scratch, extra)
+            codes.setdefault(key, []).append(code)
+            if code == 1 and result and key.startswith("aa"):
+                flagged.append([key, result["gate"]["regressions"]])
+
+        for kind, r in chunks:
+            if kind == "AA":
+                for base, new in (([r[0], r[2], r[4]], [r[1], r[3], r[5]]), ([r[0], r[2]], [r[1], r[3]]),
+                                  ([r[0]], [r[1]])):
+                    record(f"aa_alternating_{len(base)}_per_side", base, new)
+                    record(f"aa_alternating_{len(base)}_per_side", new, base)
+                record("aa_consecutive_3_per_side", r[:3], r[3:])
+                record("aa_consecutive_3_per_side", r[3:], r[:3])
+                record("aa_base3_vs_single_run", [r[0], r[2], r[4]], [r[1]])
+            else:
+                a_runs, b_runs = [r[0], r[2], r[4]], [r[1], r[3], r[5]]
+                record("slowdown_3_per_side", a_runs, b_runs)
+                record("slowdown_2_per_side", a_runs[:2], b_runs[:2])
+                record("slowdown_base3_vs_single_run", a_runs, b_runs[:1])
+                record("speedup_3_per_side", b_runs, a_runs)
+        summary["results"][statistic] = {key: tally(v) for key, v in codes.items()} | {"aa_flagged": flagged}
+    shutil.rmtree(scratch, ignore_errors=True)
+    (out / "aa_summary.json").write_text(json.dumps(summary, indent=1, allow_nan=False) + "\n")
+    print(json.dumps(summary["results"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_())

@@ -1,0 +1,362 @@
+"""Tracing overhead as users pay it: the wrapper, one window over the whole run, processes alternating.
+
+Each variant is one process per round, started the way madengine starts a traced workload:
+
+    bash scripts/rocprof_wrapper.sh --profile lightweight <trace flags> --output-format csv -d OUT -o %hostname%/%pid% \
+        -- python3 scripts/tinytransformer/tt_harness.py --version v1 --batch-size 8 --seq-len 128 --cuda-graphs off ...
+
+The harness times every step with CUDA events (tt_train.timed_run) and reports the median; nothing in the tracer
+is told about the measurement. Rounds run every variant once, in an order rotated each round, so a drift of the
+machine spreads over all variants; a variant's overhead in a round is its median step over the untraced run of the
+same round. Per variant the result row holds the minimum, median and maximum over rounds of both figures.
+
+Variants (`--variants`, default: all of them but the diagnostics):
+  none / v4_none            the harness alone (eager v1; v4: one CUDA graph per step)
+  kernel_trace / v4_kernel_trace   --kernel-trace --stats (the `lightweight` profile)
+  lightweight_<recorder>    --kernel-trace --hip-trace --stats (the rocprofv3_lightweight tool), API calls recorded
+                            by <recorder>: activity (CUPTI's API records) or interpose (the libcudart interposer)
+  torch                     --kernel-trace --stats with MADENGINE_ROCPROF_TRACER_BACKEND=torch (torch.profiler)
+  cupti_floor_kernel        no wrapper: CUPTI's kernel, memcpy and memset records enabled at start-up with a consumer
+                            that discards every buffer in C (floor/sitecustomize.py): what CUPTI itself costs
+  cupti_floor_api           the same plus CUPTI's runtime API records: the floor under lightweight_activity
+  diagnostics (not in the default set): cupti_floor_kernel_late (enabled at the first optimizer step, after the
+  CUDA context exists), cupti_floor_kernel_off (enabled at start-up, disabled at the first optimizer step),
+  cupti_floor_{kernel,api}_at_torch (enabled right after `import torch`, when the tracer starts; see README)
+
+    python3 benchmarks/tracer/product_path.py --rounds 4 --steps 60 --out DIR [--variants a,b] [--deadline-s S]
+
+Writes DIR/runs.jsonl (one line per process) and DIR/results.jsonl (one row per variant, the format of
+`python -m benchmarks`), and prints a table. Needs a CUDA GPU with torch and cupti-python.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import datetime
+import glob
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+HARNESS = os.path.join(REPO, "scripts", "tinytransformer", "tt_harness.py")
+KERNEL = ["--kernel-trace", "--stats"]
+LIGHT = ["--kernel-trace", "--hip-trace", "--stats"]
+RECORDER = "MADENGINE_ROCPROF_TRACER_API_RECORDER"
+
+# name: (workload, wrapper trace flags or None for no wrapper, extra environment, baseline variant)
+VARIANTS: dict[str, tuple[str, list[str] | None, dict[str, str], str]] = {
+    "none": ("v1", None, {}, "none"),
+    "kernel_trace": ("v1", KERNEL, {}, "none"),
+    "lightweight_activity": ("v1", LIGHT, {RECORDER: "activity"}, "none"),
+    "lightweight_interpose": ("v1", LIGHT, {RECORDER: "interpose"}, "none"),
+    "torch": ("v1", KERNEL, {"MADENGINE_ROCPROF_TRACER_BACKEND": "torch"}, "none"),
+    "cupti_floor_kernel": ("v1", None, {"MRT_FLOOR_KINDS": "kernel"}, "none"),
+    "cupti_floor_api": ("v1", None, {"MRT_FLOOR_KINDS": "api"}, "none"),
+    "v4_none": ("v4", None, {}, "v4_none"),
+    "v4_kernel_trace": ("v4", KERNEL, {}, "v4_none"),
+    "cupti_floor_kernel_late": ("v1", None, {"MRT_FLOOR_KINDS": "kernel", "MRT_FLOOR_WHEN": "step"}, "none"),
+    "cupti_floor_kernel_off": ("v1", None, {"MRT_FLOOR_KINDS": "kernel", "MRT_FLOOR_WHEN": "off"}, "none"),
+    "cupti_floor_kernel_at_torch": ("v1", None, {"MRT_FLOOR_KINDS": "kernel", "MRT_FLOOR_WHEN": "torch"}, "none"),
+    "cupti_floor_api_at_torch": ("v1", None, {"MRT_FLOOR_KINDS": "api", "MRT_FLOOR_WHEN": "torch"}, "none"),
+}
+DIAGNOSTICS = ("cupti_floor_kernel_late", "cupti_floor_kernel_off", "cupti_floor_kernel_at_torch",
+               "cupti_floor_api_at_torch")
+DEFAULT = [v for v in VARIANTS if v not in DIAGNOSTICS]
+WORKLOAD = {"v1": ["--version", "v1", "--batch-size", "8", "--seq-len", "128", "--cuda-graphs", "off"],
+            "v4": ["--version", "v4", "--batch-size", "8", "--seq-len", "128"]}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rounds", type=int, default=4, help="processes per variant, alternating (default 4)")
+    p.add_argument("--steps", type=int, default=60, help="timed steps per process (default 60)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed warm-up steps per process (default 5)")
+    p.add_argument("--out", required=True, help="folder for runs.jsonl, results.jsonl and the traces")
+    p.add_argument("--variants", default=",".join(DEFAULT), help=f"comma list of {', '.join(VARIANTS)}")
+    p.add_argument("--deadline-s", type=float, default=0, help="start no round after this many seconds (0: none)")
+    p.add_argument("--keep-traces", action="store_true", help="keep the trace folders (default: counted, deleted)")
+    p.add_argument("--full-write", action="store_true", help="let every process write its trace (default: the last"
+                   " round's only; other processes are stopped once the harness has written its result)")
+    p.add_argument("--baseline-every", type=int, default=3, help="an untraced run after every N traced runs (3)")
+    p.add_argument("--python", default=sys.executable, help="the Python that runs the harness")
+    p.add_argument("--commit", default=os.environ.get("MRT_COMMIT", ""), help="commit measured (default: git)")
+    p.add_argument("--base-repo", default="", help="another checkout: a variant named NAME@base runs its wrapper"
+                   " and tracer (before/after comparisons in the same rounds)")
+    args = p.parse_args(argv)
+    args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in args.variants
+               if v.split("@")[0] not in VARIANTS or (v.endswith("@base") and not args.base_repo)]
+    if unknown:
+        p.error(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
+    for v in list(args.variants):  # every variant needs its baseline in the same rounds
+        base = VARIANTS[v.split("@")[0]][3]
+        if base not in args.variants:
+            args.variants.insert(0, base)
+    if args.rounds < 1 or args.steps < 1:
+        p.error("--rounds and --steps must be at least 1")
+    return args
+
+
+def command(variant: str, args, trace_dir: str, json_out: str) -> tuple[list[str], dict[str, str]]:
+    """The argument list and environment of one process of `variant`."""
+    workload, flags, extra, _ = VARIANTS[variant.split("@")[0]]
+    repo = os.path.abspath(args.base_repo) if variant.endswith("@base") else REPO
+    harness = [args.python, HARNESS, *WORKLOAD[workload], "--num-steps", str(args.steps), "--warmup-steps",
+               str(args.warmup), "--json-out", json_out]
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **extra)
+    env.pop("MADENGINE_ROCPROF_TRACER_OUT", None)
+    if "MRT_FLOOR_KINDS" in extra:
+        env["PYTHONPATH"] = os.pathsep.join([os.path.join(HERE, "floor"), repo, env.get("PYTHONPATH", "")])
+    if flags is None:
+        return harness, env
+    wrapper = ["bash", os.path.join(repo, "scripts", "rocprof_wrapper.sh"), "--profile", "lightweight", *flags,
+               "--output-format", "csv", "-d", trace_dir, "-o", "%hostname%/%pid%", "--", *harness]
+    return wrapper, env
+
+
+def trace_counts(trace_dir: str) -> dict:
+    """Kernel and API rows, dropped records and the API recorder, from what the tracer wrote."""
+    out: dict = {}
+    kernels = glob.glob(os.path.join(trace_dir, "**", "*kernel_trace.csv"), recursive=True)
+    apis = glob.glob(os.path.join(trace_dir, "**", "*hip_api_trace.csv"), recursive=True)
+    summaries = glob.glob(os.path.join(trace_dir, "**", "*tracer_summary.json"), recursive=True)
+    if kernels:
+        out["kernel_rows"] = sum(_rows(p) for p in kernels)
+    if apis:
+        out["api_rows"] = sum(_rows(p) for p in apis)
+    for path in summaries:
+        with open(path, encoding="utf-8") as fh:
+            s = json.load(fh)
+        for key in ("backend", "dropped_records", "api_recorder", "api_records_lost", "buffers", "buffer_handling"):
+            if key in s:
+                out[key] = s[key]
+    return out
+
+
+def _rows(path: str) -> int:
+    with open(path, newline="", encoding="utf-8") as fh:
+        return max(0, sum(1 for _ in csv.reader(fh)) - 1)
+
+
+def run_one(variant: str, rnd: int, seq: int, args, full_write: bool) -> dict:
+    """One process. Unless full_write, it is stopped (with its wrapper) once the harness has written its result: the
+    timed steps are over by then, and the trace the tracer writes at exit is counted in full-write rounds only."""
+    name = f"{seq:03d}_{variant}_r{rnd}".replace("@", "-")
+    trace_dir = os.path.join(args.out, "traces", name)
+    json_out = os.path.join(args.out, "harness", name + ".json")
+    os.makedirs(os.path.dirname(json_out), exist_ok=True)
+    cmd, env = command(variant, args, trace_dir, json_out)
+    t0 = time.monotonic()
+    err_path = os.path.join(args.out, "harness", name + ".stderr")
+    with open(err_path, "w", encoding="utf-8") as err:
+        child = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err,
+                                 start_new_session=True)
+        stopped = False
+        while child.poll() is None:
+            if not full_write and os.path.exists(json_out):
+                time.sleep(0.2)  # the harness renames its result into place; let it print and flush
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)
+                stopped = True
+                break
+            time.sleep(0.1)
+        rc = child.wait()
+    with open(err_path, encoding="utf-8", errors="replace") as fh:
+        stderr = fh.read()
+    row: dict = {"variant": variant, "round": rnd, "seq": seq, "rc": 0 if stopped else rc,
+                 "seconds": round(time.monotonic() - t0, 2), "full_write": not stopped}
+    try:
+        with open(json_out, encoding="utf-8") as fh:
+            result = json.load(fh)
+        step = result["metrics"]["step_time_ms"]
+        row.update(step_ms=step["median"], step_p10_ms=step.get("p10"),
+                   end_to_end_s=result["metrics"].get("end_to_end_seconds"))
+        row["harness_versions"] = result.get("versions")
+        row["harness_device"] = result.get("device")
+    except (OSError, KeyError, ValueError) as exc:
+        row["error"] = f"no harness result ({exc!r}); stderr: {stderr[-600:]}"
+    if not stopped:
+        row.update(trace_counts(trace_dir))
+    notes = [line for line in stderr.splitlines() if "tracer" in line or "error" in line.lower()]
+    if notes:
+        row["stderr_notes"] = notes[-4:]
+    if not args.keep_traces:
+        shutil.rmtree(trace_dir, ignore_errors=True)
+    return row
+
+
+def workload_base(variant: str) -> str:
+    return VARIANTS[variant.split("@")[0]][3]
+
+
+def schedule(variants: list[str], rounds: int, every: int) -> list[tuple[str, int]]:
+    """(variant, round) in running order. Each round runs every traced variant once, rotated by one each round; the
+    v1 baseline runs after every `every` traced runs (and first), so each traced run has an untraced neighbour on
+    both sides; the v4 pair runs mid-round, in alternating order."""
+    v1 = [v for v in variants if workload_base(v) == "none" and v != "none"]
+    v4 = [v for v in variants if workload_base(v) == "v4_none" and v != "v4_none"]
+    seq: list[tuple[str, int]] = []
+    for r in range(rounds):
+        k = r % len(v1) if v1 else 0
+        order = v1[k:] + v1[:k]
+        pair = (["v4_none"] if "v4_none" in variants else []) + v4
+        if r % 2:
+            pair.reverse()
+        half = (len(order) + 1) // 2
+        chunks = [order[i:i + every] for i in range(0, len(order), every)] or [[]]
+        if "none" in variants and (not seq or seq[-1][0] != "none"):
+            seq.append(("none", r))
+        done = 0
+        for chunk in chunks:
+            seq += [(v, r) for v in chunk]
+            done += len(chunk)
+            if pair and done >= half:
+                seq += [(v, r) for v in pair]
+                pair = []
+            if "none" in variants and chunk:
+                seq.append(("none", r))
+        seq += [(v, r) for v in pair]
+    return seq
+
+
+def overheads(runs: list[dict]) -> None:
+    """Adds overhead_pct to each traced run: its median step over the mean of the nearest successful untraced run
+    of its workload before it and after it."""
+    ok = [r for r in runs if "step_ms" in r]
+    for i, r in enumerate(ok):
+        base = workload_base(r["variant"])
+        if r["variant"] == base:
+            continue
+        before = next((b for b in reversed(ok[:i]) if b["variant"] == base), None)
+        after = next((b for b in ok[i + 1:] if b["variant"] == base), None)
+        near = [b["step_ms"] for b in (before, after) if b is not None]
+        if near:
+            r["baseline_ms"] = statistics.mean(near)
+            r["overhead_pct"] = 100.0 * (r["step_ms"] / r["baseline_ms"] - 1)
+
+
+def spread(values: list[float]) -> dict:
+    return {"min": round(min(values), 3), "median": round(statistics.median(values), 3), "max": round(max(values), 3)}
+
+
+def summarize(runs: list[dict], args, meta: dict) -> list[dict]:
+    rows = []
+    for variant in args.variants:
+        mine = [r for r in runs if r["variant"] == variant and "step_ms" in r]
+        if not mine:
+            continue
+        base = workload_base(variant)
+        over = [r["overhead_pct"] for r in mine if "overhead_pct" in r]
+        written = [r for r in mine if r.get("full_write")]
+        checks = {key: sorted({json.dumps(r.get(key)) for r in written if key in r})
+                  for key in ("kernel_rows", "api_rows", "dropped_records", "api_recorder", "backend",
+                              "buffer_handling")}
+        workload, flags, extra, _ = VARIANTS[variant.split("@")[0]]
+        shown = ["bash", "scripts/rocprof_wrapper.sh", "--profile", "lightweight", *flags, "--output-format", "csv",
+                 "-d", "OUT", "-o", "%hostname%/%pid%", "--"] if flags else []
+        shown += ["python3", "scripts/tinytransformer/tt_harness.py", *WORKLOAD[workload], "--num-steps",
+                  str(args.steps), "--warmup-steps", str(args.warmup)]
+        env_text = " ".join(f"{k}={v}" for k, v in extra.items())
+        if "MRT_FLOOR_KINDS" in extra:
+            env_text = "PYTHONPATH=benchmarks/tracer/floor:. " + env_text
+        rows.append({
+            "area": "tracer", "case": f"product_path/{variant}",
+            "figures": {"step_ms": spread([r["step_ms"] for r in mine]),
+                        "overhead_pct": spread(over) if over else None},
+            "rounds": len(mine), "baseline": base,
+            "checks": {k: [json.loads(x) for x in v] for k, v in checks.items() if v},
+            "device": meta["device"], "versions": meta["versions"], "commit": meta["commit"],
+            "command": (env_text + " " if env_text else "") + " ".join(shown),
+            "benchmark": f"python3 benchmarks/tracer/product_path.py --rounds {args.rounds} --steps {args.steps}"
+                         f" --variants {','.join(args.variants)} --out DIR",
+            "date": meta["date"]})
+    return rows
+
+
+def metadata(args, runs: list[dict]) -> dict:
+    versions: dict = {"python": platform.python_version()}
+    first = next((r for r in runs if r.get("harness_versions")), {})
+    for key, value in (first.get("harness_versions") or {}).items():
+        if isinstance(value, str | int | float):
+            versions[key] = value
+    try:
+        from importlib import metadata as m
+
+        versions["cupti-python"] = m.version("cupti-python")
+        versions["nvidia-cuda-cupti"] = m.version("nvidia-cuda-cupti")
+    except Exception:  # noqa: BLE001 - not installed: the row says so
+        versions.setdefault("cupti-python", None)
+    device = "unknown"
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, check=False, timeout=30)
+        name, driver = (smi.stdout.strip().splitlines() or [""])[0].split(",", 1)
+        device = f"{name.strip()}, driver {driver.strip()}"
+    except (OSError, ValueError, subprocess.SubprocessError):
+        pass
+    commit = args.commit
+    if not commit:
+        git = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             check=False)
+        commit = git.stdout.strip() or "unknown"
+    return {"device": device, "versions": versions, "commit": commit,
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def table(rows: list[dict]) -> str:
+    lines = [f"{'variant':28s} {'rounds':>6s} {'step ms min/med/max':>24s} {'overhead % min/med/max':>26s}  checks"]
+    for r in rows:
+        s, o = r["figures"]["step_ms"], r["figures"]["overhead_pct"]
+        otext = f"{o['min']:+.1f}/{o['median']:+.1f}/{o['max']:+.1f}" if o else "-"
+        lines.append(f"{r['case'].split('/', 1)[1]:28s} {r['rounds']:6d} "
+                     f"{s['min']:7.2f}/{s['median']:7.2f}/{s['max']:7.2f} {otext:>26s}  {json.dumps(r['checks'])}")
+    return "\n".join(lines)
+
+
+def _interrupt(_signum, _frame):
+    raise KeyboardInterrupt
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    plan = schedule(args.variants, args.rounds, args.baseline_every)
+    runs: list[dict] = []
+    t0 = time.monotonic()
+    signal.signal(signal.SIGTERM, _interrupt)  # a time limit still leaves the rows of the runs made so far
+    with contextlib.suppress(KeyboardInterrupt), \
+            open(os.path.join(args.out, "runs.jsonl"), "a", encoding="utf-8") as log:
+        for seq, (variant, rnd) in enumerate(plan):
+            if args.deadline_s and time.monotonic() - t0 > args.deadline_s and (seq == 0 or plan[seq - 1][1] != rnd):
+                print(f"deadline: stopped before round {rnd}", file=sys.stderr)
+                break
+            full = args.full_write or rnd == args.rounds - 1
+            row = run_one(variant, rnd, seq, args, full)
+            runs.append(row)
+            log.write(json.dumps(row) + "\n")
+            log.flush()
+            print(f"round {rnd} {variant}: {row.get('step_ms', 'FAILED')} ms, rc {row['rc']},"
+                  f" {row['seconds']} s", file=sys.stderr, flush=True)
+    overheads(runs)
+    with open(os.path.join(args.out, "runs.jsonl"), "w", encoding="utf-8") as log:
+        for row in runs:
+            log.write(json.dumps(row) + "\n")
+    rows = summarize(runs, args, metadata(args, runs))
+    with open(os.path.join(args.out, "results.jsonl"), "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row) + "\n")
+    print(table(rows))
+    return 0 if all(r["rc"] == 0 and "step_ms" in r for r in runs) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,137 @@
+"""What `madengine-rocprof run` will do, decided before anything runs: the options, the selected models with their
+tool chains, timeouts and hook scripts, and the run directory names. Every runner backend (lifecycle.py for Docker
+and local runs, slurm.py for SLURM jobs) starts from plan_runs; this module imports none of them."""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from madengine_rocprof.errors import UserError
+from madengine_rocprof.models import AdditionalContext, ScriptRef, load_context
+from madengine_rocprof.registry.store import PACKAGE_ROOT
+from madengine_rocprof.runner import host
+from madengine_rocprof.runner.chain import Chain, build_chain, distributed_env, model_command
+from madengine_rocprof.runner.selection import ModelCard, load_models, select_models
+
+DEFAULT_TIMEOUT_S = 7200.0     # madengine's default model timeout
+DEFAULT_HOOK_TIMEOUT_S = 600.0  # madengine's fixed pre/post script timeout
+SCRIPTS_DIR = "model_scripts"   # the card's script folder, copied into the workspace (madengine copies it too)
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class RunOptions:
+    tags: list[str]
+    context_file: str | None = None
+    context_json: str | None = None
+    runner: str = "auto"                  # auto | docker | local
+    output_dir: Path = Path("runs")
+    timeout: float | None = None
+    hook_timeout: float = DEFAULT_HOOK_TIMEOUT_S
+    models_file: Path = Path("models.json")
+    first_outermost: bool = False
+    echo: bool = True
+    repo: Path = field(default_factory=lambda: PACKAGE_ROOT)  # the plugin: wrapper script, counters
+
+    @property
+    def model_root(self) -> Path:
+        """Card paths (scripts, dockerfile, pre/post scripts) are relative to models.json's folder, as in MAD."""
+        return self.models_file.resolve().parent
+
+
+@dataclass
+class Planned:
+    card: ModelCard
+    chain: Chain
+    timeout: float
+    hooks: list[tuple[str, ScriptRef, Path]]   # (phase, ref, host file)
+
+
+def _words(text: str, where: str, file: str | None = None) -> list[str]:
+    """Arguments split as a shell would (they are quoted again when the command is built)."""
+    try:
+        return shlex.split(text)
+    except ValueError as err:
+        raise UserError(f"cannot split arguments {text!r}: {err}", file=file, where=where,
+                        fix="close the quote, or quote the argument that contains it") from None
+
+
+def confined(root: Path, relative: str, where: str, file: str | None = None) -> Path:
+    """`root/relative`, refused unless it stays inside root once `..` and symbolic links are resolved: a card or a
+    context must not reach /etc or another user's files."""
+    path = root / relative
+    if Path(relative).is_absolute() or not path.resolve().is_relative_to(root.resolve()):
+        raise UserError(f"'{relative}' leads outside {root}", file=file, where=where,
+                        fix="give a path inside the folder of models.json (no absolute path, no '..' out of it)")
+    return path
+
+
+def _script_file(repo: Path, ref: ScriptRef, where: str) -> Path:
+    _words(ref.args, f"{where}.args")
+    path = confined(repo, ref.path, where)
+    if not path.is_file():
+        raise UserError("script not found", file=str(path), where=where,
+                        fix="paths are relative to the folder of models.json")
+    return path
+
+
+def plan_runs(opts: RunOptions) -> tuple[AdditionalContext, list[str], list[Planned]]:
+    """Everything that can be wrong with the input is found here, before anything is built, run or written."""
+    ctx, warnings = load_context(opts.context_file, opts.context_json)
+    source = (
+        " + ".join(s for s in (opts.context_file, "--additional-context" if opts.context_json else None) if s) or None
+    )
+    cards = select_models(load_models(opts.models_file), opts.tags, str(opts.models_file))
+    if opts.runner != "slurm":  # the SLURM runner validates several nodes itself (runner/slurm_jobs.py)
+        distributed_env(ctx)  # validates the distributed block
+    host.parse_gpu_list(ctx.docker_gpus or "")
+    _words(ctx.model_args or "", "model_args")
+    planned = []
+    for card in cards:
+        script = confined(opts.model_root, card.scripts, f"{card.name}.scripts", str(opts.models_file))
+        if not script.is_file():
+            raise UserError("the model's script does not exist", file=str(script), where=f"{card.name}.scripts")
+        if script.resolve().parent == opts.model_root.resolve():
+            raise UserError("the model's script is in the folder of models.json itself: that whole folder would be "
+                            f"copied as {SCRIPTS_DIR}", file=str(opts.models_file), where=f"{card.name}.scripts",
+                            fix="put the script in a folder of its own, e.g. scripts/<model>/run.sh")
+        confined(opts.model_root, card.dockerfile, f"{card.name}.dockerfile", str(opts.models_file))
+        _words(card.args, f"{card.name}.args", str(opts.models_file))
+        args = f"{card.args} {ctx.model_args}".strip() if ctx.model_args else card.args
+        command = model_command(SCRIPTS_DIR, script.name, args, ctx.encapsulate_script)
+        chain = build_chain(ctx, command, workspace="{workspace}", plugin_home="{plugin}",
+                            first_outermost=opts.first_outermost, source=source)
+        hooks = [
+            ("pre", r, _script_file(opts.model_root, r, f"pre_scripts[{i}]")) for i, r in enumerate(chain.pre_scripts)
+        ]
+        hooks += [
+            ("post", r, _script_file(opts.model_root, r, f"post_scripts[{i}]"))
+            for i, r in enumerate(chain.post_scripts)
+        ]
+        timeout = opts.timeout or ctx.timeout or card.timeout or DEFAULT_TIMEOUT_S
+        planned.append(Planned(card, chain, float(timeout), hooks))
+    if chain_needs_wrapper(planned) and not (opts.repo / "scripts" / "rocprof_wrapper.sh").is_file():
+        raise UserError("scripts/rocprof_wrapper.sh not found beside the package", file=str(opts.repo),
+                        fix="run from a checkout of madengine-rocprof (pip install -e .)")
+    return ctx, warnings, planned
+
+
+def chain_needs_wrapper(planned: list[Planned]) -> bool:
+    return any(p.chain.profiler_tools for p in planned)
+
+
+def run_dir_name(item: Planned) -> str:
+    return f"{item.card.name}__{item.chain.label}"
+
+
+def check_run_dir(out_dir: Path, name: str) -> None:
+    """The run directory is a plain folder inside --output-dir (it is replaced by a rerun): anything else is refused
+    before anything is written."""
+    ws = out_dir / name
+    if ws.is_symlink() or (ws.exists() and not ws.is_dir()):
+        kind = "a symbolic link" if ws.is_symlink() else "a file"
+        raise UserError(f"{ws} is {kind}, not a run directory: a rerun replaces run directories, so it is left alone",
+                        fix="move it away, or choose another --output-dir")
+    if ws.resolve().parent != out_dir or ws.name != name:
+        raise UserError(f"run directory '{name}' would lie outside {out_dir}", where="models.json name")

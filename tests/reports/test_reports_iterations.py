@@ -1,0 +1,123 @@
+"""Per rank and per marked iteration (ProfilerStep#N) device time, built from model objects as a trace reader would
+fill them (TimingSource.rank, TimingSource.iterations, the dispatch and copy tables), checked against a nanosecond
+count of each iteration's window."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from madengine_rocprof.cli.report import printable
+from madengine_rocprof.reports import build_report, markdown
+from madengine_rocprof.reports.dispatches import aggregate, frame
+from madengine_rocprof.reports.model import Iteration, RunData, TimingSource
+
+from .test_reports_busy_time import ADD, COPY, ENGINE_COPY, FILL, GEMM, NCCL, numbers, subset
+
+STEP = 10_000  # ns per iteration window
+
+
+def source(rank: int, seed: int, steps: int = 5) -> tuple[TimingSource, list]:
+    """A rank's kernels and copies on one device across `steps` marked iterations (and a bit before and after)."""
+    rng = random.Random(seed)
+    events = []
+    t = 500
+    while t < (steps + 1) * STEP + 1_000:
+        name = rng.choice([GEMM, ADD, NCCL, COPY, FILL, ENGINE_COPY])
+        start = t - rng.choice([0, 0, 200])
+        end = start + rng.randint(0, 900)
+        events.append((name, start, end))
+        t = max(t, end) + rng.choice([0, 30, 400])
+    src = TimingSource(
+        path=Path(f"rank{rank}.json"), rel=f"rank{rank}.json", fmt="kineto", process=f"host/{rank}", pass_id=None,
+        rank=rank,
+        iterations=[Iteration(number=10 + i, start_ns=STEP * (i + 1), end_ns=STEP * (i + 2)) for i in range(steps)],
+    )
+
+    def table(rows):
+        return frame({"name": [n for n, _, _ in rows], "start": [s for _, s, _ in rows],
+                      "end": [e for _, _, e in rows], "device": ["cuda:0"] * len(rows)})
+
+    kernels = [e for e in events if e[0] != ENGINE_COPY]
+    copies = [("Memcpy DtoD (Device -> Device)", s, e) for n, s, e in events if n == ENGINE_COPY]
+    aggregate(src, table(kernels), table(copies))
+    return src, events
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_each_iteration_matches_a_nanosecond_count_of_its_window(seed):
+    src, events = source(rank=3, seed=seed)
+    run = RunData(label="r", path=Path("."), timing=[src])
+    [row] = build_report([run])["runs"][0]["timeline"]
+    assert row["rank"] == 3  # the reader's rank, not one guessed from a file name
+    assert [r["iteration"] for r in row["iterations"]] == [10, 11, 12, 13, 14]
+    for it, got in zip(src.iterations, row["iterations"], strict=True):
+        want = numbers(events, it.start_ns, it.end_ns)
+        assert subset(got, want) == want
+        assert got["dispatches"] == sum(1 for n, s, _ in events if n != ENGINE_COPY and it.start_ns <= s < it.end_ns)
+    summary = row["iteration_summary"]
+    assert summary["steady_state"] is False and summary["iterations"] == [10, 11, 12, 13, 14]
+    assert summary["busy_ns"] == sum(r["busy_ns"] for r in row["iterations"])
+    # windows that tile the time: their busy sum is the busy time of the whole window, computed once
+    assert summary["busy_ns"] == numbers(events, STEP, 6 * STEP)["busy_ns"]
+
+
+def test_steady_state_drops_the_first_and_the_last_iteration():
+    src, events = source(rank=0, seed=3)
+    run = RunData(label="r", path=Path("."), timing=[src])
+    report = build_report([run], steady_state=True)
+    [row] = report["runs"][0]["timeline"]
+    summary = row["iteration_summary"]
+    assert summary["steady_state"] is True and summary["iterations"] == [11, 12, 13]
+    middle = numbers(events, 2 * STEP, 5 * STEP)
+    assert summary["busy_ns"] == middle["busy_ns"] and summary["idle_ns"] == 3 * STEP - middle["busy_ns"]
+    assert summary["overlap_ns"] == middle["overlap_ns"]
+    text = printable(markdown.render(report))
+    assert "### Device time per iteration (steady state)" in text
+    assert "| 10 (left out) |" in text and "| 14 (left out) |" in text and "| 12 |" in text
+    assert "11-13 (3)" in text
+
+
+def test_two_iterations_are_too_few_for_a_steady_state():
+    src, _ = source(rank=0, seed=4, steps=2)
+    report = build_report([RunData(label="r", path=Path("."), timing=[src])], steady_state=True)
+    summary = report["runs"][0]["timeline"][0]["iteration_summary"]
+    assert summary["steady_state"] is False and summary["iterations"] == [10, 11]
+
+
+def test_per_rank_rows():
+    sources = [source(rank=r, seed=10 + r)[0] for r in (1, 0)]
+    report = build_report([RunData(label="r", path=Path("."), timing=sources)])
+    assert [t["rank"] for t in report["runs"][0]["timeline"]] == [1, 0]
+    text = markdown.render(report)
+    assert "rank 0, `host/0`, device cuda:0:" in text and "rank 1, `host/1`, device cuda:0:" in text
+
+
+def test_no_iterations_no_section():
+    src, _ = source(rank=0, seed=5)
+    src.devices[0].iterations = []
+    report = build_report([RunData(label="r", path=Path("."), timing=[src])])
+    assert report["runs"][0]["timeline"][0]["iteration_summary"] is None
+    assert "Device time per iteration" not in markdown.render(report)
+
+
+def test_peak_memory_from_the_traces_memory_events():
+    """Without a workload figure, the trace's own peaks (TimingSource.peak_memory_bytes, set by the trace readers)."""
+    runs = []
+    for label, gpu in (("base", 2 * 2**30), ("new", 4 * 2**30)):
+        src, _ = source(rank=0, seed=6)
+        src.peak_memory_bytes = {"CPU": 2**30, "GPU 0": gpu}  # type: ignore[attr-defined]
+        runs.append(RunData(label=label, path=Path(label), timing=[src]))
+    report = build_report(runs)
+    assert report["runs"][1]["summary"]["trace_peak_memory"] == [
+        {"origin": "host/0", "device": "CPU", "bytes": 2**30},
+        {"origin": "host/0", "device": "GPU 0", "bytes": 4 * 2**30},
+    ]
+    row = report["comparison"][1]
+    assert (row["peak_memory_bytes"], row["peak_memory_kind"]) == (4 * 2**30, "trace")
+    assert row["memory_saving"] == pytest.approx(0.5)
+    text = markdown.render(report)
+    assert "peak allocated memory in the trace (memory events): CPU 1.00 GiB, GPU 0 4.00 GiB" in text
+    assert "| 4.00 (trace) | 0.50x |" in text
