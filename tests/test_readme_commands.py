@@ -35,6 +35,8 @@ SKIP_RULES: list[tuple[str, str]] = [
      "counters or PC sampling: needs rocprofv3 or ncu (a GPU)"),
     (r"benchmarks/[^ ]+\.sh|--device cuda", "needs a GPU"),
     (r"run --tags tiny_llama_v[234]\b", "minutes on a CPU (v2-v4 through the runner; run.sh --validate covers v4)"),
+    (r"report my_torch_traces/", "needs the traces the README's Python block records; "
+     "tests/reports/test_reports_kineto.py runs the two together"),
 ]
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.insights.stats import STATISTICS, holm, run_level_test
+from madengine_rocprof.reports import kineto_reader
 from madengine_rocprof.reports.analysis import merge_kernels
 from madengine_rocprof.reports.categories import classify
 from madengine_rocprof.reports.discover import iter_dispatches, load_run
@@ -56,7 +57,8 @@ class Side:
 
 
 def find_runs(root: Path) -> list[Path]:
-    """The run directories below ROOT (those holding run.json or workload_result.json, shallowest), else ROOT."""
+    """The run directories below ROOT (those holding run.json or workload_result.json, or PyTorch profiler traces:
+    one folder per profiled run, its ranks' files side by side; shallowest), else ROOT."""
     if not root.is_dir():
         raise UserError(f"not a directory: {root}", fix="pass a run directory, or a directory of repeated runs")
     if any((root / m).is_file() for m in RUN_MARKERS):
@@ -64,7 +66,9 @@ def find_runs(root: Path) -> list[Path]:
     found = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        if any(m in filenames for m in RUN_MARKERS):
+        if any(m in filenames for m in RUN_MARKERS) or any(
+            kineto_reader.is_kineto_trace(Path(dirpath) / f) for f in filenames if f.endswith(kineto_reader.SUFFIXES)
+        ):
             found.append(Path(dirpath))
             dirnames[:] = []
     return found or [root]

@@ -492,6 +492,8 @@ def _read(path: Path, *, want_tracks: bool = False) -> tuple[_Collected, int, in
 def read_kineto(src: TimingSource) -> TimingSource:
     """Fill src from one Kineto trace: kernels (or CPU operators when there are none), copies, steps, memory."""
     got, base, src.rank = _read(src.path)
+    # aggregate computes device time per iteration: the iterations go in first
+    src.iterations = [Iteration(n, base + start, base + end) for n, (start, end) in sorted(got.steps.items())]
     copies = got.copies.frame(got.names, got.devices, base) if len(got.copies) else None
     if len(got.kernels) or not got.cpu:
         dispatches.aggregate(src, got.kernels.frame(got.names, got.devices, base), copies=copies)
@@ -503,7 +505,6 @@ def read_kineto(src: TimingSource) -> TimingSource:
         src.first_start_ns = base + min(c[2] for c in got.cpu)
         src.last_end_ns = base + max(c[3] for c in got.cpu)
     src.copies = _copy_stats(got)
-    src.iterations = [Iteration(n, base + start, base + end) for n, (start, end) in sorted(got.steps.items())]
     src.peak_memory_bytes = dict(sorted(got.memory.items()))
     return src
 

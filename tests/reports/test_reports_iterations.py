@@ -108,7 +108,7 @@ def test_peak_memory_from_the_traces_memory_events():
     runs = []
     for label, gpu in (("base", 2 * 2**30), ("new", 4 * 2**30)):
         src, _ = source(rank=0, seed=6)
-        src.peak_memory_bytes = {"CPU": 2**30, "GPU 0": gpu}  # type: ignore[attr-defined]
+        src.peak_memory_bytes = {"CPU": 2**30, "GPU 0": gpu}
         runs.append(RunData(label=label, path=Path(label), timing=[src]))
     report = build_report(runs)
     assert report["runs"][1]["summary"]["trace_peak_memory"] == [

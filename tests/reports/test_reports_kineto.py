@@ -85,6 +85,14 @@ def float_step_ns(trace: dict) -> float:
     return math.ulp(largest) * 1000
 
 
+GPU_EVENTS = ("kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset")
+
+
+def on_device(trace: dict, device: str, *categories: str) -> list[tuple[int, int]]:
+    return [interval(trace, e) for e in events(trace, *categories)
+            if f"GPU {(e.get('args') or {}).get('device', e.get('pid'))}" == device]
+
+
 def kernel_table(trace: dict) -> dict[str, tuple[int, int]]:
     table: dict[str, list[int]] = {}
     for e in events(trace, "kernel"):
@@ -134,14 +142,16 @@ def test_kernels_and_busy_time_equal_the_exact_computation(folder):
         assert {n: (k.calls, k.total_ns) for n, k in source.kernels.items()} == expected
         assert source.dispatches == sum(calls for calls, _ in expected.values())
         assert not source.cpu_operators
-        busy = busy_per_device(trace, "kernel")
+        # busy: kernels, memcpy and memset (docs/reports.md)
+        busy = busy_per_device(trace, *GPU_EVENTS)
         assert {d.device: d.busy_ns for d in source.devices} == busy
         for d in source.devices:
-            spans = [interval(trace, e) for e in events(trace, "kernel")
-                     if f"GPU {(e.get('args') or {}).get('device', e.get('pid'))}" == d.device]
-            assert d.dispatches == len(spans)
-            assert d.span_ns == max(e for _, e in spans) - min(s for s, _ in spans)
-            assert d.kernel_time_sum_ns == sum(e - s for s, e in spans)
+            kernels = on_device(trace, d.device, "kernel")
+            everything = on_device(trace, d.device, *GPU_EVENTS)
+            assert d.dispatches == len(kernels)
+            assert d.copies == len(everything) - len(kernels)
+            assert d.span_ns == max(e for _, e in everything) - min(s for s, _ in everything)
+            assert d.kernel_time_sum_ns == sum(e - s for s, e in kernels)
 
 
 @pytest.mark.parametrize("folder", GPU_FOLDERS)
@@ -151,12 +161,16 @@ def test_kernels_and_busy_time_equal_holistic_trace_analysis(folder):
     for name, hta in HTA["folders"][folder]["files"].items():
         source = source_of(run, name)
         assert {n: [k.calls, k.total_ns] for n, k in source.kernels.items()} == hta["kernels"]
-        hta_busy = {f"GPU {device}": v["busy_kernels_ns"] for device, v in hta["devices"].items()
-                    if v["busy_kernels_ns"]}
-        assert {d.device for d in source.devices} == set(hta_busy)
         trace = load_trace(FIXTURES / folder / name)
+        if {c.lower() for c in hta["gpu_events_by_category"]} <= set(GPU_EVENTS):
+            hta_busy = {f"GPU {device}": v["busy_all_gpu_events_ns"] for device, v in hta["devices"].items()}
+        else:  # HTA also counts cuda_sync events / CPU operators with a stream: compare the kernels' union
+            assert not events(trace, *GPU_EVENTS[1:])  # (these traces have no copies: busy is the kernels')
+            hta_busy = {f"GPU {device}": v["busy_kernels_ns"] for device, v in hta["devices"].items()
+                        if v["busy_kernels_ns"]}
+        assert {d.device for d in source.devices} == set(hta_busy)
         for d in source.devices:
-            assert_hta_union(d.busy_ns, hta_busy[d.device], trace, d.device, "kernel")
+            assert_hta_union(d.busy_ns, hta_busy[d.device], trace, d.device, *GPU_EVENTS)
 
 
 def test_hta_counts_copies_as_busy_and_the_exact_computation_agrees():
@@ -309,14 +323,18 @@ def test_report_compares_an_h100_and_an_mi300_trace(tmp_path):
 
 
 def test_compare_and_gate_on_kineto_traces(tmp_path, capsys):
+    """A folder of repeated runs, one subfolder of traces per run, on each side: compare and gate take them."""
     base, new = tmp_path / "base", tmp_path / "new"
-    shutil.copytree(FIXTURES / "tracelens_h100_falconsai", base)
-    shutil.copytree(FIXTURES / "tracelens_h100_falconsai", new)
+    for side in (base, new):
+        for repeat in ("r1", "r2", "r3"):
+            shutil.copytree(FIXTURES / "tracelens_h100_falconsai", side / repeat)
     out = tmp_path / "c.json"
     assert main(["compare", str(base), str(new), "--json", str(out), "-q", "--min-share", "0"]) == 0
     assert main(["compare", str(base), str(new), "--gate", "-q"]) == 0  # the same trace: no regression
+    capsys.readouterr()
     result = json.loads(out.read_text())
-    trace = kernel_table(load_trace(next(base.glob("*.json.gz"))))
+    assert [Path(r).name for r in result["base"]["runs"]] == ["r1", "r2", "r3"]  # each trace folder is a run
+    trace = kernel_table(load_trace(next((base / "r1").glob("*.json.gz"))))
     kernels = {m["name"]: m for m in result["metrics"] if m["kind"] == "kernel"}
     assert kernels and set(kernels) <= set(trace)
 
