@@ -1,7 +1,9 @@
 """Benchmark: `madengine-rocprof report` on a large PyTorch profiler (Kineto) trace, side by side with HTA.
 
 Usage: python benchmarks/reports/bench_kineto.py [--gpu-events 1000000] [--runs 3] [--hta-python PY]
-                                                 [--hta-runs N] [--work DIR] [--json FILE]
+                                                 [--hta-runs N] [--work DIR] [--json FILE] [--out DIR]
+As the `reports.kineto` case of `python -m benchmarks run`: `--rounds N` is --runs, `--out DIR` writes
+DIR/results.jsonl (one line per variant: ours, and HTA when --hta-python or $MADENGINE_ROCPROF_HTA_PYTHON is set).
 
 The trace (gzip) is generated once under --work by make_kineto_trace.py, which also returns the exact figures it
 wrote. Each timed run is one fresh process, as a user runs it: ours is `python -m madengine_rocprof report DIR
@@ -83,11 +85,13 @@ def summary(runs: list[dict], key: str) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu-events", type=int, default=1_000_000)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--hta-python", help="a Python with HolisticTraceAnalysis installed (side-by-side runs)")
+    parser.add_argument("--runs", "--rounds", type=int, default=3)
+    parser.add_argument("--hta-python", default=os.environ.get("MADENGINE_ROCPROF_HTA_PYTHON"),
+                        help="a Python with HolisticTraceAnalysis installed (side-by-side runs)")
     parser.add_argument("--hta-runs", type=int, help="HTA runs (default: --runs)")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "madengine-rocprof-bench")
     parser.add_argument("--json", type=Path, help="write the results here as well")
+    parser.add_argument("--out", type=Path, help="write DIR/results.jsonl, one line per variant (benchmarks runner)")
     args = parser.parse_args()
     out = args.work / "out-kineto"
     out.mkdir(parents=True, exist_ok=True)
@@ -139,7 +143,27 @@ def main() -> int:
     result["met"] = met
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "results.jsonl").write_text("".join(json.dumps(line) + "\n" for line in json_lines(result)))
     return 0 if met else 1
+
+
+def json_lines(result: dict) -> list[dict]:
+    """The benchmarks runner's lines (benchmarks/README.md): one per variant, figures by key suffix."""
+    common = {"case": "reports.kineto", "versions": dict(result["versions"], python=result["python"]),
+              "details": {"gpu_events": result["gpu_events"], "events_by_category": result["events_by_category"],
+                          "load_average": [result["load_average_at_start"][0], result["load_average_at_end"][0]]}}
+    lines = [dict(common, variant=f"report, {result['gpu_events']:,} GPU events",
+                  wall_s=result["ours"]["wall_s"], cpu_s=result["ours"]["cpu_s"],
+                  peak_rss_mib=result["ours"]["peak_rss_mib"]["max"],
+                  checks={"kernels equal the generator's": "yes", "targets met (10 s, 1.5 GiB)": str(result["met"])})]
+    if "hta" in result:
+        lines.append(dict(common, variant=f"HTA {result['hta_version'][0]}, same trace, same run",
+                          wall_s=result["hta"]["wall_s"], cpu_s=result["hta"]["cpu_s"],
+                          peak_rss_mib=result["hta"]["peak_rss_mib"]["max"],
+                          checks={"ours faster, wall (x)": round(result["speedup_vs_hta"]["wall_s"], 1)}))
+    return lines
 
 
 if __name__ == "__main__":
