@@ -123,6 +123,8 @@ def main() -> int:
         "load_average_at_start": load_start,
         "load_average_at_end": os.getloadavg(),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip(),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     median = result["ours"]["wall_s"]["median"]
     met = median <= TARGET_S and result["ours"]["peak_rss_mib"]["max"] <= TARGET_MIB
@@ -152,6 +154,8 @@ def main() -> int:
 def json_lines(result: dict) -> list[dict]:
     """The benchmarks runner's lines (benchmarks/README.md): one per variant, figures by key suffix."""
     common = {"case": "reports.kineto", "versions": dict(result["versions"], python=result["python"]),
+              "device": {"name": f"CPU only ({result['cpus']} cores)", "cpus": result["cpus"]},
+              "commit": result.get("commit"), "date": result.get("date"), "command": result["command"],
               "details": {"gpu_events": result["gpu_events"], "events_by_category": result["events_by_category"],
                           "load_average": [result["load_average_at_start"][0], result["load_average_at_end"][0]]}}
     lines = [dict(common, variant=f"report, {result['gpu_events']:,} GPU events",
