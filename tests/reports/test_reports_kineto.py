@@ -473,3 +473,20 @@ def test_blocks_split_anywhere_give_the_same_result(tmp_path, monkeypatch, separ
     trace = json.loads(text, parse_float=Decimal)
     assert {n: (k.calls, k.total_ns) for n, k in source.kernels.items()} == kernel_table(trace)
     assert {d.device: d.busy_ns for d in source.devices} == busy_per_device(trace, "kernel")
+
+
+@pytest.mark.parametrize("folder", ["tracelens_h100_bert", "tracelens_mi300_bert", "tracelens_h100_falconsai",
+                                    "tracelens_mi300_falconsai", "tracelens_mi210_gpu_only"])
+def test_hta_definitions_equal_htas_temporal_breakdown(folder):
+    """Where HTA analyses every event (at most one ProfilerStep; only kernels, memcpy and memset on the GPU), the
+    report's HTA-definition figures equal HTA 0.5.0's get_temporal_breakdown: span, idle and compute time.
+    (With several ProfilerSteps HTA keeps only the kernels launched in complete iterations, e.g. ours_h200_tt_*.)"""
+    hta = HTA["folders"][folder]
+    (name, files), = hta["files"].items()
+    assert {c.lower() for c in files["gpu_events_by_category"]} <= set(GPU_EVENTS)
+    (row,) = hta["temporal_breakdown"]
+    (device,) = run_of(folder).timing[0].devices
+    # HTA's microseconds are floats relative to the trace's first event: exact to well under a nanosecond here
+    assert abs(device.span_ns - row["kernel_time(us)"] * 1000) < 1
+    assert abs(device.span_ns - device.busy_ns - row["idle_time(us)"] * 1000) < 1
+    assert abs(device.hta_compute_busy_ns - row["compute_time(us)"] * 1000) < 1
