@@ -74,12 +74,12 @@ def classify(path: Path) -> str | None:
 def _process_key(rel: Path, fmt: str | None = None) -> str:
     """Origin of a file: its directory plus the per-process prefix (`host/1234`).
 
-    A PyTorch profiler trace is its own origin (the path without `.json`/`.json.gz`: torch names files
+    A PyTorch profiler trace is its own origin (the path without `.pt.trace.json`/`.json.gz`: torch names files
     `<worker>.<timestamp>.pt.trace.json`), except the embedded tracer's `<pid>_perfetto_trace.json`, which shares its
     origin with the kernel_trace.csv converted from it so that the two are not counted twice.
     """
     if fmt == kineto_reader.FORMAT and file_kinds.kind_of(rel.name) != "perfetto_trace":
-        return rel.as_posix().removesuffix(".gz").removesuffix(".json")
+        return rel.as_posix().removesuffix(".gz").removesuffix(".json").removesuffix(".pt.trace")
     prefix = file_kinds.split_name(rel.name)[1]
     parent = rel.parent.as_posix()
     return prefix if parent == "." else (f"{parent}/{prefix}" if prefix else parent)
