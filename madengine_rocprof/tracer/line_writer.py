@@ -4,7 +4,7 @@ The tracer writes its trace files while a SIGTERM's grace period runs, and a sec
 the write at any moment. A temporary file renamed at the end would lose every row on such an end; this writer
 keeps them: the file is created at its final name, and each `write` appends whole lines with unbuffered
 os.write calls. A failed write (ENOSPC, EFBIG) cuts the file back to the end of its last whole line before the
-error is raised, so the rows already written stay and no partial line or temporary file is left.
+error is raised, so every row the disk took stays and no partial line or temporary file is left.
 
 Limit, by construction of the kernel: SIGKILL in the middle of one os.write of a large block can cut that block
 at a page; Python-level signals (SIGTERM, SIGINT) run their handlers between writes and never do.
@@ -37,12 +37,13 @@ class LineWriter:
             while done < len(data):
                 done += os.write(self.fd, data[done:])
         except BaseException:
+            self.size += data[:done].tobytes().rfind(b"\n") + 1  # the whole lines the disk took stay
             self._cut_back()
             raise
         self.size += done
 
     def _cut_back(self) -> None:
-        """Drops a partly written block: the file ends after its last whole line again."""
+        """Drops a partly written line: the file ends after its last whole line again."""
         if self.fd is None:
             return
         try:
