@@ -36,8 +36,8 @@ def cpu_op(name: str, tid: int, start_ns: int, dur_ns: int, external: int, pid: 
 
 def kernel(name: str, start_ns: int, dur_ns: int, corr: int, *, device: int = 0, stream: int = 7, regs: int = 32,
            shared: int = 0, grid=(1, 1, 1), block=(128, 1, 1)) -> str:
-    return KERNEL % (json.dumps(name, ensure_ascii=False), device, stream, us(start_ns), us(dur_ns), corr, device, stream, corr, regs,
-                     shared, *grid, *block)
+    return KERNEL % (json.dumps(name, ensure_ascii=False), device, stream, us(start_ns), us(dur_ns), corr, device,
+                     stream, corr, regs, shared, *grid, *block)
 
 
 def runtime_call(name: str, tid: int, start_ns: int, dur_ns: int, corr: int, pid: int = 4242) -> str:

@@ -39,7 +39,8 @@ def test_absolute_kineto_times_become_exact_nanoseconds(tmp_path):
     """Kineto's `ts` of an absolute-time trace (base 0) is 1790857026123456.789 us; through a float it came out
     tens of nanoseconds off."""
     path = tmp_path / "trace.json"
-    kf.write(path, 0, [kf.cpu_op("aten::mm", 1, ABSOLUTE_NS, 70, 1), kf.cpu_op("aten::add", 1, ABSOLUTE_NS + 1001, 3, 2)])
+    kf.write(path, 0, [kf.cpu_op("aten::mm", 1, ABSOLUTE_NS, 70, 1),
+                       kf.cpu_op("aten::add", 1, ABSOLUTE_NS + 1001, 3, 2)])
     expected = [(ABSOLUTE_NS, ABSOLUTE_NS + 70), (ABSOLUTE_NS + 1001, ABSOLUTE_NS + 1004)]
     rows = convert.kernel_rows(convert.load(str(path)), cpu=True)  # the JSON parser's dict
     assert [(r[9], r[10]) for r in rows] == expected
@@ -238,8 +239,9 @@ def _traced(tmp_path: Path, out: Path, ops: int = 60_000, argv_prefix=()) -> sub
     script = tmp_path / "loop.py"
     script.write_text(LOOP_APP)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MADENGINE_ROCPROF")}
-    env.update(PYTHONPATH=str(REPO / "madengine_rocprof" / "tracer" / "inject"), MADENGINE_ROCPROF_TRACER_HOME=str(REPO),
-               MADENGINE_ROCPROF_TRACER_OUT=str(out), CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
+    env.update(PYTHONPATH=str(REPO / "madengine_rocprof" / "tracer" / "inject"),
+               MADENGINE_ROCPROF_TRACER_HOME=str(REPO), MADENGINE_ROCPROF_TRACER_OUT=str(out),
+               CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
     return subprocess.Popen([*argv_prefix, sys.executable, str(script), str(tmp_path / "ready"), str(ops)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
