@@ -73,3 +73,19 @@ def test_run_reports_results_it_cannot_write(models, small_disk):
     assert "cannot write" in output and "run.json: No space left on device" in output
     assert "Traceback" not in output
     assert not _temporary_files(out)
+
+
+def test_run_on_a_disk_full_before_the_run_starts_is_a_clear_exit_2_and_no_half_made_run_directory(models,
+                                                                                                      small_disk):
+    """Issue 25: the model scripts cannot be copied into the run directory. Was a raw list of Python error tuples
+    and a run directory with empty folders."""
+    (small_disk / "filler").write_bytes(b"x" * (1 << 20))  # the disk is full before `run` starts
+    out = small_disk / "out"
+    proc = start_run(models, out, "ok_model", "--runner", "local")
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2, output
+    assert "cannot prepare the run directory: No space left on device" in output
+    assert "fix: free space on the output file system" in output
+    assert "Traceback" not in output and "[(" not in output and "Errno" not in output
+    assert not (out / "ok_model__none").exists()
+    assert not _temporary_files(small_disk)
