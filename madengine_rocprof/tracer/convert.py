@@ -23,6 +23,7 @@ import os
 import re
 from collections.abc import Iterable
 
+from madengine_rocprof.atomic import atomic_file
 from madengine_rocprof.tracer.line_writer import LineWriter
 from madengine_rocprof.wrapper import rocprof_csv
 
@@ -402,6 +403,20 @@ def memcpy_rows(trace) -> list[tuple]:
         rows.append(("MEMORY_COPY", "MEMORY_COPY_" + direction, stream, "CPU" if src_host else gpu,
                      "CPU" if dst_host else gpu, corr, events.base + start, events.base + start + dur))
     return rows
+
+
+def write_chrome_trace(trace: dict, path: str) -> None:
+    """The CUPTI backend's Chrome trace as JSON, through a temporary file renamed into place. json.dump would run
+    the pure-Python encoder; blocks of events through json.dumps use the C one, and memory stays bounded."""
+    head = {k: v for k, v in trace.items() if k != "traceEvents"}
+    events = trace.get("traceEvents", [])
+    with atomic_file(path) as fh:
+        fh.write(json.dumps(head, allow_nan=False)[:-1] + (', "traceEvents": [' if head else '"traceEvents": ['))
+        for lo in range(0, len(events), BLOCK_ROWS):
+            if lo:
+                fh.write(", ")
+            fh.write(json.dumps(events[lo:lo + BLOCK_ROWS], allow_nan=False)[1:-1])
+        fh.write("]}")
 
 
 def _write_table(path: str, header, rows: list[tuple]) -> None:

@@ -42,7 +42,6 @@ import atexit
 import contextlib
 import importlib.abc
 import importlib.util
-import json
 import os
 import re
 import signal
@@ -53,7 +52,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from madengine_rocprof.atomic import atomic_file, write_json
+from madengine_rocprof.atomic import write_json
 from madengine_rocprof.tracer import api_recorder, convert, select
 from madengine_rocprof.wrapper import rocprof_csv
 
@@ -303,8 +302,7 @@ class _Tracer:
                 print(f"{TAG} error: CUPTI dropped {dropped} activity record(s) in pid {self.pid}: the trace is"
                       " incomplete", file=sys.stderr)
             if written and isinstance(source, dict):
-                with atomic_file(chrome) as fh:
-                    json.dump(source, fh)
+                convert.write_chrome_trace(source, chrome)
             elif not written and not dropped:
                 print(f"{TAG} no {'CPU operators' if self.cpu_mode else 'GPU kernels'} captured in pid {self.pid}:"
                       " no files written", file=sys.stderr)
