@@ -104,6 +104,8 @@ class Events:
         args = e.get("args") or {}
         if not isinstance(args, dict):
             args = {}
+        if self.cpu and cat != "cpu_op":
+            return  # CPU mode is the no-GPU case: no runtime calls or copies to read
         if cat in API_CATEGORIES:
             corr = _int(args.get("correlation"))
             tid = _int(e.get("tid"))
@@ -139,15 +141,21 @@ def from_dict(trace: dict, *, cpu: bool = False) -> Events:
 
 # ---------------------------------------------------------------- Kineto's own layout, read fast
 _STR = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
+_NUMBER = rb'(\d+(?:\.\d+)?)'  # Kineto's microseconds: three decimals (older writers: integers, other decimals)
 _HEAD = (rb'"ph": "(?:X",\s*"cat": "([^"\\]*)",\s*"name": (' + _STR + rb'),\s*"pid": (-?\d+|' + _STR + rb'),\s*'
-         rb'"tid": (-?\d+|' + _STR + rb'),\s*"ts": (\d+\.\d{3}),\s*"dur": (\d+\.\d{3})\s*')
-# Every "ph" key of the chunk is matched: an X event in full, any other event by its phase alone (empty groups).
-# A "ph" left unmatched (another layout, or the string "ph" as a value) fails the chunk's check.
-_OTHER = rb'|[^X"])'
-# CPU operators: Kineto writes "External id" first in their args; the rest of the event is skipped unread.
-_CPU_EVENT = re.compile(_HEAD + rb'(?:,\s*"args": \{\s*(?:"External id": (\d+))?)?' + _OTHER)
-_GPU_EVENT = re.compile(_HEAD + rb'(?:,\s*"args": \{([^{}]*)\})?\s*\}' + _OTHER)
-_ARG = re.compile(rb'"([^"\\]*)":\s*(' + _STR + rb'|\[[^\]]*\]|[^,\s}]+)')
+         rb'"tid": (-?\d+|' + _STR + rb'),\s*"ts": ' + _NUMBER + rb',\s*"dur": ' + _NUMBER + rb'\s*')
+# Every "ph" key of a chunk must be matched: an event of a category read here in full (the groups), any other event
+# by its phase, or its category, alone (empty groups). A "ph" left unmatched (another layout, or the string "ph" as
+# a value) fails the chunk's check, and the file goes to the JSON parser.
+_READ = rb"(?:cpu_op|kernel|cuda_runtime|cuda_driver|hip_runtime|gpu_memcpy)"
+_OTHER = rb'|X",\s*"cat": "(?!' + _READ + rb'")|[^X"])'
+_ARGS_TEXT = rb'([^{}"]*(?:' + _STR + rb'[^{}"]*)*)'  # strings may hold braces: `{lambda(int)#1}`
+# CPU operators: Kineto writes "External id" first in their args, and the rest of the event is skipped unread;
+# args that start otherwise are captured whole and searched.
+_CPU_EVENT = re.compile(_HEAD + rb'(?:,\s*"args": \{\s*(?:"External id": (\d+)|' + _ARGS_TEXT + rb'\}))?'
+                        + _OTHER)
+_GPU_EVENT = re.compile(_HEAD + rb'(?:,\s*"args": \{' + _ARGS_TEXT + rb'\})?\s*\}' + _OTHER)
+_ARG_VALUE = re.compile(rb'\s*(' + _STR + rb'|\[[^\]]*\]|[^,\s}]*)')
 _BASE = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
 CHUNK = 16 << 20
 
@@ -159,9 +167,21 @@ def _json_string(raw: bytes) -> str:
 _DOT, _NOTHING = itertools.repeat(b"."), itertools.repeat(b"")
 
 
-def _ns3(texts) -> Iterable[int]:
-    """"\\d+\\.\\d{3}" microseconds -> nanoseconds: the digits without the dot (C-level maps, no Python per value)."""
-    return map(int, map(bytes.replace, texts, _DOT, _NOTHING))
+def _ns3(texts: list[bytes]) -> list[int]:
+    """Microseconds text -> nanoseconds. With three decimals everywhere (Kineto's own layout) the digits without the
+    dot are the nanoseconds (C-level maps, no Python per value); otherwise value by value, exactly."""
+    lengths = map(len, texts)
+    dots = map(bytes.rfind, texts, _DOT)
+    if all(map(operator.eq, map(operator.sub, lengths, dots), itertools.repeat(4))):
+        return list(map(int, map(bytes.replace, texts, _DOT, _NOTHING)))
+    return [_us_text_ns(t) for t in texts]
+
+
+def _us_text_ns(text: bytes) -> int:
+    whole, _dot, fraction = text.partition(b".")
+    if len(fraction) <= 3:
+        return int(whole + fraction.ljust(3, b"0"))
+    return us_to_ns(text)  # finer than a nanosecond: rounded half to even
 
 
 def _chunks(mm, start: int):
@@ -186,9 +206,9 @@ def read_kineto(path: str, *, cpu: bool) -> Events:
             raise BadTrace(f"{path}: empty file")
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             head = mm.find(b'"traceEvents"')
-            base = _BASE.search(mm, 0, head) if head >= 0 else None
-            if head < 0 or (base is None and _BASE.search(mm, head) is not None):
-                return _read_generic(path, cpu)  # events before the base time: not Kineto's order
+            if head < 0:
+                return _read_generic(path, cpu)
+            base = _BASE.search(mm, 0, head) or _BASE.search(mm, head)  # Kineto writes it first; others last
             events = Events(cpu)
             events.base = int(base.group(1)) if base else 0
             for begin, end in _chunks(mm, head):
@@ -208,6 +228,8 @@ def _fast_chunk(chunk: bytes, events: Events) -> bool:
         if not ops:
             return True
         name_col, tid_col, ts_col, dur_col, ext_col = (list(map(operator.itemgetter(i), ops)) for i in (1, 3, 4, 5, 6))
+        if not all(ext_col):  # some "External id" not first in its args, or absent
+            ext_col = [x if x else b"%d" % _arg_int(f[7], b'"External id":') for x, f in zip(ext_col, ops, strict=True)]
         for raw in set(name_col):
             names[raw] = _json_string(raw)
         events.op_name += map(names.__getitem__, name_col)
@@ -217,40 +239,68 @@ def _fast_chunk(chunk: bytes, events: Events) -> bool:
             threads = list(map(int, tid_col))
         except ValueError:  # a thread named by a string: as the JSON path reads it
             threads = [_int(t) for t in tid_col]
-        try:
-            external = list(map(int, ext_col))
-        except ValueError:  # an operator without an "External id"
-            external = [int(x) if x else 0 for x in ext_col]
+        external = list(map(int, ext_col))
         events.op_tid += threads
         events.op_corr += external
         return True
     for cat, name, pid, tid, ts_text, dur_text, args_text in found:
         if not cat:
             continue
-        ts, dur = int(ts_text.replace(b".", b"")), int(dur_text.replace(b".", b""))
+        ts, dur = _us_text_ns(ts_text), _us_text_ns(dur_text)
         if cat == b"kernel":
-            args = dict(_ARG.findall(args_text))
             if name not in names:
                 names[name] = _json_string(name)
             events.op_name.append(names[name])
             events.op_start.append(ts)
             events.op_dur.append(dur)
             events.op_tid.append(0)
-            events.op_corr.append(_int(args.get(b"correlation")))
-            events.op_extra.append((_int(args.get(b"device")), _int(args.get(b"stream", tid)),
-                                    _int(args.get(b"registers per thread")), _int(args.get(b"shared memory")),
-                                    _xyz(args.get(b"block")), _xyz(args.get(b"grid"))))
+            events.op_corr.append(_arg_int(args_text, b'"correlation":'))
+            stream = _arg_int_or_none(args_text, b'"stream":')
+            events.op_extra.append((_arg_int(args_text, b'"device":'), _int(tid) if stream is None else stream,
+                                    _arg_int(args_text, b'"registers per thread":'),
+                                    _arg_int(args_text, b'"shared memory":'),
+                                    _arg_xyz(args_text, b'"block":'), _arg_xyz(args_text, b'"grid":')))
         elif cat in (b"cuda_runtime", b"cuda_driver", b"hip_runtime"):
-            args = dict(_ARG.findall(args_text))
-            corr, thread = _int(args.get(b"correlation")), _int(tid)
+            corr, thread = _arg_int(args_text, b'"correlation":'), _int(tid)
             if corr:
                 events.launcher[corr] = thread
-            events.api.append((ts, dur, cat.decode(), _json_string(name), _int(pid), thread, corr))
+            if name not in names:
+                names[name] = _json_string(name)
+            events.api.append((ts, dur, cat.decode(), names[name], _int(pid), thread, corr))
         elif cat == b"gpu_memcpy":
-            args = dict(_ARG.findall(args_text))
-            events.copies.append((ts, dur, _json_string(name), _int(args.get(b"device")),
-                                  _int(args.get(b"stream")), _int(args.get(b"correlation"))))
+            events.copies.append((ts, dur, _json_string(name), _arg_int(args_text, b'"device":'),
+                                  _arg_int(args_text, b'"stream":'), _arg_int(args_text, b'"correlation":')))
     return True
+
+
+_INT_AT = re.compile(rb"\s*(-?\d+)(?=\s*[,}\]]|\s*$)")
+_XYZ_AT = re.compile(rb"\s*\[\s*(-?\d+)\s*,\s*(-?\d+)\s*,\s*(-?\d+)\s*\]")
+
+
+def _arg_int(args: bytes, key: bytes) -> int:
+    """The integer after `key` ("name": with its colon) in an event's args text; 0 when absent or not an integer
+    (what the JSON path's int(... or 0) gives for them)."""
+    value = _arg_int_or_none(args, key)
+    return 0 if value is None else value
+
+
+def _arg_int_or_none(args: bytes, key: bytes) -> int | None:
+    at = args.find(key)
+    if at < 0:
+        return None
+    found = _INT_AT.match(args, at + len(key))
+    return int(found.group(1)) if found else 0
+
+
+def _arg_xyz(args: bytes, key: bytes) -> tuple[int, int, int]:
+    at = args.find(key)
+    if at < 0:
+        return 0, 0, 0
+    found = _XYZ_AT.match(args, at + len(key))
+    if found is not None:
+        return int(found.group(1)), int(found.group(2)), int(found.group(3))
+    other = _ARG_VALUE.match(args, at + len(key))  # not three integers: as the JSON path reads it
+    return _xyz(other.group(1) if other else None)
 
 
 def _read_generic(path: str, cpu: bool) -> Events:
