@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -153,10 +154,12 @@ def case_kineto(n: int, gpu: bool, path: Path | None = None) -> None:
             (make_gpu_trace if gpu else make_cpu_trace)(path, n)
         size = path.stat().st_size
         result = time_convert(path, not gpu, folder)
+        result["peak_rss_mb_so_far"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         print(json.dumps({"case": "kineto-gpu" if gpu else "kineto", "file_mb": round(size / 1e6, 1), **result}))
         old = time_old(path, not gpu, folder)
         if old is not None:
             # synthetic times are whole nanoseconds below 2**53 us, so both must give the same bytes
+            old["peak_rss_mb_so_far"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
             print(json.dumps({"case": "kineto-gpu" if gpu else "kineto", "file_mb": round(size / 1e6, 1), **old,
                               "identical_kernel_trace": same_rows(folder)}))
 
