@@ -187,8 +187,7 @@ def case_cupti(n: int) -> None:
         convert.write_files(events, tmp, "c_", cpu=False)
         rows_wall, rows_cpu = _since(start)
         start = _clock()
-        with open(os.path.join(tmp, "c_perfetto_trace.json"), "w", encoding="utf-8") as fh:
-            json.dump(trace, fh)
+        convert.write_chrome_trace(trace, os.path.join(tmp, "c_perfetto_trace.json"))
         json_wall, json_cpu = _since(start)
     print(json.dumps({"case": "cupti", "rows": n, "records_to_dict_s": dict_wall, "dict_to_csv_s": rows_wall,
                       "chrome_json_s": json_wall, "cpu_s": [dict_cpu, rows_cpu, json_cpu],

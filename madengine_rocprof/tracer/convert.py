@@ -36,6 +36,7 @@ _DIRECTIONS = {"HtoD": ("HOST_TO_DEVICE", True, False), "DtoH": ("DEVICE_TO_HOST
                "AtoD": ("DEVICE_TO_DEVICE", False, False), "DtoA": ("DEVICE_TO_DEVICE", False, False)}
 _EXACT = decimal.Context(prec=60, rounding=decimal.ROUND_HALF_EVEN, traps=[decimal.InvalidOperation])
 BLOCK_ROWS = 8192  # rows per write: each write is whole lines
+_FLOAT_EXACT_US = 2**51 / 1000  # below this, round(us * 1000) of the float nearest k/1000 is k
 
 
 class BadTrace(ValueError):
@@ -45,9 +46,15 @@ class BadTrace(ValueError):
 def us_to_ns(value) -> int:
     """Microseconds (JSON number text, int, float or Decimal) -> integer nanoseconds, exact for decimal text; half
     a nanosecond rounds to even. A float is taken at its shortest repr (what a JSON writer printed)."""
-    if isinstance(value, bool):
+    kind = type(value)
+    if kind is float and -_FLOAT_EXACT_US < value < _FLOAT_EXACT_US:
+        scaled = value * 1000
+        whole = round(scaled)
+        if abs(scaled - whole) < 1e-3:  # k/1000 us as a float (the CUPTI backend's): k, exactly, below 2**51 ns
+            return whole
+    if kind is bool:
         raise BadTrace(f"a time is {value!r}, not a number")
-    if isinstance(value, int):
+    if kind is int:
         return value * 1000
     if isinstance(value, bytes):
         value = value.decode("ascii", "replace")
@@ -59,6 +66,8 @@ def us_to_ns(value) -> int:
 
 
 def _int(value) -> int:
+    if type(value) is int:
+        return value
     try:
         return int(value or 0)
     except (TypeError, ValueError):
@@ -66,6 +75,10 @@ def _int(value) -> int:
 
 
 def _xyz(value) -> tuple[int, int, int]:
+    if type(value) is list and len(value) == 3:
+        a, b, c = value
+        if type(a) is int and type(b) is int and type(c) is int:
+            return a, b, c
     if isinstance(value, (bytes, str)):
         value = [v for v in (value.decode() if isinstance(value, bytes) else value).strip("[] ").split(",") if v]
     if isinstance(value, (list, tuple)) and value:
