@@ -277,7 +277,11 @@ class _Tracer:
     def _write(self) -> None:
         """kernel_trace.csv first, in whole lines (a kill or a full disk keeps the rows written so far), then the
         stats, the summary and the Chrome trace. Nothing is written under a temporary name that a kill could leave,
-        except the Chrome trace of the CUPTI backend (renamed into place when complete; removed on errors)."""
+        except the Chrome trace of the CUPTI backend (renamed into place when complete; removed on errors).
+
+        The backend's `trace(path, demangle_names=...)` returns (source, counts); source is the path of the Kineto
+        JSON it exported to `path` (torch.profiler), a Kineto-style dict (CUPTI; also written to `path` as JSON),
+        or convert.Events (rows straight from records; no Chrome trace)."""
         host_dir = os.path.join(self.out, socket.gethostname())
         os.makedirs(host_dir, exist_ok=True)
         prefix = rocprof_csv.file_prefix(self.pid)
@@ -287,7 +291,9 @@ class _Tracer:
         try:
             source, counts = self.prof.trace(chrome, demangle_names=not self.mangled)
             counts["why"] = self.why
-            if isinstance(source, dict):
+            if isinstance(source, convert.Events):  # rows made straight from a backend's records
+                events = source
+            elif isinstance(source, dict):  # a Kineto-style trace (the CUPTI backend's)
                 events = convert.from_dict(source, cpu=self.cpu_mode)
             else:  # torch.profiler exported its own JSON to `chrome`
                 events = convert.read_kineto(source, cpu=self.cpu_mode)

@@ -347,3 +347,34 @@ def test_an_output_folder_with_a_quote_and_a_backslash_gets_the_whole_trace(tmp_
     assert proc.returncode == -signal.SIGTERM, err
     assert "could not write" not in err, err
     assert _check_complete(out) >= 2_000  # and the Chrome trace is valid JSON (_check_complete parses it)
+
+
+def test_a_backend_may_hand_over_rows_without_a_chrome_trace(tmp_path, monkeypatch):
+    """The writer's interface for a backend: trace() may return convert.Events (rows made straight from records)."""
+    monkeypatch.setenv("MADENGINE_ROCPROF_TRACER_OUT", str(tmp_path))
+    events = convert.Events(cpu=False)
+    events.op_start, events.op_dur, events.op_name = [5000, 1000], [10, 20], ["k2", "k1"]
+    events.op_tid, events.op_corr = [0, 0], [2, 1]
+    events.op_extra = [(0, 7, 32, 0, (64, 1, 1), (2, 1, 1)), (0, 7, 16, 0, (32, 1, 1), (1, 1, 1))]
+    events.launcher = {1: 99}
+
+    class Backend:
+        name = "rows"
+
+        def stop(self) -> None:
+            pass
+
+        def trace(self, _path, *, demangle_names):
+            return events, {"backend": self.name, "dropped_records": 0}
+
+    tracer = runtime._Tracer()
+    tracer.prof = Backend()
+    tracer.finish()
+    host = tmp_path / socket.gethostname()
+    pid = os.getpid()
+    assert sorted(p.name for p in host.iterdir()) == [f"{pid}_kernel_stats.csv", f"{pid}_kernel_trace.csv",
+                                                       f"{pid}_tracer_summary.json"]
+    rows = read_csv(host / f"{pid}_kernel_trace.csv")
+    assert [(r["Kernel_Name"], r["Dispatch_Id"], r["Thread_Id"], r["Start_Timestamp"]) for r in rows] == [
+        ("k1", "1", "99", "1000"), ("k2", "2", "0", "5000")]
+    assert json.loads((host / f"{pid}_tracer_summary.json").read_text())["kernel_rows"] == 2
