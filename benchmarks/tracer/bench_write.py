@@ -58,32 +58,23 @@ def versions() -> dict:
     return out
 
 
-def make_cpu_trace(path: Path, n: int, seed: int = 1) -> None:
+def make_trace(path: Path, n: int, gpu: bool, seed: int = 1) -> None:
+    """n CPU operators, or n kernels each with its runtime launch call, in Kineto's layout; seeded."""
     rng = random.Random(seed)
-    t = 0
 
     def events():
-        nonlocal t
+        t = 0
         for i in range(1, n + 1):
-            t += rng.randint(100, 5000)
-            yield kf.cpu_op(rng.choice(OPS), 4242, t, rng.randint(50, 20000), i)
-
-    kf.write(path, 1_790_857_026_000_000_000, events(), t)
-
-
-def make_gpu_trace(path: Path, n: int, seed: int = 1) -> None:
-    rng = random.Random(seed)
-    t = 0
-
-    def events():
-        nonlocal t
-        for i in range(1, n + 1):
+            if not gpu:
+                t += rng.randint(100, 5000)
+                yield kf.cpu_op(rng.choice(OPS), 4242, t, rng.randint(50, 20000), i)
+                continue
             t += rng.randint(1000, 9000)
             yield kf.runtime_call("cudaLaunchKernel", 4243, t, 3000, i)
             yield kf.kernel(f"void kernel_{rng.randint(1, 300)}<float>(float*, int)", t + 5000, rng.randint(900, 90000),
                             i, grid=(rng.randint(1, 4096), 1, 1), block=(256, 1, 1))
 
-    kf.write(path, 1_790_857_026_000_000_000, events(), t)
+    kf.write(path, 1_790_857_026_000_000_000, events())
 
 
 def _clock():
@@ -151,7 +142,7 @@ def case_kineto(n: int, gpu: bool, path: Path | None = None) -> None:
         folder = Path(tmp)
         if path is None:
             path = folder / "trace.json"
-            (make_gpu_trace if gpu else make_cpu_trace)(path, n)
+            make_trace(path, n, gpu)
         size = path.stat().st_size
         result = time_convert(path, not gpu, folder)
         result["peak_rss_mb_so_far"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)

@@ -12,7 +12,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,6 @@ from hypothesis import strategies as st
 
 from madengine_rocprof.tracer import convert, runtime
 from madengine_rocprof.tracer.line_writer import LineWriter
-from madengine_rocprof.wrapper import rocprof_csv
 
 from . import kineto_files as kf
 from .wrapper_testlib import REPO
@@ -168,39 +166,6 @@ def test_rows_come_out_in_start_order_whatever_the_file_order(tmp_path):
 
 
 # ---------------------------------------------------------------- whole lines, on a full disk
-@pytest.fixture
-def tiny_disk(tmp_path: Path):
-    """A 256 KiB tmpfs (root only): a real ENOSPC, not a fake."""
-    mount = tmp_path / f"tmpfs_{uuid.uuid4().hex[:6]}"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace').strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
-
-
-def test_a_full_disk_keeps_every_whole_row_written_and_no_temporary_file(tiny_disk):
-    events = convert.Events(cpu=True)
-    n = 20_000  # about 1.5 MB of rows: far more than the disk holds
-    events.op_start, events.op_dur = [i * 1000 for i in range(n)], [500] * n
-    events.op_tid, events.op_corr = [7] * n, list(range(1, n + 1))
-    events.op_name = [f'op "{i % 13}", with a comma' for i in range(n)]
-    with pytest.raises(OSError) as err:
-        convert.write_files(events, str(tiny_disk), "1_", cpu=True)
-    assert err.value.errno == 28  # ENOSPC
-    assert sorted(p.name for p in tiny_disk.iterdir()) == ["1_kernel_trace.csv"]  # no stats, no temporary file
-    text = (tiny_disk / "1_kernel_trace.csv").read_text()
-    assert text.endswith("\n")
-    rows = list(csv.reader(text.splitlines()))
-    assert rows[0] == list(rocprof_csv.KERNEL_TRACE) and len(rows) > 1000
-    assert all(len(r) == len(rocprof_csv.KERNEL_TRACE) for r in rows)
-    assert [int(r[5]) for r in rows[1:]] == list(range(1, len(rows)))  # the first rows, in order, none missing
-    assert rows[-1][7] == f'op "{(len(rows) - 2) % 13}", with a comma'
-
-
 FSIZE_APP = r"""
 import resource, signal, sys
 sys.path.insert(0, sys.argv[1])
