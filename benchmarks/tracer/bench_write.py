@@ -8,6 +8,8 @@ Cases (each prints one JSON line per measurement; see README.md here for the com
   file PATH     a real Kineto export (e.g. a perfetto_trace.json the tracer wrote), CPU operators.
   cupti N       the CUPTI backend's path after the buffers are parsed: N kernel records -> Chrome-trace dict
                 (cupti_records.chrome_trace) -> rows -> files, then the Chrome trace JSON.
+  in-memory N   not a path the tracer takes: N `a + 1` ops profiled on the CPU, Kineto's in-memory results listed
+                and four columns read, compared with what the JSON gives (README.md, "The 1M records/s target").
   v1 STEPS      TinyTransformer v1 on the CPU for STEPS optimizer steps with the tracer in the process, then the
                 tracer's own finish() timed: torch.profiler stop, Kineto's JSON export, our read and write.
 Records/s = rows written / (read + write seconds). Times: wall clock and this process's CPU time (the machine is
@@ -228,8 +230,41 @@ def case_v1(steps: int) -> None:
                       "file_bytes": files}), flush=True)
 
 
+def case_in_memory(n: int) -> None:
+    """The road not taken: reading Kineto's results in memory instead of its JSON (n `a + 1` CPU ops profiled)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    prof = profile(activities=[ProfilerActivity.CPU])
+    prof.start()
+    a = torch.ones(4)
+    for _ in range(n):
+        a = a + 1
+    prof.stop()
+    start = _clock()
+    events = prof.profiler.kineto_results.events()  # type: ignore[union-attr]
+    list_wall, list_cpu = _since(start)
+    kind = type(events[0])
+    start = _clock()
+    names, starts = list(map(kind.name, events)), list(map(kind.start_ns, events))
+    durations, threads = list(map(kind.duration_ns, events)), list(map(kind.start_thread_id, events))
+    columns_wall, columns_cpu = _since(start)
+    with tempfile.TemporaryDirectory(prefix="bench_tracer_") as tmp:
+        path = os.path.join(tmp, "t.json")
+        prof.export_chrome_trace(path)
+        parsed = convert.read_kineto(path, cpu=True)
+    ours = [parsed.base + s for s in parsed.op_start]
+    kept = [i for i, e in enumerate(events) if kind.activity_type(e) == "cpu_op"]
+    print(json.dumps({"case": "in-memory", "events": len(events), "list_s": list_wall, "list_cpu_s": list_cpu,
+                      "four_columns_s": columns_wall, "four_columns_cpu_s": columns_cpu,
+                      "start_ns_equal_to_json": sorted(starts[i] for i in kept) == sorted(ours),
+                      "names_equal": sorted(names[i] for i in kept) == sorted(parsed.op_name),
+                      "durations_equal": sorted(durations[i] for i in kept) == sorted(parsed.op_dur),
+                      "thread_ids_equal": sorted(threads[i] for i in kept) == sorted(parsed.op_tid)}))
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("kineto", "kineto-gpu", "file", "cupti", "v1"):
+    if len(argv) != 2 or argv[0] not in ("kineto", "kineto-gpu", "file", "cupti", "v1", "in-memory"):
         print(__doc__, file=sys.stderr)
         return 2
     print(json.dumps({"versions": versions()}))
@@ -240,6 +275,8 @@ def main(argv: list[str]) -> int:
         case_cupti(int(value))
     elif case == "v1":
         case_v1(int(value))
+    elif case == "in-memory":
+        case_in_memory(int(value))
     else:
         case_kineto(int(value), case == "kineto-gpu")
     return 0
