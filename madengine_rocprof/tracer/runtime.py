@@ -287,7 +287,7 @@ class _Tracer:
         prefix = rocprof_csv.file_prefix(self.pid)
         chrome = os.path.join(host_dir, prefix + "perfetto_trace.json")
         written: list[str] = []
-        exported = self.prof.name == "torch"
+        nothing_captured = False  # set once the trace was read and held no row: then no file stays
         try:
             source, counts = self.prof.trace(chrome, demangle_names=not self.mangled)
             counts["why"] = self.why
@@ -310,12 +310,13 @@ class _Tracer:
             if written and isinstance(source, dict):
                 convert.write_chrome_trace(source, chrome)
             elif not written and not dropped:
+                nothing_captured = True
                 print(f"{TAG} no {'CPU operators' if self.cpu_mode else 'GPU kernels'} captured in pid {self.pid}:"
                       " no files written", file=sys.stderr)
         finally:
             leftovers = [chrome + ".tmp"]  # torch's exporter writes <path>.tmp first; a full disk leaves it
-            if exported and not written:
-                leftovers.append(chrome)  # no rows: no files, as rocprofv3 (or the export failed part way)
+            if nothing_captured:
+                leftovers.append(chrome)  # no rows: no files, as rocprofv3. A trace we failed to read stays
             for left in leftovers:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(left)

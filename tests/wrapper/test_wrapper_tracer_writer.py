@@ -343,3 +343,24 @@ def test_a_backend_may_hand_over_rows_without_a_chrome_trace(tmp_path, monkeypat
     assert [(r["Kernel_Name"], r["Dispatch_Id"], r["Thread_Id"], r["Start_Timestamp"]) for r in rows] == [
         ("k1", "1", "99", "1000"), ("k2", "2", "0", "5000")]
     assert json.loads((host / f"{pid}_tracer_summary.json").read_text())["kernel_rows"] == 2
+
+
+def test_an_export_that_cannot_be_read_is_kept_and_the_error_said(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MADENGINE_ROCPROF_TRACER_OUT", str(tmp_path))
+
+    class Exporter:  # like TorchBackend: writes its JSON to the path it is given and returns the path
+        name = "torch"
+
+        def stop(self) -> None:
+            pass
+
+        def trace(self, path, *, demangle_names):
+            Path(path).write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "ts": 1.0, "dur": ')  # cut short
+            return path, {"backend": self.name, "dropped_records": None}
+
+    tracer = runtime._Tracer()
+    tracer.prof = Exporter()
+    tracer.finish()
+    assert "could not write the trace" in capsys.readouterr().err
+    host = tmp_path / socket.gethostname()
+    assert [p.name for p in host.iterdir()] == [f"{os.getpid()}_perfetto_trace.json"]  # what was recorded stays
