@@ -177,15 +177,13 @@ def _json_string(raw: bytes) -> str:
     return json.loads(raw) if b"\\" in raw else raw[1:-1].decode("utf-8", "replace")
 
 
-_DOT, _NOTHING = itertools.repeat(b"."), itertools.repeat(b"")
+_DOT, _NOTHING, _FOURTH_LAST = itertools.repeat(b"."), itertools.repeat(b""), itertools.repeat(slice(-4, -3))
 
 
 def _ns3(texts: list[bytes]) -> list[int]:
     """Microseconds text -> nanoseconds. With three decimals everywhere (Kineto's own layout) the digits without the
     dot are the nanoseconds (C-level maps, no Python per value); otherwise value by value, exactly."""
-    lengths = map(len, texts)
-    dots = map(bytes.rfind, texts, _DOT)
-    if all(map(operator.eq, map(operator.sub, lengths, dots), itertools.repeat(4))):
+    if all(map(operator.eq, map(operator.getitem, texts, _FOURTH_LAST), _DOT)):  # "...d.ddd"
         return list(map(int, map(bytes.replace, texts, _DOT, _NOTHING)))
     return [_us_text_ns(t) for t in texts]
 

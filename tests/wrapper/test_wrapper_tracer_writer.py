@@ -49,6 +49,20 @@ def test_absolute_kineto_times_become_exact_nanoseconds(tmp_path):
     assert trace[0]["Start_Timestamp"] == str(ABSOLUTE_NS) and trace[0]["End_Timestamp"] == str(ABSOLUTE_NS + 70)
 
 
+@pytest.mark.parametrize("ts,dur,ns", [("123", "456", (123_000, 456_000)), ("1.5", "2.25", (1500, 2250)),
+                                       ("7.000", "0.1234", (7000, 123)), ("12.3456", "0.0005", (12346, 0))])
+def test_times_with_other_decimals_in_kineto_layout(tmp_path, ts, dur, ns):
+    """Other writers' microseconds: integers (HTA's traces), fewer or more decimals; every event of the file alike,
+    so the fast path's all-three-decimals shortcut must not take them."""
+    event = kf.cpu_op("aten::mm", 1, 0, 0, 1).replace('"ts": 0.000', f'"ts": {ts}').replace('"dur": 0.000',
+                                                                                             f'"dur": {dur}')
+    path = tmp_path / "t.json"
+    kf.write(path, 0, [event, event])
+    fast = convert.read_kineto(str(path), cpu=True)
+    assert (fast.op_start[0], fast.op_dur[0]) == ns
+    assert _fields(fast) == _fields(convert.from_dict(convert.load(str(path)), cpu=True))
+
+
 def test_relative_times_add_to_the_base_exactly():
     trace = {"baseTimeNanoseconds": ABSOLUTE_NS, "traceEvents": [
         {"ph": "X", "cat": "kernel", "name": "k", "ts": 4788306846961.098, "dur": 0.07, "args": {}}]}
