@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from madengine_rocprof.errors import UserError
+from madengine_rocprof.errors import UserError, from_os_error
 from madengine_rocprof.models import AdditionalContext, ScriptRef
 from madengine_rocprof.registry.store import BUILTIN_COUNTERS_DIR
 from madengine_rocprof.runner import host, stopping
@@ -218,15 +218,24 @@ def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, target: Tar
 
 
 def _prepare_run_dir(item: Planned, opts: RunOptions, ws: Path) -> None:
-    if ws.exists():
-        shutil.rmtree(ws)  # a rerun replaces the previous run directory (perf.csv keeps every row)
-    for sub in (ws / "logs", ws / "profiler", ws / "samplers"):
-        sub.mkdir(parents=True, exist_ok=True)
-    # symlinks=True: a link in the script folder is copied as a link, never followed out of it
-    shutil.copytree((opts.model_root / item.card.scripts).parent, ws / SCRIPTS_DIR, symlinks=True,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for _, _, path in item.hooks:
-        shutil.copy2(path, ws / SCRIPTS_DIR / path.name)
+    try:
+        if ws.exists():
+            shutil.rmtree(ws)  # a rerun replaces the previous run directory (perf.csv keeps every row)
+        for sub in (ws / "logs", ws / "profiler", ws / "samplers"):
+            sub.mkdir(parents=True, exist_ok=True)
+        # symlinks=True: a link in the script folder is copied as a link, never followed out of it
+        shutil.copytree((opts.model_root / item.card.scripts).parent, ws / SCRIPTS_DIR, symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        for _, _, path in item.hooks:
+            shutil.copy2(path, ws / SCRIPTS_DIR / path.name)
+    except OSError as err:  # a full disk or a read-only tree before the run starts: no half-made run directory
+        shutil.rmtree(ws, ignore_errors=True)
+        if isinstance(err, shutil.Error) and err.args and isinstance(err.args[0], list) and err.args[0]:
+            _src, dst, why = err.args[0][0]  # copytree gathers (source, destination, reason) per file
+            reason = str(why).split("] ", 1)[-1].split(": '", 1)[0]
+            raise UserError(f"cannot prepare the run directory: {reason}", file=str(dst),
+                            fix="free space on the output file system, or choose another --output-dir") from None
+        raise from_os_error(err, "cannot prepare the run directory") from None
 
 
 def _base_env(ctx: AdditionalContext, opts: RunOptions, chain: Chain) -> dict[str, str]:

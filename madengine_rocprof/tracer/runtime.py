@@ -38,19 +38,20 @@ uncaught exception) or on SIGTERM. Environment (all optional):
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib.abc
 import importlib.util
-import json
 import os
+import re
 import signal
 import socket
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from madengine_rocprof.atomic import write_json
 from madengine_rocprof.tracer import api_recorder, convert, select
 from madengine_rocprof.wrapper import rocprof_csv
 
@@ -118,6 +119,7 @@ class _Tracer:
         self.finished = False
         self.lock = threading.RLock()  # SIGTERM's handler may run in this thread while it is inside finish()
         self.writer: int | None = None  # the thread writing the files
+        self.exiting = False  # finish() called by atexit
         # a SIGTERM that came during the write: acted on once the files are complete
         self.deferred: Callable[[], None] | None = None
 
@@ -128,7 +130,7 @@ class _Tracer:
 
         if self._needs_step_hook():
             register_optimizer_step_post_hook(self._after_step)
-        atexit.register(self.finish)
+        atexit.register(self.finish_at_exit)
         self._catch_sigterm()
         if self.skip_steps == 0 and self.delay_s <= 0:
             self.start(torch)
@@ -227,6 +229,10 @@ class _Tracer:
         signal.signal(signal.SIGTERM, on_term)
 
     # -------------------------------------------------- output
+    def finish_at_exit(self) -> None:
+        self.exiting = True
+        self.finish()
+
     def finish(self) -> None:
         with self.lock:
             if self.finished or os.getpid() != self.pid:
@@ -236,13 +242,15 @@ class _Tracer:
                 return
             self.writer = threading.get_ident()
             try:
-                if self.sync is not None:
-                    try:
-                        self.sync()  # kernels launched in the window finish before it closes
-                    except Exception as exc:  # e.g. a GPU error the app already hit: keep what was recorded
-                        print(f"{TAG} warning: cannot wait for the GPU before stopping: {exc!r}", file=sys.stderr)
-                self.prof.stop()
-                self._write()
+                with self._ctrl_c_held():
+                    if self.sync is not None:
+                        try:
+                            self.sync()  # kernels launched in the window finish before it closes
+                        except Exception as exc:  # e.g. a GPU error the app already hit: keep what was recorded
+                            print(f"{TAG} warning: cannot wait for the GPU before stopping: {exc!r}",
+                                  file=sys.stderr)
+                    self.prof.stop()
+                    self._write()
             except Exception as exc:  # broad: at exit the app's result must stand; the error is printed
                 print(f"{TAG} error: could not write the trace: {exc!r}{_disk_full_hint(self.out)}", file=sys.stderr)
             finally:
@@ -250,39 +258,78 @@ class _Tracer:
         if self.deferred:
             self.deferred()
 
+    @contextlib.contextmanager
+    def _ctrl_c_held(self):
+        """While the files are written, Ctrl-C is noted instead of raised: a KeyboardInterrupt part way would
+        abandon the trace (a second Ctrl-C while the first one's exit writes the files). It takes effect once
+        the files are complete, or is dropped when the process is exiting anyway."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = signal.getsignal(signal.SIGINT)
+        if previous in (signal.SIG_IGN, None):
+            yield
+            return
+        held: list = []
+        signal.signal(signal.SIGINT, lambda _signum, frame: held.append(frame))
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        if not held:
+            return
+        if self.exiting:
+            print(f"{TAG} Ctrl-C while the trace was written: the files were completed first", file=sys.stderr)
+        elif callable(previous):
+            previous(signal.SIGINT, held[0])
+        else:
+            os.kill(os.getpid(), signal.SIGINT)
+
     def _write(self) -> None:
+        """kernel_trace.csv first, in whole lines (a kill or a full disk keeps the rows written so far), then the
+        stats, the summary and the Chrome trace. Nothing is written under a temporary name that a kill could leave,
+        except the Chrome trace of the CUPTI backend (renamed into place when complete; removed on errors).
+
+        The backend's `trace(path, demangle_names=...)` returns (source, counts); source is the path of the Kineto
+        JSON it exported to `path` (torch.profiler), a Kineto-style dict (CUPTI; also written to `path` as JSON),
+        or convert.Events (rows straight from records; no Chrome trace)."""
         host_dir = os.path.join(self.out, socket.gethostname())
         os.makedirs(host_dir, exist_ok=True)
         prefix = rocprof_csv.file_prefix(self.pid)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".json", dir=host_dir)
-        os.close(fd)
+        chrome = os.path.join(host_dir, prefix + "perfetto_trace.json")
+        written: list[str] = []
+        nothing_captured = False  # set once the trace was read and held no row: then no file stays
         try:
-            trace, counts = self.prof.trace(tmp, demangle_names=not self.mangled)
+            source, counts = self.prof.trace(chrome, demangle_names=not self.mangled)
             counts["why"] = self.why
-            written = convert.write_files(trace, host_dir, prefix, cpu=self.cpu_mode, truncate=self.truncate,
+            if isinstance(source, convert.Events):  # rows made straight from a backend's records
+                events = source
+            elif isinstance(source, dict):  # a Kineto-style trace (the CUPTI backend's)
+                events = convert.from_dict(source, cpu=self.cpu_mode)
+            else:  # torch.profiler exported its own JSON to `chrome`
+                events = convert.read_kineto(source, cpu=self.cpu_mode)
+            written = convert.write_files(events, host_dir, prefix, cpu=self.cpu_mode, truncate=self.truncate,
                                           max_rows=self.max_kernels, api=self.api, memcpy=self.memcpy,
                                           stats=self.stats)
             dropped = counts.get("dropped_records") or 0
             if written or dropped:
-                counts["kernel_rows"] = sum(1 for e in trace.get("traceEvents", [])
-                                            if isinstance(e, dict) and e.get("cat") == ("cpu_op" if self.cpu_mode
-                                                                                        else "kernel"))
-                with open(os.path.join(host_dir, prefix + SUMMARY_SUFFIX), "w", encoding="utf-8") as fh:
-                    json.dump(counts, fh, indent=1)
+                counts["kernel_rows"] = len(events)
+                write_json(os.path.join(host_dir, prefix + SUMMARY_SUFFIX), counts, indent=1)
             if dropped:
                 print(f"{TAG} error: CUPTI dropped {dropped} activity record(s) in pid {self.pid}: the trace is"
                       " incomplete", file=sys.stderr)
-            if written:
-                if self.prof.name != "torch":  # torch.profiler exported its own JSON into tmp already
-                    with open(tmp, "w", encoding="utf-8") as fh:
-                        json.dump(trace, fh)
-                os.replace(tmp, os.path.join(host_dir, prefix + "perfetto_trace.json"))
-            elif not dropped:
+            if written and isinstance(source, dict):
+                convert.write_chrome_trace(source, chrome)
+            elif not written and not dropped:
+                nothing_captured = True
                 print(f"{TAG} no {'CPU operators' if self.cpu_mode else 'GPU kernels'} captured in pid {self.pid}:"
                       " no files written", file=sys.stderr)
         finally:
-            for left in (tmp, tmp + ".tmp"):  # torch's exporter writes <path>.tmp first; a full disk leaves it
-                if os.path.exists(left):
+            leftovers = [chrome + ".tmp"]  # torch's exporter writes <path>.tmp first; a full disk leaves it
+            if nothing_captured:
+                leftovers.append(chrome)  # no rows: no files, as rocprofv3. A trace we failed to read stays
+            for left in leftovers:
+                with contextlib.suppress(FileNotFoundError):
                     os.unlink(left)
 
 
@@ -334,10 +381,37 @@ class TorchBackend:
     def stop(self) -> None:
         self.prof.stop()
 
-    def trace(self, tmp: str, *, demangle_names: bool) -> tuple[dict, dict]:
-        """Kineto exports into `tmp` (it demangles names itself); dropped records are not reported by Kineto."""
-        self.prof.export_chrome_trace(tmp)
-        return convert.load(tmp), {"backend": self.name, "dropped_records": None}
+    def trace(self, path: str, *, demangle_names: bool) -> tuple[str, dict]:
+        """Kineto exports its JSON to `path` (it demangles names itself) and the path comes back for `convert`;
+        dropped records are not reported by Kineto."""
+        with kineto_path(path) as target:
+            self.prof.export_chrome_trace(target)
+        return path, {"backend": self.name, "dropped_records": None}
+
+
+_UNSAFE_IN_JSON = re.compile(r'["\\\x00-\x1f]')
+
+
+@contextlib.contextmanager
+def kineto_path(path: str):
+    """A name for `path` that Kineto can use. Kineto writes the path unescaped into the JSON (`traceName`) and
+    turns backslashes into slashes when it renames its temporary file, so a folder with a quote or a backslash
+    would lose the whole trace. Such a folder is reached through /proc/self/fd/N instead (same file system, so
+    Kineto's rename still works); other paths are used as they are."""
+    folder, name = os.path.split(path)
+    if not _UNSAFE_IN_JSON.search(path):
+        yield path
+        return
+    if _UNSAFE_IN_JSON.search(name):
+        raise ValueError(f"trace file name {name!r} has a character Kineto cannot write")
+    fd = os.open(folder or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        alias = f"/proc/self/fd/{fd}"
+        if not os.path.isdir(alias):
+            raise OSError(f"{folder!r} has a quote or backslash and /proc/self/fd is not available to reach it")
+        yield os.path.join(alias, name)
+    finally:
+        os.close(fd)
 
 
 SUMMARY_SUFFIX = "tracer_summary.json"

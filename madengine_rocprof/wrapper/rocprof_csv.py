@@ -41,6 +41,9 @@ def _cell(value) -> str:
     return '"' + str(value).replace('"', '""') + '"'
 
 
+cell = _cell  # one value as rocprofv3 writes it (the tracer's streaming writer formats with it too)
+
+
 def write_rows(path: str, header, rows) -> int:
     """Write `rows` (sequences in header order) atomically; returns the row count."""
     count = 0

@@ -8,6 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from madengine_rocprof.tracer import convert
+from madengine_rocprof.wrapper import rocprof_csv
+
 from .reliability_helpers import REPO, start_run
 
 FILL = "import sys; open(sys.argv[1], 'wb').write(b'x' * (2 << 20))"  # fails part way on a 1 MiB disk
@@ -73,3 +78,39 @@ def test_run_reports_results_it_cannot_write(models, small_disk):
     assert "cannot write" in output and "run.json: No space left on device" in output
     assert "Traceback" not in output
     assert not _temporary_files(out)
+
+
+def test_run_on_a_disk_full_before_the_run_starts_is_a_clear_exit_2_and_no_half_made_run_directory(models,
+                                                                                                      small_disk):
+    """Issue 25: the model scripts cannot be copied into the run directory. Was a raw list of Python error tuples
+    and a run directory with empty folders."""
+    (small_disk / "filler").write_bytes(b"x" * (1 << 20))  # the disk is full before `run` starts
+    out = small_disk / "out"
+    proc = start_run(models, out, "ok_model", "--runner", "local")
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2, output
+    assert "cannot prepare the run directory: No space left on device" in output
+    assert "fix: free space on the output file system" in output
+    assert "Traceback" not in output and "[(" not in output and "Errno" not in output
+    assert not (out / "ok_model__none").exists()
+    assert not _temporary_files(small_disk)
+
+
+def test_the_tracer_writer_on_a_full_disk_keeps_every_whole_row_and_leaves_no_temporary_file(small_disk):
+    """Issue 25: the embedded tracer's kernel_trace.csv on a real full disk (tmpfs, ENOSPC)."""
+    events = convert.Events(cpu=True)
+    n = 40_000  # about 3 MB of rows: far more than the 1 MiB disk holds
+    events.op_start, events.op_dur = [i * 1000 for i in range(n)], [500] * n
+    events.op_tid, events.op_corr = [7] * n, list(range(1, n + 1))
+    events.op_name = [f'op "{i % 13}", with a comma' for i in range(n)]
+    with pytest.raises(OSError) as err:
+        convert.write_files(events, str(small_disk), "1_", cpu=True)
+    assert err.value.errno == 28  # ENOSPC
+    assert sorted(p.name for p in small_disk.iterdir()) == ["1_kernel_trace.csv"]  # no stats, no temporary file
+    text = (small_disk / "1_kernel_trace.csv").read_text()
+    assert text.endswith("\n")
+    rows = list(csv.reader(text.splitlines()))
+    assert rows[0] == list(rocprof_csv.KERNEL_TRACE) and len(rows) > 1000
+    assert all(len(r) == len(rocprof_csv.KERNEL_TRACE) for r in rows)
+    assert [int(r[5]) for r in rows[1:]] == list(range(1, len(rows)))  # the first rows, in order, none missing
+    assert rows[-1][7] == f'op "{(len(rows) - 2) % 13}", with a comma'
