@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     result = compare_sides(load_side(args.base, "base"), load_side(args.new, "new"), settings)
     text = render_markdown(result, args.name_width)
     if args.json:
-        write_text(args.json, json.dumps(result, indent=1) + "\n")
+        write_text(args.json, json.dumps(result, indent=1, allow_nan=False) + "\n")
     if args.markdown:
         write_text(args.markdown, text)
     if not args.quiet:

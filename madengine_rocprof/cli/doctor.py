@@ -35,7 +35,7 @@ def run(args) -> int:
         chosen, error = None, str(err)
     if args.json:
         print(json.dumps({"profile": profile, "profile_kind": kind, "found": found, "chosen": chosen, "error": error},
-                         indent=2))
+                         indent=2, allow_nan=False))
         return 0 if chosen else 127
     for row in found:
         if row["found"]:
