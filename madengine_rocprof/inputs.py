@@ -84,7 +84,7 @@ def _check_stat(st: os.stat_result, p: str, kind: str, limit: int | None) -> Non
     if other == "a directory":
         raise InputError(f"is a directory, expected a {kind}", file=p, fix="name a file inside it")
     if other:
-        raise InputError(f"is {other}, not a regular file; a {kind} must be a regular file", file=p,
+        raise InputError(f"is {other}, not a regular file (expected: {kind})", file=p,
                          fix="save the content to a file and pass that file")
     if limit is not None and st.st_size > limit_for(limit):
         raise InputError(
@@ -345,36 +345,48 @@ def int_in_range(value: Any, source: str | None, where: str, *, line: int | None
 Shape = Any
 
 
+_TYPE_NAMES = {str: "a string", int: "a whole number", float: "a number", bool: "true/false", dict: "an object",
+               list: "an array"}
+
+
+def _fits_type(value: Any, kind: Any) -> bool:
+    if kind is None:
+        return value is None
+    if isinstance(value, bool):
+        return kind is bool
+    if kind is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, kind)
+
+
+def _describe(shape: Shape) -> str:
+    if isinstance(shape, dict):
+        return "an object"
+    if isinstance(shape, list):
+        return "an array"
+    if shape is None:
+        return "null"
+    return _TYPE_NAMES.get(shape, str(shape))
+
+
 def check_shape(value: Any, shape: Shape, source: str | None, where: str = "", fix: str | None = None) -> None:
     """Raise an InputError naming the JSON path of the first value that does not fit `shape`."""
     fix = fix or "the file is corrupt or was edited by hand; re-create it"
-    if isinstance(shape, dict):
-        if not isinstance(value, dict):
-            raise InputError(f"expected an object, got {json_type(value)}", file=source, where=where or None, fix=fix)
-        for key, sub in shape.items():
-            optional = key.endswith("?")
-            name = key.rstrip("?")
-            if name not in value:
-                if optional:
-                    continue
-                raise InputError(f"'{name}' is missing", file=source, where=where or None, fix=fix)
-            check_shape(value[name], sub, source, f"{where}.{name}" if where else name, fix)
-        return
-    if isinstance(shape, list):
-        if not isinstance(value, list):
-            raise InputError(f"expected an array, got {json_type(value)}", file=source, where=where or None, fix=fix)
-        for i, item in enumerate(value):
-            check_shape(item, shape[0], source, f"{where}[{i}]", fix)
-        return
-    types = shape if isinstance(shape, tuple) else (shape,)
-    allowed = tuple(type(None) if t is None else t for t in types)
-    if isinstance(value, bool) and bool not in allowed:
-        ok = False
-    else:
-        ok = isinstance(value, allowed) or (float in allowed and isinstance(value, int) and not isinstance(value, bool))
-    if not ok:
-        wanted = " or ".join(json_type(None) if t is None else {str: "a string", int: "a whole number",
-                                                                  float: "a number", bool: "true/false",
-                                                                  dict: "an object", list: "an array"}.get(t, str(t))
-                             for t in types)
-        raise InputError(f"expected {wanted}, got {json_type(value)}", file=source, where=where or None, fix=fix)
+    for alternative in shape if isinstance(shape, tuple) else (shape,):
+        if isinstance(alternative, dict) and isinstance(value, dict):
+            for key, sub in alternative.items():
+                name = key.rstrip("?")
+                if name not in value:
+                    if key.endswith("?"):
+                        continue
+                    raise InputError(f"'{name}' is missing", file=source, where=where or None, fix=fix)
+                check_shape(value[name], sub, source, f"{where}.{name}" if where else name, fix)
+            return
+        if isinstance(alternative, list) and isinstance(value, list):
+            for i, item in enumerate(value):
+                check_shape(item, alternative[0], source, f"{where}[{i}]", fix)
+            return
+        if not isinstance(alternative, (dict, list)) and _fits_type(value, alternative):
+            return
+    wanted = " or ".join(_describe(alt) for alt in (shape if isinstance(shape, tuple) else (shape,)))
+    raise InputError(f"expected {wanted}, got {json_type(value)}", file=source, where=where or None, fix=fix)

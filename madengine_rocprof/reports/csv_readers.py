@@ -64,13 +64,14 @@ def _layout(path: Path) -> _Layout:
 
 def _fields_match(path: Path, ncols: int) -> bool:
     """Every line has exactly ncols comma-separated fields (quoted parts removed first), counted in one streaming
-    pass. False also for what this line-wise count cannot judge (a quoted newline, a stray separator byte)."""
+    pass. False also for what this line-wise count cannot judge (a quoted newline, a stray separator byte, a bare
+    carriage return, which the csv module takes for a line end)."""
     try:
         bad = (
             pl.scan_csv(path, has_header=False, separator="\x1f", quote_char=None, new_columns=["line"],
                         schema_overrides={"line": pl.String}, infer_schema=False, encoding="utf8-lossy")
             .select(((pl.col("line").fill_null("").str.replace_all(r'"[^"]*"', "").str.count_matches(",") + 1)
-                     != ncols).sum())
+                     != ncols).sum() + pl.col("line").str.contains("\r").sum())
             .collect(engine="streaming")
             .item()
         )

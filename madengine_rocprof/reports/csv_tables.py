@@ -8,7 +8,9 @@ columns and rows whose field count differs from the header are errors, never sil
 from __future__ import annotations
 
 import csv
+import decimal
 import math
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -127,32 +129,34 @@ def open_table(path: Path, required: dict[str, tuple[str, ...]], optional: dict[
 
 # No counter or duration reaches this; below it, sums of a trillion values still stay finite in a float.
 MAX_NUMBER = 1e30
+# What a number in a profiler's CSV looks like: ASCII digits, optional sign, fraction and exponent, surrounding
+# blanks. Python's float()/int() accept more ("nan", "1_000", Arabic-Indic digits), which no profiler writes.
+INTEGER = re.compile(r"[ \t]*[+-]?[0-9]+[ \t]*")
+NUMBER = re.compile(r"[ \t]*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[ \t]*")
 
 
 def parse_number(table: Table, text: str, column: str) -> float:
-    """A finite numeric field; an empty, non-numeric, NaN or infinite value is an error naming the line and column."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise table.error(
-            f"column {column}: {text[:60]!r} is not a number", fix="the file is corrupt; re-run the profiler"
-        ) from None
+    """A finite number within +-MAX_NUMBER; anything else is an error naming the line and column."""
+    value = float(text) if NUMBER.fullmatch(text) else math.nan
     if not math.isfinite(value) or abs(value) > MAX_NUMBER:
-        raise table.error(f"column {column}: {text[:60]!r} is not a finite number"
-                          + (f" within +-{MAX_NUMBER:g}" if math.isfinite(value) else ""),
-                          fix="the file is corrupt; re-run the profiler")
+        problem = "is not a number" if not NUMBER.fullmatch(text) else f"is out of range (over {MAX_NUMBER:g})"
+        raise table.error(f"column {column}: {text[:60]!r} {problem}", fix="the file is corrupt; re-run the profiler")
     return value
 
 
 def parse_int(table: Table, text: str, column: str, low: int = 0, high: int = inputs.INT64_MAX) -> int:
-    """A whole number in [low, high] (timestamps, counts: 0 .. 2^63-1, what the reports' Int64 columns hold)."""
-    try:
+    """A whole number in [low, high] (timestamps, counts: 0 .. 2^63-1, what the reports' Int64 columns hold).
+    Decimal notation ("1000.0", "1e3", a float writer's timestamp) is read exactly and truncated toward zero."""
+    if INTEGER.fullmatch(text):
         value = int(text)
-    except ValueError:
-        value = int(parse_number(table, text, column))  # "1.5e3": a float writer's timestamp, truncated
+    elif NUMBER.fullmatch(text) and len(text) < 100:
+        value = int(decimal.Decimal(text.strip()))
+    else:
+        raise table.error(f"column {column}: {text[:60]!r} is not a whole number",
+                          fix="the file is corrupt; re-run the profiler")
     if not low <= value <= high:
         raise table.error(
-            f"column {column}: {text[:60]} is outside [{low}, {high}]" + (
+            f"column {column}: {text.strip()[:60]} is outside [{low}, {high}]" + (
                 " (over 2^63-1 ns, 292 years, the largest timestamp the reports compute with)"
                 if value > high == inputs.INT64_MAX else ""),
             fix="the file is corrupt; re-run the profiler")
