@@ -31,7 +31,6 @@ from hypothesis import strategies as st
 from madengine_rocprof.reports import categories
 
 from .contract_helpers import (
-    KT_HEADER,
     STATS_HEADER,
     assert_contract,
     cli,
