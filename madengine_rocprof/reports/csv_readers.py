@@ -64,14 +64,21 @@ def _layout(path: Path) -> _Layout:
 
 def _fields_match(path: Path, ncols: int) -> bool:
     """Every line has exactly ncols comma-separated fields (quoted parts removed first), counted in one streaming
-    pass. False also for what this line-wise count cannot judge (a quoted newline, a stray separator byte, a bare
-    carriage return, which the csv module takes for a line end)."""
+    pass: quoted fields (whole fields only) are replaced by a marker byte before the commas are counted. False also
+    for what this line-wise count cannot judge: a quoted newline, a stray separator byte, a bare carriage return
+    (the csv module ends a row there), a quote that does not open or close a whole field."""
     try:
         bad = (
             pl.scan_csv(path, has_header=False, separator="\x1f", quote_char=None, new_columns=["line"],
                         schema_overrides={"line": pl.String}, infer_schema=False, encoding="utf8-lossy")
-            .select(((pl.col("line").fill_null("").str.replace_all(r'"[^"]*"', "").str.count_matches(",") + 1)
-                     != ncols).sum() + pl.col("line").str.contains("\r").sum())
+            .with_columns(pl.col("line").fill_null(""))
+            .with_columns(pl.col("line").str.replace_all(r'"(?:[^"]|"")*"', "\x01").alias("bare"))
+            .select((
+                ((pl.col("bare").str.count_matches(",") + 1) != ncols)
+                | pl.col("line").str.contains("[\r\x01]")  # a bare CR (the csv module ends a row there)
+                | pl.col("bare").str.contains('"')  # a quote inside a field: the csv module's rules, not ours
+                | pl.col("bare").str.contains("[^,]\x01|\x01[^,]")  # a quoted part inside a field, likewise
+            ).sum())
             .collect(engine="streaming")
             .item()
         )

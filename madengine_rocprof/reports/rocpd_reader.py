@@ -86,6 +86,9 @@ def _dispatch_table(con, path: Path, objects: set[str]) -> pl.DataFrame:
             .select("name", "start", "end", "device")
             .collect()
         )
+    # a number among the names would be read as text by the Arrow reader (and refused by iter_rocpd): refuse it here
+    if con.execute("SELECT 1 FROM kernels WHERE typeof(name) NOT IN ('text', 'null') LIMIT 1").fetchone():
+        raise UserError("a kernel name in the kernels view is not text", file=str(path), where="kernels", fix=FIX)
     return read_columns(
         con,
         path,
