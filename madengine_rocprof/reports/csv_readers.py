@@ -62,35 +62,27 @@ def _layout(path: Path) -> _Layout:
         return _Layout(len(header), names, len(set(header)) != len(header))
 
 
-def _fields_match(path: Path, ncols: int) -> bool:
-    """Every line has exactly ncols comma-separated fields (quoted parts removed first), counted in one streaming
-    pass: quoted fields (whole fields only) are replaced by a marker byte before the commas are counted. False also
-    for what this line-wise count cannot judge: a quoted newline, a stray separator byte, a bare carriage return
-    (the csv module ends a row there), a quote that does not open or close a whole field."""
-    try:
-        bad = (
-            pl.scan_csv(path, has_header=False, separator="\x1f", quote_char=None, new_columns=["line"],
-                        schema_overrides={"line": pl.String}, infer_schema=False, encoding="utf8-lossy")
-            .with_columns(pl.col("line").fill_null(""))
-            .with_columns(pl.col("line").str.replace_all(r'"(?:[^"]|"")*"', "\x01").alias("bare"))
-            .select((
-                ((pl.col("bare").str.count_matches(",") + 1) != ncols)
-                | pl.col("line").str.contains("[\r\x01]")  # a bare CR (the csv module ends a row there)
-                | pl.col("bare").str.contains('"')  # a quote inside a field: the csv module's rules, not ours
-                | pl.col("bare").str.contains("[^,]\x01|\x01[^,]")  # a quoted part inside a field, likewise
-            ).sum())
-            .collect(engine="streaming")
-            .item()
-        )
-    except (pl.exceptions.PolarsError, OSError, ValueError):
-        return False
-    return bad == 0
+# One CSV field as the csv module reads it without ambiguity: a whole quoted field ("" escapes a quote), or an
+# unquoted one without quotes, commas or carriage returns (the csv module ends a row at a bare CR).
+_FIELD = r'(?:"(?:[^"]|"")*"|[^",\r]*)'
+
+
+def _bad_lines(path: Path, ncols: int) -> pl.LazyFrame:
+    """The number of lines that are not exactly ncols such fields (one linear-time regex per line, streamed). A
+    line-wise check cannot judge a quoted newline, a stray separator byte or a quote inside a field: those count as
+    bad, and the csv module then reads the file, exactly, or names the line."""
+    line = f"^{_FIELD}(?:,{_FIELD}){{{ncols - 1}}}$"
+    return (
+        pl.scan_csv(path, has_header=False, separator="\x1f", quote_char=None, new_columns=["line"],
+                    schema_overrides={"line": pl.String}, infer_schema=False, encoding="utf8-lossy")
+        .select((~pl.col("line").fill_null("").str.contains(line)).sum())
+    )
 
 
 def _polars_table(path: Path, layout: _Layout, tracks: bool) -> pl.DataFrame | None:
     names = layout.names
-    if layout.duplicates or not _fields_match(path, layout.ncols):
-        return None  # duplicate column names (polars renames them) or lines the csv module must judge
+    if layout.duplicates:
+        return None  # duplicate column names: polars renames them, the csv module reads them by position
     # open_table has raised if a required column is missing: `or ""` only for the type checker
     name, start, end = (names[k] or "" for k in ("name", "start", "end"))
     device = names["agent"]
@@ -101,14 +93,13 @@ def _polars_table(path: Path, layout: _Layout, tracks: bool) -> pl.DataFrame | N
                pl.col(device).cast(pl.Categorical).alias("device") if device else pl.lit("all").alias("device")]
     if tracks:
         columns.append(_track_expr(names["agent"], names["queue"]))
-    try:
-        table = (
-            pl.scan_csv(path, schema_overrides=types, encoding="utf8-lossy", infer_schema=False)
-            .select(columns)
-            .collect(engine="streaming")
-        )
+    parse = pl.scan_csv(path, schema_overrides=types, encoding="utf8-lossy", infer_schema=False).select(columns)
+    try:  # both queries at once: polars runs them in parallel; the table counts only if no line is bad
+        bad, table = pl.collect_all([_bad_lines(path, layout.ncols), parse], engine="streaming")
     except (pl.exceptions.PolarsError, OSError, ValueError):
         return None
+    if bad.item():
+        return None  # lines the csv module must judge (polars drops extra fields of unselected columns)
     if table.select(pl.any_horizontal(pl.col("name", "start", "end").is_null().any())).item():
         return None  # empty fields: let the csv module say where
     if table.height and table.select(((pl.col("end") < pl.col("start")) | (pl.col("start") < 0)).any()).item():
