@@ -64,7 +64,7 @@ def _layout(path: Path) -> _Layout:
 
 # One CSV field as the csv module reads it without ambiguity: a whole quoted field ("" escapes a quote), or an
 # unquoted one without quotes, commas or carriage returns (the csv module ends a row at a bare CR).
-_FIELD = r'(?:"(?:[^"]|"")*"|[^",\r]*)'
+_FIELD = r'(?:"[^"]*"(?:"[^"]*")*|[^",\r]*)'
 
 
 def _bad_lines(path: Path, ncols: int) -> pl.LazyFrame:
@@ -93,13 +93,13 @@ def _polars_table(path: Path, layout: _Layout, tracks: bool) -> pl.DataFrame | N
                pl.col(device).cast(pl.Categorical).alias("device") if device else pl.lit("all").alias("device")]
     if tracks:
         columns.append(_track_expr(names["agent"], names["queue"]))
-    parse = pl.scan_csv(path, schema_overrides=types, encoding="utf8-lossy", infer_schema=False).select(columns)
-    try:  # both queries at once: polars runs them in parallel; the table counts only if no line is bad
-        bad, table = pl.collect_all([_bad_lines(path, layout.ncols), parse], engine="streaming")
+    try:
+        if _bad_lines(path, layout.ncols).collect(engine="streaming").item():
+            return None  # lines the csv module must judge (polars drops extra fields of unselected columns)
+        table = (pl.scan_csv(path, schema_overrides=types, encoding="utf8-lossy", infer_schema=False)
+                 .select(columns).collect(engine="streaming"))
     except (pl.exceptions.PolarsError, OSError, ValueError):
         return None
-    if bad.item():
-        return None  # lines the csv module must judge (polars drops extra fields of unselected columns)
     if table.select(pl.any_horizontal(pl.col("name", "start", "end").is_null().any())).item():
         return None  # empty fields: let the csv module say where
     if table.height and table.select(((pl.col("end") < pl.col("start")) | (pl.col("start") < 0)).any()).item():
