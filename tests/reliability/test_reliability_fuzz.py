@@ -185,10 +185,11 @@ def oracle_kernel_trace(text: str) -> dict[str, tuple[int, int]] | None:
     if not rows or not rows[0]:
         return None
     header = [h.strip().lstrip("\ufeff").lower().replace("_", "").replace(" ", "") for h in rows[0]]
-    try:
-        i_name, i_start, i_end = (header.index(c) for c in ("kernelname", "starttimestamp", "endtimestamp"))
-    except ValueError:
+    aliases = (("kernelname",), ("starttimestamp", "beginns", "start"), ("endtimestamp", "endns", "end"))
+    found = [next((header.index(a) for a in names if a in header), -1) for names in aliases]
+    if -1 in found:
         return None
+    i_name, i_start, i_end = found
     out: dict[str, tuple[int, int]] = {}
     total = 0
     for row in rows[1:]:

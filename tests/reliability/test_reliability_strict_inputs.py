@@ -480,3 +480,12 @@ def test_results_json_symbol_without_a_name_is_counted_as_question_mark(tmp_path
     path.write_text(json.dumps(_results_json(GOOD_DISPATCH, symbols=[{"kernel_id": 7}])))
     code, report, _ = report_json(run, tmp_path / "r.json")
     assert code == 0 and report is not None and report_kernels(report) == {"?": (1, 150)}
+
+
+def test_a_header_cut_to_the_end_alias_is_read_as_the_end_column(tmp_path):
+    """Found by the fuzzer: `End` (cut from End_Timestamp) is the accepted alias `end`; an empty table is exit 0
+    for report, and compare says there is nothing to compare (not a file error)."""
+    run = tmp_path / "run"
+    write_kernel_trace(run, [], ",".join(f'"{h}"' for h in KT_HEADER[:10]) + ',"End')
+    code, report, _ = report_json(run, tmp_path / "r.json")
+    assert code == 0 and report is not None and report["runs"][0]["summary"]["dispatches"] == 0
