@@ -90,7 +90,9 @@ def _polars_table(path: Path, layout: _Layout, tracks: bool) -> pl.DataFrame | N
     types.update({start: pl.Int64(), end: pl.Int64()})
     columns = [pl.col(name).cast(pl.Categorical).alias("name"), pl.col(start).alias("start"),
                pl.col(end).alias("end"),
-               pl.col(device).cast(pl.Categorical).alias("device") if device else pl.lit("all").alias("device")]
+               # an empty field: "" as the csv module reads it (polars reads null)
+               pl.col(device).fill_null("").cast(pl.Categorical).alias("device") if device
+               else pl.lit("all").alias("device")]
     if tracks:
         columns.append(_track_expr(names["agent"], names["queue"]))
     try:
@@ -146,6 +148,9 @@ def check_dispatches(table: pl.DataFrame, source: str) -> None:
     check itself cannot wrap."""
     if not table.height:
         return
+    if table["device"].null_count():
+        raise UserError("a dispatch has no agent (device)", file=source,
+                        fix="the file is corrupt; re-run the profiler")
     total = table.select((pl.col("end").cast(pl.Int128) - pl.col("start").cast(pl.Int128)).sum()).item()
     if total is not None and int(total) > INT64_MAX:
         raise UserError(

@@ -42,7 +42,7 @@ from .contract_helpers import (
 )
 
 settings.register_profile(
-    "madengine-fuzz-ci", max_examples=120, derandomize=True, deadline=timedelta(seconds=5), database=None,
+    "madengine-fuzz-ci", max_examples=120, derandomize=True, deadline=timedelta(seconds=10), database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], print_blob=True)
 settings.register_profile(
     "madengine-fuzz-long", max_examples=2000, derandomize=False, deadline=timedelta(seconds=20), database=None,
@@ -298,6 +298,44 @@ def test_fuzz_kernel_trace_three_readers_agree(text):
             assert len(spans) == sum(calls for calls, _ in expected.values())
 
 
+LEGACY_TEXT = "Index,KernelName,gpu-id,queue-id,BeginNs,EndNs,DurationNs\n" + "".join(
+    f'{i},"{NAMES[i % 3]}",{i % 2},0,{100 + 1000 * i},{300 + 1000 * i + 7 * i},{200 + 7 * i}\n' for i in range(6))
+
+
+@FUZZ
+@given(text=mutated_text(LEGACY_TEXT))
+def test_fuzz_legacy_rocprof_results_csv(text):
+    """Legacy rocprof results.csv, recognised by its header: exact or refused, like the rocprofv3 trace."""
+    with _Home() as tmp:
+        run = tmp / "run"
+        _write(run / "node0" / "results.csv", text)
+        _write(run / "node1" / "4343_kernel_trace.csv", TRACE_TEXT)  # so the run is never empty
+        code, report, err = _report(run)
+        legacy = oracle_kernel_trace(text)
+        if code == 0 and legacy is not None:
+            assert report is not None
+            expected = dict(oracle_kernel_trace(TRACE_TEXT) or {})
+            for name, (calls, ns) in legacy.items():
+                old = expected.get(name, (0, 0))
+                expected[name] = (old[0] + calls, old[1] + ns)
+            assert _kernels(report) == expected
+
+
+COPY_TEXT = ('"Kind","Direction","Source_Agent_Id","Destination_Agent_Id","Correlation_Id","Start_Timestamp",'
+             '"End_Timestamp"\n' + "".join(
+                 f'"MEMORY_COPY","MEMORY_COPY_HOST_TO_DEVICE",0,1,{i},{100 * i},{100 * i + 40}\n' for i in range(4)))
+
+
+@FUZZ
+@given(text=mutated_text(COPY_TEXT))
+def test_fuzz_memory_copy_trace(text):
+    with _Home() as tmp:
+        run = tmp / "run"
+        _write(run / "node0" / "4242_memory_copy_trace.csv", text)
+        _write(run / "node0" / "4242_kernel_trace.csv", TRACE_TEXT)
+        _report(run)
+
+
 STATS_TEXT = ",".join(STATS_HEADER) + "\n" + "\n".join(
     f'"{n}",{c},{t},{t // c},{p},{t // c - 5},{t // c + 5},1.5' for n, c, t, p in
     [("kA", 3, 3000, 60.0), ("kB<int, float>", 2, 2000, 40.0)]) + "\n"
@@ -371,7 +409,7 @@ SQL_VALUES = st.one_of(st.integers(-5, 10_000), st.sampled_from([None, "text", "
 
 @FUZZ
 @given(kernels=st.lists(st.tuples(st.one_of(st.sampled_from(NAMES), SQL_VALUES), SQL_VALUES, SQL_VALUES,
-                                  st.integers(0, 3), st.integers(0, 3)), max_size=6),
+                                  st.one_of(st.integers(0, 3), st.none()), st.integers(0, 3)), max_size=6),
        top=st.booleans())
 def test_fuzz_rocpd_values_of_any_type(kernels, top):
     with _Home() as tmp:
@@ -382,8 +420,8 @@ def test_fuzz_rocpd_values_of_any_type(kernels, top):
         else:
             write_rocpd(db, kernels=kernels)
         code, report, err = _report(run)
-        valid = all(isinstance(n, str) and all(type(v) is int for v in (s, e)) and 0 <= s <= e
-                    for n, s, e, _, _ in kernels) and sum(e - s for _, s, e, _, _ in kernels) < 2**63
+        valid = all(isinstance(n, str) and all(type(v) is int for v in (s, e)) and 0 <= s <= e and a is not None
+                    for n, s, e, a, _ in kernels) and sum(e - s for _, s, e, _, _ in kernels) < 2**63
         if not top and code == 0:
             expected: dict[str, tuple[int, int]] = {}
             for n, s, e, _, _ in kernels:

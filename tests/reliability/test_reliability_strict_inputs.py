@@ -489,3 +489,22 @@ def test_a_header_cut_to_the_end_alias_is_read_as_the_end_column(tmp_path):
     write_kernel_trace(run, [], ",".join(f'"{h}"' for h in KT_HEADER[:10]) + ',"End')
     code, report, _ = report_json(run, tmp_path / "r.json")
     assert code == 0 and report is not None and report["runs"][0]["summary"]["dispatches"] == 0
+
+
+def test_an_empty_device_field_in_a_legacy_trace_is_read_like_the_csv_module_reads_it(tmp_path):
+    """Found by the fuzzer: an empty gpu-id became a null device in polars and crashed the busy-time split."""
+    run = tmp_path / "run"
+    path = run / "node0" / "results.csv"
+    path.parent.mkdir(parents=True)
+    path.write_text("Index,KernelName,gpu-id,queue-id,BeginNs,EndNs\n0,kA,,0,100,300\n1,kB,1,0,400,450\n")
+    code, report, err = report_json(run, tmp_path / "r.json")
+    assert code == 0 and report is not None, err
+    assert report_kernels(report) == {"kA": (1, 200), "kB": (1, 50)}
+
+
+def test_a_rocpd_dispatch_without_an_agent_is_exit_2(tmp_path):
+    run = tmp_path / "run"
+    write_rocpd(run / "node0" / "4242_results.db", kernels=[("kA", 5, 10, None, 1), ("kB", 20, 30, 1, 1)])
+    code, _, err = cli("report", run, "-q")
+    assert_contract(code, err)
+    assert code == 2 and "no agent" in err, err
