@@ -51,5 +51,5 @@ def atomic_write(path, text: str) -> None:
 def write_json(path, data, indent: int | None = 2) -> None:
     """The one JSON writer (manifest, run.json, reports): atomic, so a reader never sees half a file."""
     with atomic_file(path) as fh:
-        json.dump(data, fh, indent=indent, default=str)
+        json.dump(data, fh, indent=indent, default=str, allow_nan=False)
         fh.write("\n")

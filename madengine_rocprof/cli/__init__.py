@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import csv
 import importlib
+import os
 import sqlite3
 import sys
+from pathlib import Path
 
 from madengine_rocprof import __version__
-from madengine_rocprof.errors import UserError, from_os_error, too_deep
+from madengine_rocprof.errors import EXIT_INVALID, UserError, from_os_error, too_deep
 
 # Module names under madengine_rocprof.cli, in the order `--help` lists them.
 SUBCOMMANDS: tuple[str, ...] = (
@@ -62,9 +64,33 @@ def main(argv: list[str] | None = None) -> int:
     return dispatch(args)
 
 
+# Exit codes, the same for every command (docs/architecture.md, "Exit codes")
+EXIT_OK = 0
+EXIT_VERDICT = 1  # the command ran and its answer is "no": a regression, a failed run
+# EXIT_INVALID = 2 (errors.py): bad input, with the file, the place and the fix; also an internal error (below)
+
+# Marks the message of an unexpected exception. Tests assert that no input ever reaches it: every failure the
+# project knows about is a UserError with a fix.
+BUG_MARK = "internal error (a bug in madengine-rocprof)"
+
+
+def _internal_error(err: BaseException) -> int:
+    import traceback
+
+    frame = traceback.extract_tb(err.__traceback__)[-1] if err.__traceback__ else None
+    place = f" at {Path(frame.filename).name}:{frame.lineno}" if frame else ""
+    print(f"error: {BUG_MARK}: {type(err).__name__}: {str(err)[:300]}{place}\n"
+          "  fix: please report it with the command line and the input files (set MADENGINE_ROCPROF_TRACEBACK=1 "
+          "for the full traceback); nothing was written", file=sys.stderr)
+    if os.environ.get("MADENGINE_ROCPROF_TRACEBACK"):
+        traceback.print_exception(err, file=sys.stderr)
+    return EXIT_INVALID
+
+
 def dispatch(args: argparse.Namespace) -> int:
     """Every command's one exit path: bad input and file-system refusals give the standard message, never a
-    traceback; a stopping signal gives the shell's 128 + signal number."""
+    traceback; a stopping signal gives the shell's 128 + signal number; anything unexpected is exit 2 with
+    BUG_MARK and a bug-report hint (so CI never mistakes a crash for a verdict, exit 1)."""
     try:
         try:
             return int(args.func(args) or 0)
@@ -81,3 +107,5 @@ def dispatch(args: argparse.Namespace) -> int:
         code = getattr(err, "exit_code", 130)
         print(f"interrupted ({err})" if str(err) else "interrupted", file=sys.stderr)
         return int(code)
+    except Exception as err:  # noqa: BLE001 - the one place that turns a bug into a message and exit 2
+        return _internal_error(err)

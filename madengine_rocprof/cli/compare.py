@@ -164,20 +164,7 @@ def render_markdown(result: dict, name_width: int = 60) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except UserError:
-        raise
-    except (OSError, RecursionError, UnicodeError):
-        raise  # the dispatcher turns these into the standard exit-2 messages
-    except Exception as err:  # a crash must never read as exit 1, the regression verdict
-        raise UserError(
-            f"compare failed unexpectedly: {type(err).__name__}: {err}",
-            fix="this is a bug in madengine-rocprof: please report it with the command and the run directories",
-        ) from err
-
-
-def _run(args: argparse.Namespace) -> int:
+    # an unexpected exception reaches the CLI's top-level handler: exit 2 with the bug mark, never 1 (the verdict)
     from madengine_rocprof.insights.compare import compare_sides, load_side
     from madengine_rocprof.reports import categories
     from madengine_rocprof.reports.output import write_text

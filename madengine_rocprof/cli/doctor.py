@@ -53,7 +53,7 @@ def run(args) -> int:
     torch = select.torch_version()
     if args.json:
         print(json.dumps({"profile": profile, "profile_kind": kind, "found": found, "chosen": chosen, "error": error,
-                          "torch": torch, "python": sys.executable}, indent=2))
+                          "torch": torch, "python": sys.executable}, indent=2, allow_nan=False))
         return 0 if chosen else 127
     for row in found:
         if row["found"]:

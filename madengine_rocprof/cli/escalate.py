@@ -209,14 +209,14 @@ def escalate(
             raise UserError(
                 f"no {esc.PLAN_FILE} in {plan_file.parent}", fix="run `madengine-rocprof escalate RUN` first"
             )
-        plan = json.loads(plan_file.read_text(encoding="utf-8"))
+        plan = esc.read_plan(plan_file)
     else:
         first = load_run(run_dir, run_dir.name)
         targets = esc.select_targets(first, top, min_share)
         calls = {name: stats.calls for name, stats in merge_kernels(first).items()}
         plan = esc.plan_second_pass(run_dir, targets, calls, launches, skip)
         if dry_run:
-            return plan, json.dumps(plan, indent=1) + "\n"
+            return plan, json.dumps(plan, indent=1, allow_nan=False) + "\n"
         plan = esc.run_second_pass(
             plan,
             models_file=models,
@@ -227,7 +227,7 @@ def escalate(
     report = esc.build_report(run_dir, plan, peak_bandwidth, peak_tflops)
     from madengine_rocprof.reports.output import write_text
 
-    write_text(esc.escalation_dir(run_dir) / esc.REPORT_FILE, json.dumps(report, indent=1) + "\n")
+    write_text(esc.escalation_dir(run_dir) / esc.REPORT_FILE, json.dumps(report, indent=1, allow_nan=False) + "\n")
     return report, render_markdown(report)
 
 
@@ -257,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     text = render_markdown(result, args.name_width)
     if args.json:
-        write_text(args.json, json.dumps(result, indent=1) + "\n")
+        write_text(args.json, json.dumps(result, indent=1, allow_nan=False) + "\n")
     if args.markdown:
         write_text(args.markdown, text)
     if not args.quiet:

@@ -42,7 +42,7 @@ def run(args) -> int:
         raise UserError(
             "is a directory, expected a file path", file=str(args.output), fix=f"use {args.output / 'tools.json'}"
         )
-    atomic_write(args.output, json.dumps(data, indent=2) + "\n")
+    atomic_write(args.output, json.dumps(data, indent=2, allow_nan=False) + "\n")
     print(f"wrote {len(data['tools'])} tools to {args.output}")
     if args.wrapper_dir:
         from madengine_rocprof.wrapper import bundle

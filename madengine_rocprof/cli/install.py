@@ -85,7 +85,7 @@ def find_madengine(given: str, python: str | None = None) -> Path:
 def run(args) -> int:
     from madengine_rocprof.atomic import atomic_write
     from madengine_rocprof.cli.export_tools import build_tools_json
-    from madengine_rocprof.models._common import load_json
+    from madengine_rocprof.models._common import load_json, read_text_file
     from madengine_rocprof.models.tool import DEFAULT_COUNTERS_DIR, DEFAULT_WRAPPER
     from madengine_rocprof.registry import counter_profile_path, list_counter_profiles
     from madengine_rocprof.wrapper import bundle
@@ -93,7 +93,7 @@ def run(args) -> int:
     root = find_madengine(args.madengine, args.madengine_python)
     tools_json = root / "scripts" / "common" / "tools.json"
     tools_dir = root / "scripts" / "common" / "tools"
-    current = load_json(tools_json.read_text(encoding="utf-8"), str(tools_json))
+    current = load_json(read_text_file(tools_json, "madengine tools.json"), str(tools_json))
     if not isinstance(current, dict) or not isinstance(current.get("tools"), dict):
         raise UserError("expected {\"tools\": {...}}", file=str(tools_json), where="tools")
     ours = build_tools_json(None, DEFAULT_WRAPPER, DEFAULT_COUNTERS_DIR)["tools"]
@@ -117,7 +117,7 @@ def run(args) -> int:
     for path in counters:
         atomic_write(counter_dir / Path(path).name, Path(path).read_text(encoding="utf-8"))
     merged = {**current, "tools": {**current["tools"], **ours}}
-    atomic_write(tools_json, json.dumps(merged, indent=2) + "\n")
+    atomic_write(tools_json, json.dumps(merged, indent=2, allow_nan=False) + "\n")
     print(f"installed; backup of the previous tools.json: {backup}")
     print(f"undo: cp {backup} {tools_json}")
     return 0

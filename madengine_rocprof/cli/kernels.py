@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import categories
 
@@ -70,7 +71,7 @@ def _classify(args: argparse.Namespace) -> int:
         for n in names
     ]
     if args.json:
-        sys.stdout.write(json.dumps(rows, indent=1) + "\n")
+        sys.stdout.write(json.dumps(rows, indent=1, allow_nan=False) + "\n")
         return 0
     from madengine_rocprof.reports.formatting import display_name
     from madengine_rocprof.reports.markdown import table
@@ -100,6 +101,6 @@ def _register(args: argparse.Namespace) -> int:
 
     rules = categories.load_rules(args.file)
     target = user_home() / categories.RULES_FILE_NAME
-    atomic_write(target, Path(args.file).read_text(encoding="utf-8"))
+    atomic_write(target, inputs.read_text(args.file, "kernel rules file"))
     print(f"registered {len(rules)} kernel rule(s): {target}")
     return 0

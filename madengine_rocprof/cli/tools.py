@@ -29,7 +29,7 @@ def register(subparsers) -> None:
 def run_list(args) -> int:
     tools = list_tools()
     if args.json:
-        print(json.dumps([t.model_dump() for t in tools], indent=2))
+        print(json.dumps([t.model_dump() for t in tools], indent=2, allow_nan=False))
         return 0
     width = max(len(t.name) for t in tools)
     print(f"{'NAME':<{width}}  {'KIND':<9} {'OVERHEAD':<8} {'VENDORS':<11} DESCRIPTION")
@@ -42,7 +42,8 @@ def run_list(args) -> int:
 def run_show(args) -> int:
     tool = get_tool(args.name)
     print(json.dumps({"definition": tool.model_dump(),
-                      "madengine_entry": tool.madengine_entry(args.wrapper, args.counters_dir)}, indent=2))
+                      "madengine_entry": tool.madengine_entry(args.wrapper, args.counters_dir)},
+                     indent=2, allow_nan=False))
     return 0
 
 

@@ -1,11 +1,10 @@
 """`madengine-rocprof validate FILE...`: check configs, tool files and counter files (kind detected by content)."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
-from madengine_rocprof import resources
+from madengine_rocprof import inputs, resources
 from madengine_rocprof.errors import UserError, UserErrors
 from madengine_rocprof.models._common import parse_json_object, read_text_file
 from madengine_rocprof.models.context import validate_context
@@ -51,8 +50,8 @@ def detect_kind(path: str, text: str) -> str:
     if path.endswith(".txt") or (stripped and stripped[0] not in "{["):
         return "counters"
     try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+        data = inputs.loads(text, path)
+    except UserError:
         return "context"  # the JSON reader then reports line and column, or the nesting
     if isinstance(data, dict) and "json-schema.org" in str(data.get("$schema", "")):
         return "schema"

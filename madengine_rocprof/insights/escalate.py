@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.insights.kernel_match import filter_regex, match_name
 from madengine_rocprof.insights.peaks import Peak, device_peak
@@ -162,7 +163,8 @@ def registry_with(tools):
                 shutil.copytree(source / sub, home / sub)
         (home / "tools").mkdir(exist_ok=True)
         for tool in tools:
-            (home / "tools" / f"{tool.name}.json").write_text(json.dumps(tool.model_dump(exclude_none=True)))
+            (home / "tools" / f"{tool.name}.json").write_text(
+                json.dumps(tool.model_dump(exclude_none=True), allow_nan=False))
         os.environ["MADENGINE_ROCPROF_HOME"] = tmp
         try:
             yield home
@@ -182,14 +184,27 @@ def _read_run_json(run: Path) -> dict:
             file=str(run),
             fix="pass a directory from `madengine-rocprof run`",
         )
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise UserError(f"unreadable run.json: {err}", file=str(path)) from None
-    for key in ("model", "context"):
-        if key not in info:
-            raise UserError(f"run.json lacks '{key}'", file=str(path), fix="re-run the first pass with this version")
+    info = inputs.load_json_object(path, "run.json")
+    inputs.check_shape(info, RUN_JSON_SHAPE, str(path), fix="re-run the first pass with this version of the tool")
     return info
+
+
+# What escalation reads from run.json and from its own escalation_plan.json (inputs.check_shape)
+RUN_JSON_SHAPE = {"model": str, "context": dict, "card?": (dict, None), "args?": (str, None), "runner?": (str, None)}
+PLAN_SHAPE = {
+    "first_pass": str, "model": str, "tag": str, "context": dict, "runner?": (str, None), "output_dir": str,
+    "targets": [{"name": str, "category": str, "role": str, "calls": int, "total_ns": float, "share": float,
+                 "profile": (str, None), "reason?": str}],
+    "passes": [{"profile": str, "tool": str, "kernels": [str], "kernel_include_regex": str, "env": dict,
+                "run_dir?": (str, None), "exit_code?": (int, None)}],
+}
+
+
+def read_plan(path: Path) -> dict:
+    """escalation_plan.json (written by `escalate`, read back by `--join-only`), checked before it is used."""
+    plan = inputs.load_json_object(path, PLAN_FILE)
+    inputs.check_shape(plan, PLAN_SHAPE, str(path), fix="run `madengine-rocprof escalate RUN` again to re-create it")
+    return plan
 
 
 def model_tag(info: dict) -> str:
@@ -298,7 +313,7 @@ def run_second_pass(
             code = run_models(
                 RunOptions(
                     tags=[plan["tag"]],
-                    context_json=json.dumps(context),
+                    context_json=json.dumps(context, allow_nan=False),
                     runner=runner or plan.get("runner") or "auto",
                     output_dir=out,
                     timeout=timeout,
@@ -308,17 +323,18 @@ def run_second_pass(
             )
         step["exit_code"] = code
         step["run_dir"] = _find_pass_dir(out, tool.name)
-    (out / PLAN_FILE).write_text(json.dumps(plan, indent=1) + "\n")
+    (out / PLAN_FILE).write_text(inputs.dumps(plan, indent=1) + "\n")
     return plan
 
 
 def _find_pass_dir(out: Path, tool: str) -> str | None:
     for child in sorted(out.iterdir()):
         try:
-            info = json.loads((child / "run.json").read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+            info = inputs.load_json_object(child / "run.json", "run.json")
+        except UserError:
             continue
-        if (info.get("chain") or {}).get("tools") == [tool]:
+        chain = info.get("chain")
+        if isinstance(chain, dict) and chain.get("tools") == [tool]:
             return str(child)
     return None
 
@@ -533,7 +549,8 @@ def join(first: RunData, second: dict[str, RunData], targets: list[Target], peak
 
 def build_report(run: Path, plan: dict, peak_bandwidth: float | None = None, peak_tflops: float | None = None) -> dict:
     first = load_run(run, run.name)
-    targets = [Target(**t) for t in plan["targets"]]
+    fields = set(Target.__dataclass_fields__)
+    targets = [Target(**{k: v for k, v in t.items() if k in fields}) for t in plan["targets"]]
     second = {}
     for step in plan["passes"]:
         if step.get("run_dir") and Path(step["run_dir"]).is_dir():

@@ -5,11 +5,11 @@ import difflib
 import json
 import os
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError, UserErrors
 
 
@@ -40,22 +40,8 @@ def json_path(loc: Iterable[Any]) -> str:
 
 
 def read_text_file(path: str | os.PathLike[str], kind: str = "file") -> str:
-    """Read a UTF-8 text file; missing files and directories are user errors."""
-    p = Path(path)
-    if not p.exists():
-        raise UserError(
-            f"{kind} not found", file=str(p), fix="check the path (relative paths start at the current directory)"
-        )
-    if p.is_dir():
-        raise UserError(f"is a directory, expected a {kind}", file=str(p), fix="name a file inside it")
-    try:
-        return p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise UserError(
-            f"not UTF-8 text ({err.reason} at byte {err.start})", file=str(p), fix="save the file as UTF-8"
-        ) from None
-    except OSError as err:
-        raise UserError(f"cannot read {kind}: {err.strerror}", file=str(p)) from None
+    """Read a UTF-8 text file through the input layer: a regular file within the config size limit."""
+    return inputs.read_text(path, kind)
 
 
 def _text_problem(text: str) -> str | None:
@@ -91,17 +77,9 @@ def check_strings(data: Any, source: str | None) -> None:
 
 
 def load_json(text: str, source: str | None) -> Any:
-    """json.loads with the user-facing errors: line and column, nesting too deep, unusable strings."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UserError(
-            f"invalid JSON: {err.msg}", file=source, line=err.lineno, column=err.colno,
-            fix="check commas, quotes and brackets near that place (JSON allows no comments or trailing commas)",
-        ) from None
-    except RecursionError:
-        raise UserError("JSON nested too deeply to read", file=source,
-                        fix="no config or models file nests this deep: check that the right file was given") from None
+    """Strict JSON (the input layer's: line and column, no NaN, no conflicting duplicate keys, bounded nesting),
+    then every string checked for what cannot reach an environment or a command line."""
+    data = inputs.loads(text, source, "config file")
     check_strings(data, source)
     return data
 
@@ -173,7 +151,7 @@ def validation_errors(err: ValidationError, source: str | None,
                 msg, fix = msg.split(" (fix: ", 1)
                 fix = fix.rstrip(")")
         if "input" in e and kind.endswith("_type"):
-            msg += f" (got {json.dumps(e['input'])[:60]})"
+            msg += f" (got {json.dumps(e['input'], allow_nan=False)[:60]})"
         line = column = None
         for cut in range(len(loc), -1, -1):  # the value itself, else its closest parent present in the file
             if tuple(loc[:cut]) in positions:

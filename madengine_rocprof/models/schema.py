@@ -21,4 +21,4 @@ def context_schema() -> dict[str, Any]:
 
 
 def render_schema() -> str:
-    return json.dumps(context_schema(), indent=2, sort_keys=False) + "\n"
+    return json.dumps(context_schema(), indent=2, sort_keys=False, allow_nan=False) + "\n"

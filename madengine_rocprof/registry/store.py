@@ -99,7 +99,8 @@ def register_tool(path: str | os.PathLike[str]) -> Path:
         raise UserError(f"'{tool.name}' is a built-in tool name", file=str(path), where="name",
                         fix="pick another name; override a built-in per run with a context tools entry (cmd/env_vars)")
     target = user_home() / "tools" / f"{tool.name}.json"
-    atomic_write(target, json.dumps(tool.model_dump(exclude_defaults=True) | {"name": tool.name}, indent=2) + "\n")
+    data = tool.model_dump(exclude_defaults=True) | {"name": tool.name}
+    atomic_write(target, json.dumps(data, indent=2, allow_nan=False) + "\n")
     return target
 
 

@@ -19,7 +19,6 @@ name.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports.kernel_names import key as kernel_key
+from madengine_rocprof.reports.user_regex import SYNTAX_HELP, UserPattern, compile_user
 
 CATEGORIES = (
     "GEMM",
@@ -456,7 +456,7 @@ RULES: tuple[tuple[str, str, object, re.Pattern], ...] = tuple(
 
 @dataclass(frozen=True)
 class UserRule:
-    pattern: re.Pattern
+    pattern: UserPattern
     category: str
     role: str
     library: str | None
@@ -472,21 +472,11 @@ def _fail(what: str, file: str, where: str | None = None, fix: str | None = None
 
 def load_rules(path: str | os.PathLike[str]) -> tuple[UserRule, ...]:
     """Read and validate a rules file: {"rules": [{"match": REGEX, "category": C, "role": R, "library": L}]}."""
+    from madengine_rocprof import inputs
     from madengine_rocprof.models._common import closest
 
     file = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise _fail(
-            f"cannot read the kernel rules file: {err.strerror}",
-            file,
-            fix="give an existing JSON file (docs/reports.md, 'Kernel taxonomy')",
-        ) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UserError(f"not valid JSON: {err.msg}", file=file, line=err.lineno, column=err.colno) from None
+    data = inputs.load_json(path, "kernel rules file")
     example = '{"rules": [{"match": "my_fused_mlp", "category": "GEMM", "role": "fused MLP"}]}'
     if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
         raise _fail('expected an object with a "rules" list', file, fix=f"write e.g. {example}")
@@ -524,14 +514,14 @@ def load_rules(path: str | os.PathLike[str]) -> tuple[UserRule, ...]:
                 + ", ".join(CATEGORIES[:-1])
                 + '; put your own grouping in "role"',
             )
-        try:
-            pattern = _re(item["match"])
-        except re.error as err:
+        try:  # RE2: linear-time matching, so no rule can hang a report (reports/user_regex.py)
+            pattern = compile_user(item["match"])
+        except ValueError as err:
             raise _fail(
-                f"invalid regular expression {item['match']!r}: {err.msg} at position {err.pos}",
+                f"invalid regular expression {item['match']!r}: {err}",
                 file,
                 f"{where}.match",
-                fix="Python `re` syntax, matched anywhere in the name, case-insensitive",
+                fix=SYNTAX_HELP,
             ) from None
         rules.append(
             UserRule(

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import polars as pl
 
+from madengine_rocprof.errors import UserError
+from madengine_rocprof.inputs import INT64_MAX
 from madengine_rocprof.reports import cpu_ops, dispatches
-from madengine_rocprof.reports.csv_tables import open_table, parse_int, parse_number, read_header
+from madengine_rocprof.reports.csv_tables import open_table, parse_int, parse_number
 from madengine_rocprof.reports.model import CopyStats, CounterSource, CounterStats, KernelStats, TimingSource
 
 NAME = ("Kernel_Name", "KernelName")
@@ -21,24 +24,21 @@ END = ("End_Timestamp", "EndNs", "end")
 TRACK: dict[str, tuple[str, ...]] = {
     "agent": ("Agent_Id", "gpu-id", "agent_abs_index"),
     "queue": ("Stream_Id", "Queue_Id", "queue-id"),
+    "thread": ("Thread_Id",),  # the host thread of a CPU operator row (the embedded tracer without a GPU)
 }
 
 
 def read_kernel_trace(src: TimingSource, copy_files: list[Path] | None = None) -> TimingSource:
     """A per-dispatch kernel trace (rocprofv3 kernel_trace.csv or legacy results.csv), aggregated with polars.
 
-    polars parses well-formed files fast; a file it rejects, or whose rows have gaps or negative durations, is
-    read again with the csv module, which names the line of the problem (or reads what polars could not, such
-    as float timestamps). `copy_files`: the same process's memory_copy_trace.csv files, whose copies count
-    towards the devices' busy time.
+    `copy_files`: the same process's memory_copy_trace.csv files, whose copies count towards the devices' busy time.
     """
-    table = _polars_table(src.path)
-    if table is None:
-        table = _stdlib_table(src.path)
+    table = kernel_trace_table(src.path)
     copies = None
     if copy_files:
         devices = {str(d) for d in table["device"].unique().to_list()}
         copies = pl.concat([copy_intervals(path, devices) for path in copy_files])
+        check_dispatches(copies, ", ".join(map(str, copy_files)))
     return dispatches.aggregate(src, table, copies)
 
 
@@ -48,9 +48,7 @@ def read_cpu_operator_trace(src: TimingSource) -> TimingSource:
     Per operator name: inclusive time counted once where the name nests in itself, and self time (cpu_ops). There is
     no device timeline, so no busy time: `devices` stays empty.
     """
-    table = _polars_table(src.path, THREAD)
-    if table is None:
-        table = _stdlib_table(src.path, THREAD)
+    table = kernel_trace_table(src.path, device="thread")
     src.cpu_operators = True
     src.kernels = cpu_ops.operator_stats(
         zip(table["name"].cast(pl.String), table["device"].cast(pl.String), table["start"], table["end"], strict=True)
@@ -62,62 +60,99 @@ def read_cpu_operator_trace(src: TimingSource) -> TimingSource:
     return src
 
 
-THREAD = ("Thread_Id",)  # the host thread of a CPU operator row
+def kernel_trace_table(path: Path, tracks: bool = False, device: str = "agent") -> pl.DataFrame:
+    """The one parser of per-dispatch CSV traces (report, report --perfetto and compare all read through it).
+
+    Columns name, start, end, device (and track, "agent A queue Q", when asked). polars reads well-formed files fast,
+    but only after a streaming pass has shown that every line has exactly the header's field count (polars itself
+    drops extra fields of the columns it does not select); anything it cannot vouch for (ragged or blank lines,
+    quoted newlines, float timestamps, values out of range) is read again with the csv module, which accepts it
+    exactly or names the line of the problem. Either way the table is checked by `check_dispatches`. `device`: the
+    TRACK column read as the device (`thread` for CPU operator rows)."""
+    layout = _layout(path)
+    table = _polars_table(path, layout, tracks, device)
+    if table is None:
+        table = _stdlib_table(path, layout, tracks, device)
+    check_dispatches(table, str(path))
+    return table
 
 
-def _columns(path: Path, track: tuple[str, ...] = TRACK["agent"]) -> tuple[str, str, str, str | None]:
-    """Header names of the name, start, end and (optional) device columns; missing required ones are an error."""
-    with open_table(path, {"name": NAME, "start": START, "end": END}, {"device": track}) as table:
-        header = read_header(path)
-        index = table.index
-        device = index["device"]
-        # `or 0` only for the type checker: open_table has raised if a required column is missing
-        return (
-            header[index["name"] or 0],
-            header[index["start"] or 0],
-            header[index["end"] or 0],
-            None if device is None else header[device],
-        )
+class _Layout(NamedTuple):
+    ncols: int
+    names: dict[str, str | None]  # our column -> its header name (None: absent)
+    duplicates: bool
 
 
-def _polars_table(path: Path, track: tuple[str, ...] = TRACK["agent"]) -> pl.DataFrame | None:
-    """The dispatch table; `track` names the column read as `device` (the agent, or the thread for CPU rows)."""
-    name, start, end, device = _columns(path, track)
-    types: dict[str, pl.DataType] = {name: pl.Categorical(), start: pl.Int64(), end: pl.Int64()}
-    if device:
-        types[device] = pl.Categorical()
-    if len(set(read_header(path))) != len(read_header(path)):
+def _layout(path: Path) -> _Layout:
+    """Header names of the name, start, end, device, queue columns; missing required ones are an error."""
+    with open_table(path, {"name": NAME, "start": START, "end": END}, TRACK) as table:
+        header = table.header
+        names = {key: (None if pos is None else header[pos]) for key, pos in table.index.items()}
+        return _Layout(len(header), names, len(set(header)) != len(header))
+
+
+# One CSV field as the csv module reads it without ambiguity: a whole quoted field ("" escapes a quote), or an
+# unquoted one without quotes, commas or carriage returns (the csv module ends a row at a bare CR).
+_FIELD = r'(?:"[^"]*"(?:"[^"]*")*|[^",\r]*)'
+
+
+def _bad_lines(path: Path, ncols: int) -> pl.LazyFrame:
+    """The number of lines that are not exactly ncols such fields (one linear-time regex per line, streamed). A
+    line-wise check cannot judge a quoted newline, a stray separator byte or a quote inside a field: those count as
+    bad, and the csv module then reads the file, exactly, or names the line."""
+    line = f"^{_FIELD}(?:,{_FIELD}){{{ncols - 1}}}$"
+    return (
+        pl.scan_csv(path, has_header=False, separator="\x1f", quote_char=None, new_columns=["line"],
+                    schema_overrides={"line": pl.String}, infer_schema=False, encoding="utf8-lossy")
+        .select((~pl.col("line").fill_null("").str.contains(line)).sum())
+    )
+
+
+def _polars_table(path: Path, layout: _Layout, tracks: bool, device_key: str) -> pl.DataFrame | None:
+    names = layout.names
+    if layout.duplicates:
         return None  # duplicate column names: polars renames them, the csv module reads them by position
+    # open_table has raised if a required column is missing: `or ""` only for the type checker
+    name, start, end = (names[k] or "" for k in ("name", "start", "end"))
+    device = names[device_key]
+    types: dict[str, pl.DataType] = {c: pl.String() for c in (name, device, names["agent"], names["queue"]) if c}
+    types.update({start: pl.Int64(), end: pl.Int64()})
+    columns = [pl.col(name).cast(pl.Categorical).alias("name"), pl.col(start).alias("start"),
+               pl.col(end).alias("end"),
+               # an empty field: "" as the csv module reads it (polars reads null)
+               pl.col(device).fill_null("").cast(pl.Categorical).alias("device") if device
+               else pl.lit("all").alias("device")]
+    if tracks:
+        columns.append(_track_expr(names["agent"], names["queue"]))
     try:
-        table = (
-            pl.scan_csv(
-                path,
-                schema_overrides=types,
-                encoding="utf8-lossy",
-                infer_schema=False,
-            )
-            .select(
-                pl.col(name).alias("name"),
-                pl.col(start).alias("start"),
-                pl.col(end).alias("end"),
-                pl.col(device).alias("device") if device else pl.lit("all").alias("device"),
-            )
-            .collect(engine="streaming")
-        )
+        if _bad_lines(path, layout.ncols).collect(engine="streaming").item():
+            return None  # lines the csv module must judge (polars drops extra fields of unselected columns)
+        table = (pl.scan_csv(path, schema_overrides=types, encoding="utf8-lossy", infer_schema=False)
+                 .select(columns).collect(engine="streaming"))
     except (pl.exceptions.PolarsError, OSError, ValueError):
         return None
     if table.select(pl.any_horizontal(pl.col("name", "start", "end").is_null().any())).item():
-        return None  # short rows: let the csv module say where
-    if table.height and table.select((pl.col("end") < pl.col("start")).any()).item():
+        return None  # empty fields: let the csv module say where
+    if table.height and table.select(((pl.col("end") < pl.col("start")) | (pl.col("start") < 0)).any()).item():
         return None
     return table
 
 
-def _stdlib_table(path: Path, track: tuple[str, ...] = TRACK["agent"]) -> pl.DataFrame:
+def _track_expr(agent: str | None, queue: str | None) -> pl.Expr:
+    parts = [pl.format(f"{key} {{}}", pl.col(col).fill_null("")) for key, col in (("agent", agent), ("queue", queue))
+             if col]
+    if not parts:
+        return pl.lit("kernels").alias("track")
+    return (parts[0] if len(parts) == 1 else pl.concat_str(parts, separator=" ")).alias("track")
+
+
+def _stdlib_table(path: Path, layout: _Layout, tracks: bool, device_key: str) -> pl.DataFrame:
     """The same table through the csv module: slower, exact errors (file, line, what) for malformed rows."""
     rows: dict[str, list] = {"name": [], "start": [], "end": [], "device": []}
-    with open_table(path, {"name": NAME, "start": START, "end": END}, {"device": track}) as table:
-        i_name, i_start, i_end, i_device = (table.index[k] for k in ("name", "start", "end", "device"))
+    track_list: list[str] = []
+    with open_table(path, {"name": NAME, "start": START, "end": END}, TRACK) as table:
+        i_name, i_start, i_end, i_agent, i_queue = (table.index[k] for k in ("name", "start", "end", "agent", "queue"))
+        i_device = table.index[device_key]
         for row in table.rows():
             start = parse_int(table, row[i_start], "Start_Timestamp")
             end = parse_int(table, row[i_end], "End_Timestamp")
@@ -130,23 +165,34 @@ def _stdlib_table(path: Path, track: tuple[str, ...] = TRACK["agent"]) -> pl.Dat
             rows["start"].append(start)
             rows["end"].append(end)
             rows["device"].append(row[i_device] if i_device is not None else "all")
-    return dispatches.frame(rows)
+            if tracks:
+                track_list.append(" ".join(f"{key} {row[i]}" for key, i in (("agent", i_agent), ("queue", i_queue))
+                                           if i is not None) or "kernels")
+    frame = dispatches.frame(rows)
+    return frame.with_columns(pl.Series("track", track_list, dtype=pl.String)) if tracks else frame
+
+
+def check_dispatches(table: pl.DataFrame, source: str) -> None:
+    """What every per-dispatch table (CSV, JSON, rocpd) must satisfy before it is aggregated in Int64 columns: the
+    sum of all durations fits (every per-kernel and per-device sum is at most that sum), computed in Int128 so the
+    check itself cannot wrap."""
+    if not table.height:
+        return
+    if table["device"].null_count():
+        raise UserError("a dispatch has no agent (device)", file=source,
+                        fix="the file is corrupt; re-run the profiler")
+    total = table.select((pl.col("end").cast(pl.Int128) - pl.col("start").cast(pl.Int128)).sum()).item()
+    if total is not None and int(total) > INT64_MAX:
+        raise UserError(
+            f"the dispatches' durations add up to {int(total):,} ns, more than 2^63 ns (292 years)",
+            file=source, fix="the timestamps are corrupt; re-run the profiler")
 
 
 def iter_kernel_trace(path: Path) -> Iterator[tuple[str, int, int, str]]:
-    """Each dispatch as (kernel name, start ns, end ns, track), for the Perfetto writer."""
-    with open_table(path, {"name": NAME, "start": START, "end": END}, TRACK) as table:
-        idx = table.index
-        for row in table.rows():
-            track = (
-                " ".join(f"{key} {row[idx[key]]}" for key in ("agent", "queue") if idx[key] is not None) or "kernels"
-            )
-            yield (
-                row[idx["name"]],
-                parse_int(table, row[idx["start"]], "Start_Timestamp"),
-                parse_int(table, row[idx["end"]], "End_Timestamp"),
-                track,
-            )
+    """Each dispatch as (kernel name, start ns, end ns, track), for the Perfetto writer and compare: the same
+    parser and checks as the report's kernel statistics."""
+    table = kernel_trace_table(path, tracks=True)
+    yield from table.select(pl.col("name").cast(pl.String), "start", "end", "track").iter_rows()
 
 
 def read_kernel_stats(src: TimingSource) -> TimingSource:
@@ -277,7 +323,11 @@ def read_memory_copies(path: Path) -> dict[str, CopyStats]:
             direction = direction.replace("MEMORY_COPY_", "").replace("_", " ").lower() or "unknown"
             stats = copies.setdefault(direction, CopyStats())
             stats.calls += 1
-            stats.total_ns += parse_int(table, row[idx["end"]], "End_Timestamp") - parse_int(
+            span = parse_int(table, row[idx["end"]], "End_Timestamp") - parse_int(
                 table, row[idx["start"]], "Start_Timestamp"
             )
+            if span < 0:
+                raise table.error("End_Timestamp is before Start_Timestamp",
+                                  fix="the file is corrupt; re-run the profiler")
+            stats.total_ns += span
     return copies

@@ -8,10 +8,14 @@ columns and rows whose field count differs from the header are errors, never sil
 from __future__ import annotations
 
 import csv
+import decimal
+import math
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
 
 # Kernel names (C++ templates) can be long; the default 128 KiB field limit is kept but raised for safety.
@@ -24,21 +28,25 @@ def normalize(column: str) -> str:
 
 def read_header(path: Path) -> list[str]:
     """The first row of a CSV file, or [] for an empty file (used to recognise legacy files)."""
+    if not inputs.is_regular(path):
+        return []
     try:
-        with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        with inputs.open_text(path, "CSV file", errors="replace") as fh:
             return next(csv.reader(fh), [])
-    except (OSError, csv.Error):
+    except (UserError, OSError, csv.Error):
         return []
 
 
 def first_value(path: Path, column: str) -> str | None:
     """The value of `column` in the first data row (None if absent): a cheap look at what a file describes."""
+    if not inputs.is_regular(path):
+        return None
     try:
-        with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        with inputs.open_text(path, "CSV file", errors="replace") as fh:
             reader = csv.reader(fh)
             header = [normalize(h) for h in next(reader, [])]
             row = next(reader, None)
-    except (OSError, csv.Error):
+    except (UserError, OSError, csv.Error):
         return None
     if row is None or normalize(column) not in header or len(row) != len(header):
         return None
@@ -48,10 +56,11 @@ def first_value(path: Path, column: str) -> str | None:
 class Table:
     """An open CSV file: `index[name]` gives the position of a wanted column (or None if absent)."""
 
-    def __init__(self, path: Path, reader, ncols: int, index: dict[str, int | None]) -> None:
+    def __init__(self, path: Path, reader, header: list[str], index: dict[str, int | None]) -> None:
         self.path = path
         self.reader = reader
-        self.ncols = ncols
+        self.header = header
+        self.ncols = len(header)
         self.index = index
 
     def rows(self) -> Iterator[list[str]]:
@@ -84,12 +93,7 @@ def open_table(path: Path, required: dict[str, tuple[str, ...]], optional: dict[
 
     `required` and `optional` map our name -> accepted header names (compared normalized).
     """
-    try:
-        # opened before the `with` so that only open() errors become "cannot read"
-        fh = open(path, newline="", encoding="utf-8", errors="replace")  # noqa: SIM115
-    except OSError as err:
-        raise UserError(f"cannot read: {err.strerror}", file=str(path)) from None
-    with fh:
+    with inputs.open_text(path, "CSV file", errors="replace") as fh:
         reader = csv.reader(fh)
         try:
             header = next(reader, None)
@@ -120,24 +124,40 @@ def open_table(path: Path, required: dict[str, tuple[str, ...]], optional: dict[
             )
         for key, aliases in (optional or {}).items():
             index[key] = next((positions[normalize(a)] for a in aliases if normalize(a) in positions), None)
-        yield Table(path, reader, len(header), index)
+        yield Table(path, reader, header, index)
+
+
+# No counter or duration reaches this; below it, sums of a trillion values still stay finite in a float.
+MAX_NUMBER = 1e30
+# What a number in a profiler's CSV looks like: ASCII digits, optional sign, fraction and exponent, surrounding
+# blanks. Python's float()/int() accept more ("nan", "1_000", Arabic-Indic digits), which no profiler writes.
+INTEGER = re.compile(r"[ \t]*[+-]?[0-9]+[ \t]*")
+NUMBER = re.compile(r"[ \t]*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[ \t]*")
 
 
 def parse_number(table: Table, text: str, column: str) -> float:
-    """A numeric field; an empty or non-numeric value is an error naming the line and column."""
-    try:
-        return float(text)
-    except ValueError:
+    """A finite number within +-MAX_NUMBER; anything else is an error naming the line and column."""
+    value = float(text) if NUMBER.fullmatch(text) else math.nan
+    if not math.isfinite(value) or abs(value) > MAX_NUMBER:
+        problem = "is not a number" if not NUMBER.fullmatch(text) else f"is out of range (over {MAX_NUMBER:g})"
+        raise table.error(f"column {column}: {text[:60]!r} {problem}", fix="the file is corrupt; re-run the profiler")
+    return value
+
+
+def parse_int(table: Table, text: str, column: str, low: int = 0, high: int = inputs.INT64_MAX) -> int:
+    """A whole number in [low, high] (timestamps, counts: 0 .. 2^63-1, what the reports' Int64 columns hold).
+    Decimal notation ("1000.0", "1e3", a float writer's timestamp) is read exactly and truncated toward zero."""
+    if INTEGER.fullmatch(text):
+        value = int(text)
+    elif NUMBER.fullmatch(text) and len(text) < 100:
+        value = int(decimal.Decimal(text.strip()))
+    else:
+        raise table.error(f"column {column}: {text[:60]!r} is not a whole number",
+                          fix="the file is corrupt; re-run the profiler")
+    if not low <= value <= high:
         raise table.error(
-            f"column {column}: {text!r} is not a number", fix="the file is corrupt; re-run the profiler"
-        ) from None
-
-
-def parse_int(table: Table, text: str, column: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        value = parse_number(table, text, column)
-        if value != value or value in (float("inf"), float("-inf")):
-            raise table.error(f"column {column}: {text!r} is not a finite number") from None
-        return int(value)
+            f"column {column}: {text.strip()[:60]} is outside [{low}, {high}]" + (
+                " (over 2^63-1 ns, 292 years, the largest timestamp the reports compute with)"
+                if value > high == inputs.INT64_MAX else ""),
+            fix="the file is corrupt; re-run the profiler")
+    return value

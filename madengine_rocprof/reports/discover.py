@@ -10,12 +10,12 @@ rows, again from the first pass only, since every pass re-dispatches the same ke
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 from typing import cast
 
+from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import csv_readers, json_reader, kineto_reader, pftrace_reader, rocpd_reader
 from madengine_rocprof.reports.csv_tables import first_value, normalize, read_header
@@ -49,6 +49,21 @@ RUN_FILES = ("workload_result.json", "run.json", "manifest.json")
 LOOKED_FOR = ("*kernel_trace.csv, *kernel_stats.csv, *counter_collection.csv, *results.json, *results.db, "
               "*results.pftrace, legacy results.csv / results.stats.csv, "
               "PyTorch profiler (Kineto) traces *.json / *.json.gz")
+
+
+_TEXT = (str, None)
+_NUMBER = (float, None)
+# What the report reads from the run's JSON files (inputs.check_shape; other fields are not looked at)
+RUN_FILE_SHAPES = {
+    "workload_result.json": {
+        "model?": _TEXT, "version?": _TEXT, "status?": _TEXT, "device?": (dict, str, None),
+        "metrics?": ({"tokens_per_second?": _NUMBER, "samples_per_second?": _NUMBER, "mfu?": _NUMBER,
+                      "peak_memory_allocated_bytes?": _NUMBER, "step_time_ms?": (dict, float, None)}, None),
+        "step_times_ms?": ([float], None),
+    },
+    "run.json": {"model?": _TEXT, "status?": _TEXT, "performance?": ({"value?": _NUMBER, "metric?": _TEXT}, None)},
+    "manifest.json": {"outcome?": _TEXT, "profiler?": (dict, None), "dispatch_count?": (int, None)},
+}
 
 
 def classify(path: Path) -> str | None:
@@ -111,19 +126,6 @@ def walk(root: Path):
             yield full.relative_to(root), full
 
 
-def _read_json_object(path: Path) -> dict:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            value = json.load(fh)
-    except json.JSONDecodeError as err:
-        raise UserError(f"not valid JSON: {err.msg}", file=str(path), line=err.lineno, column=err.colno) from None
-    except OSError as err:
-        raise UserError(f"cannot read: {err.strerror}", file=str(path)) from None
-    if not isinstance(value, dict):
-        raise UserError("expected a JSON object at the top level", file=str(path), line=1)
-    return value
-
-
 def expand_runs(path: Path) -> list[Path]:
     """A runner output directory (perf.csv + one subdirectory per model run) stands for its model runs."""
     if not path.is_dir():
@@ -164,7 +166,9 @@ def load_run(path: Path, label: str) -> RunData:
     _choose_timing(run, timing, copy_files)
     derive_timing_from_counters(run)
     for name, (_, file) in run_files.items():
-        value = _read_json_object(file)  # typed as the contract says; readers still check each value they use
+        value = inputs.load_json_object(file, name)  # strict JSON, and the fields the report uses typed
+        inputs.check_shape(value, RUN_FILE_SHAPES[name], str(file),
+                           fix=f"the {name} is corrupt or was edited by hand; re-create it (re-run)")
         if name == "workload_result.json":
             run.workload, run.workload_path = cast(WorkloadResult, value), file.relative_to(path).as_posix()
         elif name == "run.json":

@@ -2,40 +2,32 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
+from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import dispatches
+from madengine_rocprof.reports.csv_readers import check_dispatches
 from madengine_rocprof.reports.model import TimingSource
 
 TOP_KEY = "rocprofiler-sdk-tool"
+FIX = "the file is corrupt or not a rocprofv3 results.json; re-run the profiler"
 
 
 def is_rocprofv3_json(path: Path) -> bool:
     """Cheap check on the first bytes: legacy rocprof and other tools also write results.json."""
+    if not inputs.is_regular(path):
+        return False
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return TOP_KEY in fh.read(4096)
-    except OSError:
+        with inputs.open_binary(path, "results.json") as fh:
+            return TOP_KEY in fh.read(4096).decode("utf-8", errors="replace")
+    except (UserError, OSError):
         return False
 
 
 def _load(path: Path) -> list[dict]:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except json.JSONDecodeError as err:
-        raise UserError(
-            f"not valid JSON: {err.msg}",
-            file=str(path),
-            line=err.lineno,
-            column=err.colno,
-            fix="the file is truncated or corrupt; re-run the profiler",
-        ) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise UserError(f"cannot read: {err}", file=str(path)) from None
+    doc = inputs.load_json(path, "rocprofv3 results.json", inputs.JSON_TRACE_LIMIT)
     tool = doc.get(TOP_KEY) if isinstance(doc, dict) else None
     if isinstance(tool, dict):
         tool = [tool]  # older SDKs write one object, newer ones a list (one per process)
@@ -46,56 +38,65 @@ def _load(path: Path) -> list[dict]:
 
 def _kernel_names(path: Path, tool: dict, where: str) -> dict[int, str]:
     symbols = tool.get("kernel_symbols", [])
+    if not isinstance(symbols, (dict, list)):
+        raise UserError(f"kernel_symbols is {inputs.json_type(symbols)}, expected an object or an array",
+                        file=str(path), where=f"{where}.kernel_symbols", fix=FIX)
     items = symbols.values() if isinstance(symbols, dict) else symbols
     names = {}
-    for sym in items:
+    for n, sym in enumerate(items):
+        place = f"{where}.kernel_symbols[{n}]"
         if not isinstance(sym, dict) or "kernel_id" not in sym:
-            raise UserError("kernel symbol without kernel_id", file=str(path), where=f"{where}.kernel_symbols")
-        names[int(sym["kernel_id"])] = (
-            sym.get("formatted_kernel_name") or sym.get("demangled_kernel_name") or sym.get("kernel_name") or "?"
-        )
+            raise UserError("kernel symbol without kernel_id", file=str(path), where=place, fix=FIX)
+        kernel_id = inputs.int_in_range(sym["kernel_id"], str(path), f"{place}.kernel_id")
+        name = sym.get("formatted_kernel_name") or sym.get("demangled_kernel_name") or sym.get("kernel_name") or "?"
+        if not isinstance(name, str):
+            raise UserError(f"the kernel name is {inputs.json_type(name)}, expected a string", file=str(path),
+                            where=place, fix=FIX)
+        names[kernel_id] = name
     return names
+
+
+def _object(value: object, path: Path, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise UserError(f"expected an object, got {inputs.json_type(value)}", file=str(path), where=where, fix=FIX)
+    return value
+
+
+def _handle(value: object) -> str:
+    return str(value.get("handle", "?") if isinstance(value, dict) else value)
 
 
 def _dispatches(path: Path, tools: list[dict] | None = None) -> Iterator[tuple[str, int, int, str]]:
     for n, tool in enumerate(_load(path) if tools is None else tools):
         where = f"{TOP_KEY}[{n}]"
         names = _kernel_names(path, tool, where)
-        records = tool.get("buffer_records", {}).get("kernel_dispatch", [])
+        buffers = _object(tool.get("buffer_records", {}), path, f"{where}.buffer_records")
+        records = buffers.get("kernel_dispatch", [])
+        if not isinstance(records, list):
+            raise UserError(f"expected an array, got {inputs.json_type(records)}", file=str(path),
+                            where=f"{where}.buffer_records.kernel_dispatch", fix=FIX)
         for i, rec in enumerate(records):
-            try:
-                info = rec["dispatch_info"]
-                kernel_id = int(info["kernel_id"])
-                start, end = int(rec["start_timestamp"]), int(rec["end_timestamp"])
-                queue = info.get("queue_id", {})
-                agent = info.get("agent_id", {})
-            except (KeyError, TypeError, ValueError) as err:
-                raise UserError(
-                    f"kernel dispatch record lacks or has a bad {err}",
-                    file=str(path),
-                    where=f"{where}.buffer_records.kernel_dispatch[{i}]",
-                    fix="the file is corrupt; re-run the profiler",
-                ) from None
+            place = f"{where}.buffer_records.kernel_dispatch[{i}]"
+            rec = _object(rec, path, place)
+            if "dispatch_info" not in rec:
+                raise UserError("kernel dispatch record lacks dispatch_info", file=str(path), where=place, fix=FIX)
+            info = _object(rec["dispatch_info"], path, f"{place}.dispatch_info")
+            for key in ("start_timestamp", "end_timestamp"):
+                if key not in rec:
+                    raise UserError(f"kernel dispatch record lacks {key}", file=str(path), where=place, fix=FIX)
+            kernel_id = inputs.int_in_range(info.get("kernel_id"), str(path), f"{place}.dispatch_info.kernel_id")
+            start = inputs.int_in_range(rec["start_timestamp"], str(path), f"{place}.start_timestamp")
+            end = inputs.int_in_range(rec["end_timestamp"], str(path), f"{place}.end_timestamp")
             if kernel_id not in names:
-                raise UserError(
-                    f"kernel_id {kernel_id} is not in kernel_symbols",
-                    file=str(path),
-                    where=f"{where}.buffer_records.kernel_dispatch[{i}]",
-                )
+                raise UserError(f"kernel_id {kernel_id} is not in kernel_symbols", file=str(path), where=place, fix=FIX)
             if end < start:
-                raise UserError(
-                    "end_timestamp is before start_timestamp",
-                    file=str(path),
-                    where=f"{where}.buffer_records.kernel_dispatch[{i}]",
-                )
-            track = f"agent {agent.get('handle', '?') if isinstance(agent, dict) else agent} queue " + str(
-                queue.get("handle", "?") if isinstance(queue, dict) else queue
-            )
+                raise UserError("end_timestamp is before start_timestamp", file=str(path), where=place, fix=FIX)
+            track = f"agent {_handle(info.get('agent_id', {}))} queue {_handle(info.get('queue_id', {}))}"
             yield names[kernel_id], start, end, track
 
 
 def _agent(value) -> str:
-    return f"agent {value.get('handle', '?') if isinstance(value, dict) else value}"
+    return f"agent {_handle(value)}"
 
 
 def _copies(path: Path, tools: list[dict], devices: set[str]) -> dict[str, list]:
@@ -103,19 +104,22 @@ def _copies(path: Path, tools: list[dict], devices: set[str]) -> dict[str, list]
     is the destination agent if kernels ran there, else the source agent if they did, else the destination."""
     rows: dict[str, list] = {"name": [], "start": [], "end": [], "device": []}
     for n, tool in enumerate(tools):
-        records = tool.get("buffer_records", {}).get("memory_copy", [])
+        buffers = _object(tool.get("buffer_records", {}), path, f"{TOP_KEY}[{n}].buffer_records")
+        records = buffers.get("memory_copy", [])
+        if not isinstance(records, list):
+            raise UserError(f"expected an array, got {inputs.json_type(records)}", file=str(path),
+                            where=f"{TOP_KEY}[{n}].buffer_records.memory_copy", fix=FIX)
         for i, rec in enumerate(records):
             where = f"{TOP_KEY}[{n}].buffer_records.memory_copy[{i}]"
-            try:
-                start, end = int(rec["start_timestamp"]), int(rec["end_timestamp"])
-                dst, src = _agent(rec.get("dst_agent_id")), _agent(rec.get("src_agent_id"))
-            except (KeyError, TypeError, ValueError) as err:
-                raise UserError(
-                    f"memory copy record lacks or has a bad {err}", file=str(path), where=where,
-                    fix="the file is corrupt; re-run the profiler",
-                ) from None
+            rec = _object(rec, path, where)
+            for key in ("start_timestamp", "end_timestamp"):
+                if key not in rec:
+                    raise UserError(f"memory copy record lacks {key}", file=str(path), where=where, fix=FIX)
+            start = inputs.int_in_range(rec["start_timestamp"], str(path), f"{where}.start_timestamp")
+            end = inputs.int_in_range(rec["end_timestamp"], str(path), f"{where}.end_timestamp")
+            dst, src = _agent(rec.get("dst_agent_id")), _agent(rec.get("src_agent_id"))
             if end < start:
-                raise UserError("end_timestamp is before start_timestamp", file=str(path), where=where)
+                raise UserError("end_timestamp is before start_timestamp", file=str(path), where=where, fix=FIX)
             rows["name"].append(f"memory copy {rec.get('operation', '')}".strip())
             rows["start"].append(start)
             rows["end"].append(end)
@@ -132,8 +136,10 @@ def read_json(src: TimingSource) -> TimingSource:
         rows["start"].append(start)
         rows["end"].append(end)
         rows["device"].append(track.split(" queue ")[0])
+    table = dispatches.frame(rows)
+    check_dispatches(table, str(src.path))
     copies = _copies(src.path, tools, set(rows["device"]))
-    return dispatches.aggregate(src, dispatches.frame(rows), dispatches.frame(copies) if copies["name"] else None)
+    return dispatches.aggregate(src, table, dispatches.frame(copies) if copies["name"] else None)
 
 
 def iter_json(path: Path) -> Iterator[tuple[str, int, int, str]]:

@@ -35,6 +35,7 @@ from typing import Any
 import msgspec
 import polars as pl
 
+from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import cpu_ops, dispatches
 from madengine_rocprof.reports.model import CopyStats, Iteration, TimingSource
@@ -72,6 +73,8 @@ def is_kineto_trace(path: Path) -> bool:
     """By name (`*.json`, `*.json.gz`) and the first bytes: a JSON object with Kineto's keys or event categories."""
     name = path.name
     if not name.endswith(SUFFIXES):
+        return False
+    if not inputs.is_regular(path):  # discovery skips FIFOs, devices and sockets: reading one could hang
         return False
     if TORCH_NAME.search(name):
         return True
@@ -139,6 +142,7 @@ class _Stream:
         self.lines = 0  # newlines consumed before `buffer`
         self.buffer = b""
         self.eof = False
+        inputs.check_regular(path, "PyTorch profiler trace")  # a FIFO or device would hang or never end
         try:
             fh = gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")  # noqa: SIM115
         except OSError as err:

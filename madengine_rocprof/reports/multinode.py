@@ -9,12 +9,13 @@ no step annotation (rocprofv3, ncu) leave it empty and the straggler is judged o
 """
 from __future__ import annotations
 
-import json
 import re
 import statistics
 from pathlib import Path
 from typing import Any
 
+from madengine_rocprof import inputs
+from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports.blocks import Column, Lines, Section, Table
 from madengine_rocprof.reports.categories import categorize
 from madengine_rocprof.reports.formatting import DASH, ms, number, pct
@@ -38,15 +39,17 @@ def _identity(process: str) -> tuple[str, int | None, str]:
 
 def step_times_ms(trace_file: Path) -> list[float]:
     """Intervals between successive optimizer steps in a Chrome/Perfetto trace (timestamps in microseconds)."""
-    try:
-        with open(trace_file, encoding="utf-8") as fh:
-            events = json.load(fh)
-    except (OSError, ValueError):
+    try:  # optional extra: an unreadable trace only means no step times
+        events = inputs.load_json(trace_file, "trace", inputs.JSON_TRACE_LIMIT)
+    except UserError:
         return []
     if isinstance(events, dict):
         events = events.get("traceEvents") or []
+    if not isinstance(events, list):
+        return []
     starts = sorted(float(e["ts"]) for e in events
-                    if isinstance(e, dict) and str(e.get("name", "")).startswith(STEP_MARK) and "ts" in e)
+                    if isinstance(e, dict) and str(e.get("name", "")).startswith(STEP_MARK)
+                    and isinstance(e.get("ts"), (int, float)) and not isinstance(e.get("ts"), bool))
     return [(b - a) / 1e3 for a, b in zip(starts, starts[1:], strict=False)]  # consecutive pairs
 
 

@@ -26,12 +26,12 @@ def write_trace(run: RunData, path: Path) -> int:
     events = 0
     with atomic_writer(path) as fh:
         fh.write('{"displayTimeUnit":"ns","otherData":' + json.dumps({"run": run.label, "path": str(run.path),
-                 "time_origin_ns": origin}) + ',"traceEvents":[\n')
+                 "time_origin_ns": origin}, allow_nan=False) + ',"traceEvents":[\n')
         first = True
 
         def emit(event: dict) -> None:
             nonlocal first
-            fh.write(("" if first else ",\n") + json.dumps(event, separators=(",", ":")))
+            fh.write(("" if first else ",\n") + json.dumps(event, separators=(",", ":"), allow_nan=False))
             first = False
 
         for pid, source in enumerate(sources, start=1):

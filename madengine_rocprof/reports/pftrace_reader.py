@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import dispatches
 from madengine_rocprof.reports.model import TimingSource
@@ -82,6 +83,7 @@ class _Sequence:
 
 def _packets(path: Path) -> Iterator[tuple[int, bytes]]:
     """(byte offset, TracePacket bytes) of every packet: the file is a `Trace`, i.e. repeated field 1."""
+    inputs.check_regular(path, "Perfetto trace")  # a FIFO or device would hang the open or never end
     try:
         with open(path, "rb") as fh:
             size = fh.seek(0, 2)

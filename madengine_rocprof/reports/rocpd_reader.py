@@ -13,8 +13,11 @@ from pathlib import Path
 
 import polars as pl
 
+from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import dispatches
+from madengine_rocprof.reports.csv_readers import check_dispatches
+from madengine_rocprof.reports.csv_tables import MAX_NUMBER
 from madengine_rocprof.reports.model import CounterSource, CounterStats, KernelStats, TimingSource
 from madengine_rocprof.reports.sqlite_frames import fetch_rows, read_columns, uri
 
@@ -23,6 +26,7 @@ FIX = "the database is truncated or corrupt, or not a rocpd file; re-run rocprof
 
 @contextmanager
 def _connect(path: Path):
+    inputs.check_regular(path, "rocpd database", inputs.STREAM_LIMIT)
     try:
         con = sqlite3.connect(uri(path), uri=True)
     except sqlite3.Error as err:
@@ -41,6 +45,10 @@ def _objects(con) -> set[str]:
 
 def _columns(con, view: str) -> set[str]:
     return {row[1] for row in con.execute(f"PRAGMA table_info(`{view}`)")}
+
+
+def _sql_type(value: object) -> str:
+    return "NULL" if value is None else {int: "an integer", float: "a real", bytes: "a blob"}.get(type(value), "text")
 
 
 RAW_DISPATCH = ("kernel_id", "agent_id", "start", "end")  # rocpd_kernel_dispatch columns of rocpd 7.x
@@ -78,6 +86,9 @@ def _dispatch_table(con, path: Path, objects: set[str]) -> pl.DataFrame:
             .select("name", "start", "end", "device")
             .collect()
         )
+    # a number among the names would be read as text by the Arrow reader (and refused by iter_rocpd): refuse it here
+    if con.execute("SELECT 1 FROM kernels WHERE typeof(name) NOT IN ('text', 'null') LIMIT 1").fetchone():
+        raise UserError("a kernel name in the kernels view is not text", file=str(path), where="kernels", fix=FIX)
     return read_columns(
         con,
         path,
@@ -118,20 +129,31 @@ def read_rocpd_kernels(src: TimingSource) -> TimingSource:
         objects = _objects(con)
         if "kernels" in objects or "rocpd_kernel_dispatch" in objects:
             table = _dispatch_table(con, src.path, objects)
-            if table.select(pl.col("name").is_null().any() | (pl.col("end") < pl.col("start")).any()).item():
+            bad = pl.any_horizontal(pl.col("name", "start", "end").is_null()) | (pl.col("end") < pl.col("start")) | (
+                pl.col("start") < 0)
+            if table.select(bad.any()).item():
                 raise UserError(
-                    "a kernel dispatch has no kernel symbol or ends before it starts",
+                    "a kernel dispatch has no kernel symbol, a NULL time, or ends before it starts",
                     file=str(src.path),
                     where="kernels",
                     fix=FIX,
                 )
+            check_dispatches(table, str(src.path))
             copies = _copy_table(con, objects, {str(d) for d in table["device"].unique().to_list()})
             dispatches.aggregate(src, table, copies)
         elif "top_kernels" in objects:
             # durations in microseconds here; min/max are not in the view
-            for name, calls, total_us in con.execute("SELECT name, total_calls, total_duration FROM top_kernels"):
-                src.kernels[str(name)] = KernelStats(int(calls), float(total_us) * 1000.0)
-                src.dispatches += int(calls)
+            for n, (name, calls, total_us) in enumerate(
+                    con.execute("SELECT name, total_calls, total_duration FROM top_kernels")):
+                where = f"top_kernels row {n + 1}"
+                if not isinstance(name, str):
+                    raise UserError(f"{where}: name is {_sql_type(name)}, expected text", file=str(src.path), fix=FIX)
+                calls = inputs.int_in_range(calls, str(src.path), f"{where}: total_calls")
+                total_ns = inputs.finite(total_us, str(src.path), f"{where}: total_duration", low=0) * 1000.0
+                if name in src.kernels:
+                    raise UserError(f"{where}: kernel {name!r} appears twice", file=str(src.path), fix=FIX)
+                src.kernels[name] = KernelStats(calls, total_ns)
+                src.dispatches += calls
         elif "rocpd_metadata" not in objects and not any(o.startswith("rocpd_") for o in objects):
             raise UserError(
                 "SQLite file without rocpd views (rocpd_kernel_dispatch, kernels or top_kernels)",
@@ -148,10 +170,15 @@ def iter_rocpd(path: Path) -> Iterator[tuple[str, int, int, str]]:
         columns = _columns(con, "kernels")
         agent = "agent_abs_index" if "agent_abs_index" in columns else "NULL"
         queue = "queue_id" if "queue_id" in columns else ("stream_id" if "stream_id" in columns else "NULL")
-        for name, start, end, a, q in con.execute(
+        for n, (name, start, end, a, q) in enumerate(con.execute(
             f"SELECT name, start, `end`, {agent}, {queue} FROM kernels ORDER BY start"
-        ):
-            yield str(name), int(start), int(end), f"agent {a} queue {q}"
+        )):
+            where = f"kernels row {n + 1}"
+            if not isinstance(name, str):
+                raise UserError(f"{where}: name is {_sql_type(name)}, expected text", file=str(path), fix=FIX)
+            start = inputs.int_in_range(start, str(path), f"{where}: start")
+            end = inputs.int_in_range(end, str(path), f"{where}: end", low=start)
+            yield name, start, end, f"agent {a} queue {q}"
 
 
 def read_rocpd_counters(src: CounterSource) -> CounterSource:
@@ -164,13 +191,18 @@ def read_rocpd_counters(src: CounterSource) -> CounterSource:
         process = "guid" if "guid" in columns else ("pid" if "pid" in columns else "NULL")
         query = "SELECT kernel_name, counter_name, value" + (f", {process}, dispatch_id, start, `end`" if timed else "")
         seen = set()
-        for row in con.execute(query + " FROM counters_collection"):
-            kernel, counter, value = str(row[0]), str(row[1]), float(row[2])
+        for n, row in enumerate(con.execute(query + " FROM counters_collection")):
+            where = f"counters_collection row {n + 1}"
+            kernel, counter = str(row[0]), str(row[1])
+            value = inputs.finite(row[2], str(src.path), f"{where}: value")
+            if abs(value) > MAX_NUMBER:
+                raise UserError(f"{where}: value {value:g} is out of range", file=str(src.path), fix=FIX)
             src.counters.setdefault(counter, CounterStats()).add(value)
             src.by_kernel.setdefault((kernel, counter), CounterStats()).add(value)
             if timed and row[3:5] not in seen:
                 seen.add(row[3:5])
                 entry = src.kernel_time.setdefault(kernel, [0, 0])
                 entry[0] += 1
-                entry[1] += int(row[6]) - int(row[5])
+                start = inputs.int_in_range(row[5], str(src.path), f"{where}: start")
+                entry[1] += inputs.int_in_range(row[6], str(src.path), f"{where}: end", low=start) - start
     return src

@@ -90,6 +90,25 @@ def read_columns(
     try:
         with ThreadPoolExecutor(len(queries)) as pool:
             parts = list(pool.map(lambda query: _arrow_range(path, query), queries))
-        return pl.concat([part.rename(dict(zip(part.columns, schema, strict=True))).cast(schema) for part in parts])
+        parts = [part.rename(dict(zip(part.columns, schema, strict=True))) for part in parts]
+        for part in parts:
+            _check_types(part, schema)
+        return pl.concat([part.cast(schema) for part in parts])
     except (adbc_driver_manager.Error, pl.exceptions.PolarsError) as err:  # the stream's errors come via polars
         raise sqlite3.DatabaseError(str(err)) from None
+
+
+def _check_types(part: pl.DataFrame, schema: dict) -> None:
+    """What a cast would silently change is refused: a REAL where an integer is expected (5.5 as a timestamp would
+    be truncated), a number where text is expected (a kernel name)."""
+    for name, dtype in schema.items():
+        column = part[name]
+        if dtype == pl.String and column.dtype not in (pl.String, pl.Null) and column.null_count() < column.len():
+            raise sqlite3.DatabaseError(f"column {name} holds {part[name].dtype} values where rocpd stores text")
+        if dtype.is_integer() and not (column.dtype.is_numeric() or column.dtype == pl.Null) and \
+                column.null_count() < column.len():
+            raise sqlite3.DatabaseError(f"column {name} holds {column.dtype} values where rocpd stores integers")
+        if dtype.is_integer() and part[name].dtype.is_float():
+            column = part[name]
+            if not column.drop_nulls().is_finite().all() or (column.drop_nulls() != column.drop_nulls().floor()).any():
+                raise sqlite3.DatabaseError(f"column {name} holds a non-integer value where rocpd stores integers")

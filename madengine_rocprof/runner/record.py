@@ -3,7 +3,6 @@ perf.csv row: shared by every executor (local, docker), written whatever happene
 from __future__ import annotations
 
 import datetime
-import json
 import socket
 import subprocess
 import time
@@ -12,7 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from madengine_rocprof import inputs
 from madengine_rocprof.atomic import write_json
+from madengine_rocprof.errors import UserError
 from madengine_rocprof.runner import stopping
 from madengine_rocprof.runner.chain import Chain, profiler_output_dir
 from madengine_rocprof.runner.executors import StepResult
@@ -87,8 +88,8 @@ def profiler_outcomes(chain: Chain, ws: Path) -> tuple[list[ProfilerEntry], list
             failures.append(f"profiler {tool}: no manifest.json in {rel} (the wrapper did not finish)")
             continue
         try:
-            data: Manifest = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError) as err:
+            data: Manifest = inputs.load_json_object(manifest, "manifest.json")  # type: ignore[assignment]
+        except UserError as err:
             outcomes.append({"tool": tool, "output_dir": rel, "outcome": "bad_manifest"})
             failures.append(f"profiler {tool}: unreadable manifest.json: {err}")
             continue
@@ -156,12 +157,12 @@ def write_results(record: RunRecord, ctx: AdditionalContext, opts: RunOptions) -
     device_name = ""
     if result_file.is_file():
         try:
-            result: WorkloadResult = json.loads(result_file.read_text(encoding="utf-8"))
+            result: WorkloadResult = inputs.load_json_object(result_file, "workload_result.json")  # type: ignore
             if result.get("status") == "failed":
                 failures.append("workload_result.json says status failed")
             device = result.get("device") or {}
             device_name = str(device.get("arch") or device.get("name") or "") if device.get("type") != "cpu" else ""
-        except (OSError, ValueError, RecursionError, AttributeError):
+        except (UserError, AttributeError):
             failures.append("workload_result.json is unreadable")
     failures.extend(f"{s.name}: {s.log_error}" for s in steps if s.log_error)
     status: RunStatus = "SUCCESS" if not failures else "FAILURE"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.models._common import closest, load_json
 
@@ -39,12 +40,11 @@ class ModelCard:
 
 def load_models(path: Path) -> list[ModelCard]:
     """Read models.json: a list of cards; bad input is a UserError naming the card."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not path.exists():
         raise UserError("models file not found", file=str(path),
                         fix="run from a MAD-style repository (models.json, docker/, scripts/) or pass --repo DIR; "
-                            "`madengine-rocprof paths` shows the shipped TinyTransformer repository") from None
+                            "`madengine-rocprof paths` shows the shipped TinyTransformer repository")
+    text = inputs.read_text(path, "models file")
     data = load_json(text, str(path))
     if not isinstance(data, list):
         raise UserError("top level must be a list of model cards", file=str(path), fix="wrap the cards in [ ... ]")

@@ -7,7 +7,6 @@ every node wrote under `nodes/<hostname>/`. On our timeout or Ctrl-C the job is 
 SIGKILL after the cluster's KillWait) and everything written so far is kept and evaluated. See docs/runner.md."""
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import signal
@@ -15,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from madengine_rocprof import inputs
 from madengine_rocprof.atomic import write_json
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.models import AdditionalContext
@@ -271,12 +271,12 @@ def _finish(item: Planned, job: JobSettings, ctx: AdditionalContext, opts: RunOp
     device_name = ""
     if result_file is not None:
         try:
-            result: WorkloadResult = json.loads(result_file.read_text(encoding="utf-8"))
+            result: WorkloadResult = inputs.load_json_object(result_file, "workload_result.json")  # type: ignore
             if result.get("status") == "failed":
                 failures.append(f"{result_file.relative_to(ws)} says status failed")
             device = result.get("device") or {}
             device_name = str(device.get("arch") or device.get("name") or "") if device.get("type") != "cpu" else ""
-        except (OSError, json.JSONDecodeError, AttributeError):
+        except (UserError, AttributeError):
             failures.append(f"{result_file.relative_to(ws)} is unreadable")
     status: RunStatus = "SUCCESS" if not failures else "FAILURE"
     target = "CPU" if job.gpus_per_node is None else (ctx.gpu_vendor or "GPU")

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     for message in p.messages:
         print(f"{prog}: {message}", file=sys.stderr)
     if p.settings.get("dry_run"):
-        print(json.dumps(p.to_json(), indent=2))
+        print(json.dumps(p.to_json(), indent=2, allow_nan=False))
         return 0
     print(f"{prog}: {p.profiler.name} ({p.profiler.why}): {shlex.join(p.argv)}", file=sys.stderr)
     try:

@@ -515,4 +515,4 @@ def _nsys(plan: Plan, parsed: opts.Parsed, drop: bool) -> None:
 
 
 def dumps(plan: Plan) -> str:
-    return json.dumps(plan.to_json(), indent=2)
+    return json.dumps(plan.to_json(), indent=2, allow_nan=False)

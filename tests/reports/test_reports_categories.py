@@ -369,7 +369,7 @@ def test_rules_from_the_environment_and_the_registered_file(tmp_path, monkeypatc
 @pytest.mark.parametrize(
     "data, where, what",
     [
-        ("{not json", None, "not valid JSON"),
+        ("{not json", None, "invalid JSON"),
         ({"rule": []}, None, '"rules" list'),
         ({"rules": [], "extra": 1}, None, "unknown key 'extra'"),
         ({"rules": ["gemm"]}, "rules[0]", "each rule is an object"),
