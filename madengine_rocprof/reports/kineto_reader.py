@@ -94,8 +94,8 @@ def is_kineto_trace(path: Path) -> bool:
 class _Args(msgspec.Struct, gc=False):
     """The args read: a GPU event's device and stream, a [memory] event's figures; others are skipped."""
 
-    device: Any = None
-    stream: Any = None
+    device: int | str | None = None  # typed: a list or object here is refused with its JSON path, never hashed
+    stream: int | str | None = None
     total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
     device_type: Any = msgspec.field(default=None, name="Device Type")
     device_id: Any = msgspec.field(default=None, name="Device Id")
@@ -104,11 +104,11 @@ class _Args(msgspec.Struct, gc=False):
 class _Event(msgspec.Struct, gc=False):
     """The fields read from a trace event; the rest of each event is skipped by the decoder."""
 
-    ph: Any = None
-    cat: Any = None
-    name: Any = None
-    pid: Any = None
-    tid: Any = None
+    ph: str | None = None
+    cat: str | None = None
+    name: str | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
     ts: Any = None
     dur: Any = None
     args: _Args | None = None
