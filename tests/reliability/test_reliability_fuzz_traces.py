@@ -30,8 +30,9 @@ KINETO = {
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 7, "ts": 0.5, "dur": 3.0},
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": 7, "ts": 0.9, "dur": 0.2,
          "args": {"correlation": 1}},
-        *[{"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": start / 1000, "dur": (end - start) / 1000,
-           "args": {"device": 0, "stream": 7, "correlation": i + 1}} for i, (name, start, end) in enumerate(KERNELS)],
+        *[{"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": start / 1000,
+           "dur": (end - start) / 1000, "args": {"device": 0, "stream": 7, "correlation": i + 1}}
+          for i, (name, start, end) in enumerate(KERNELS)],
         {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7, "ts": 11.0,
          "dur": 1.5, "args": {"device": 0, "stream": 7}},
     ],
