@@ -370,13 +370,13 @@ class _Collected:
         # GPU events as compact columns: name and device as codes into `names` / `devices`, times in ns
         self.kernels = _Columns()
         self.copies = _Columns()
-        self.names: dict[str, int] = {}
-        self.devices: dict[str, int] = {}
-        self.cpu: list[tuple[str, object, int, int]] | None = []  # None once a kernel was seen
+        self.names: dict[Any, int] = {}  # keys: the events' names (typed str | None; _times refuses None)
+        self.devices: dict[Any, int] = {}
+        self.cpu: list[tuple[Any, object, int, int]] | None = []  # None once a kernel was seen
         self.steps: dict[int, tuple[int, int]] = {}
         self.memory: dict[str, int] = {}
         self.tracks: list[str] = []  # per kernel: "GPU <device> stream <n>" (for the Perfetto writer)
-        self.strings: dict[str, str] = {}  # one str object per distinct CPU operator name
+        self.strings: dict[Any, Any] = {}  # one str object per distinct CPU operator name
 
     def __call__(self, events: list[_Event], first: int) -> None:
         kinds, names, devices = CATEGORY_KINDS, self.names, self.devices
@@ -385,7 +385,7 @@ class _Collected:
                 if event.name == "[memory]" and event.ph in ("i", "I") and event.args is not None:
                     _memory(event.args, self.memory)
                 continue
-            kind = kinds.get(event.cat)
+            kind = kinds.get(event.cat) if event.cat is not None else None
             if kind is None:
                 continue
             ts, dur, name = event.ts, event.dur, event.name
@@ -421,7 +421,7 @@ class _Collected:
                 if self.want_tracks and kind is _KERNEL:
                     stream = event.tid if args is None or args.stream is None else args.stream
                     self.tracks.append(f"GPU {device} stream {stream}")
-            elif name.startswith("ProfilerStep#"):
+            elif name is not None and name.startswith("ProfilerStep#"):
                 match = STEP.match(name)
                 if match:
                     self.steps.setdefault(int(match.group(1)), (start, end))
