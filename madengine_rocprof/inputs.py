@@ -167,10 +167,9 @@ class _JsonRefused(ValueError):
         self.token = token  # the refused literal, to find its line and column (the hooks are not told where)
 
 
-def _token_position(text: str, token: str) -> tuple[int | None, int | None]:
-    """Line and column (1-based) of the first `token` outside a JSON string, or (None, None)."""
+def _outside_strings(text: str) -> Iterator[tuple[int, str]]:
+    """(index, character) of every character of JSON text outside string literals (their quotes included)."""
     in_string = escaped = False
-    line, line_start = 1, 0
     for i, ch in enumerate(text):
         if in_string:
             if escaped:
@@ -181,10 +180,16 @@ def _token_position(text: str, token: str) -> tuple[int | None, int | None]:
                 in_string = False
         elif ch == '"':
             in_string = True
-        elif ch == "\n":
-            line, line_start = line + 1, i + 1
-        elif ch == token[0] and text.startswith(token, i):
-            return line, i - line_start + 1
+        else:
+            yield i, ch
+
+
+def _token_position(text: str, token: str) -> tuple[int | None, int | None]:
+    """Line and column (1-based) of the first `token` outside a JSON string, or (None, None)."""
+    for i, ch in _outside_strings(text):
+        if ch == token[0] and text.startswith(token, i):
+            line_start = text.rfind("\n", 0, i) + 1
+            return text.count("\n", 0, i) + 1, i - line_start + 1
     return None, None
 
 
@@ -233,18 +238,8 @@ def _depth_problem(data: Any, max_depth: int) -> bool:
 def _quick_depth(text: str, max_depth: int) -> bool:
     """Brackets nested deeper than max_depth, ignoring the insides of strings (before parsing: no recursion)."""
     depth = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
+    for _, ch in _outside_strings(text):
+        if ch in "[{":
             depth += 1
             if depth > max_depth:
                 return True

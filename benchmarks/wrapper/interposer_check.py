@@ -12,37 +12,13 @@ libcudart.so), and no launch may start after its kernel.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import statistics
 import sys
 from collections import Counter, defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-
-
-def percentiles(values: list[float]) -> dict:
-    if not values:
-        return {}
-    v = sorted(values)
-    pick = {f"p{q}": v[min(len(v) - 1, int(q / 100 * len(v)))] for q in (0, 1, 50, 99)}
-    return {**pick, "max": v[-1], "mean": round(statistics.fmean(v), 1)}
-
-
-def warm_step(argv) -> tuple:
-    """(args, tt_train, step, feed, device): the harness's training step after 10 untraced warm-up steps."""
-    p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=5)
-    p.add_argument("harness", nargs=argparse.REMAINDER)
-    args = p.parse_args(argv)
-    sys.path[:0] = [REPO, HERE]
-    from overhead_alternating import build_step
-
-    _torch, tt_train, step, feed, device, _args = build_step([a for a in args.harness if a != "--"])
-    tt_train.timed_run(step, feed, 10, 0, device)
-    return args, tt_train, step, feed, device
 
 
 def window(backend, tt_train, step, feed, device, steps: int) -> dict:
@@ -67,6 +43,9 @@ def window(backend, tt_train, step, feed, device, steps: int) -> dict:
 
 
 def main(argv=None) -> int:
+    sys.path[:0] = [REPO, HERE]
+    from overhead_alternating import percentiles, warm_step
+
     args, tt_train, step, feed, device = warm_step(argv)
     from madengine_rocprof.tracer import cupti_backend
     from madengine_rocprof.tracer import cupti_records as cr
