@@ -66,31 +66,36 @@ def _handle(value: object) -> str:
     return str(value.get("handle", "?") if isinstance(value, dict) else value)
 
 
+def _records(path: Path, tool: dict, n: int, kind: str, what: str) -> Iterator[tuple[dict, str, int, int]]:
+    """(record, its JSON path, start, end) of every `buffer_records.<kind>` record of tool n, typed and checked."""
+    where = f"{TOP_KEY}[{n}].buffer_records"
+    records = _object(tool.get("buffer_records", {}), path, where).get(kind, [])
+    if not isinstance(records, list):
+        raise UserError(f"expected an array, got {inputs.json_type(records)}", file=str(path),
+                        where=f"{where}.{kind}", fix=FIX)
+    for i, rec in enumerate(records):
+        place = f"{where}.{kind}[{i}]"
+        rec = _object(rec, path, place)
+        for key in ("start_timestamp", "end_timestamp"):
+            if key not in rec:
+                raise UserError(f"{what} record lacks {key}", file=str(path), where=place, fix=FIX)
+        start = inputs.int_in_range(rec["start_timestamp"], str(path), f"{place}.start_timestamp")
+        end = inputs.int_in_range(rec["end_timestamp"], str(path), f"{place}.end_timestamp")
+        if end < start:
+            raise UserError("end_timestamp is before start_timestamp", file=str(path), where=place, fix=FIX)
+        yield rec, place, start, end
+
+
 def _dispatches(path: Path, tools: list[dict] | None = None) -> Iterator[tuple[str, int, int, str]]:
     for n, tool in enumerate(_load(path) if tools is None else tools):
-        where = f"{TOP_KEY}[{n}]"
-        names = _kernel_names(path, tool, where)
-        buffers = _object(tool.get("buffer_records", {}), path, f"{where}.buffer_records")
-        records = buffers.get("kernel_dispatch", [])
-        if not isinstance(records, list):
-            raise UserError(f"expected an array, got {inputs.json_type(records)}", file=str(path),
-                            where=f"{where}.buffer_records.kernel_dispatch", fix=FIX)
-        for i, rec in enumerate(records):
-            place = f"{where}.buffer_records.kernel_dispatch[{i}]"
-            rec = _object(rec, path, place)
+        names = _kernel_names(path, tool, f"{TOP_KEY}[{n}]")
+        for rec, place, start, end in _records(path, tool, n, "kernel_dispatch", "kernel dispatch"):
             if "dispatch_info" not in rec:
                 raise UserError("kernel dispatch record lacks dispatch_info", file=str(path), where=place, fix=FIX)
             info = _object(rec["dispatch_info"], path, f"{place}.dispatch_info")
-            for key in ("start_timestamp", "end_timestamp"):
-                if key not in rec:
-                    raise UserError(f"kernel dispatch record lacks {key}", file=str(path), where=place, fix=FIX)
             kernel_id = inputs.int_in_range(info.get("kernel_id"), str(path), f"{place}.dispatch_info.kernel_id")
-            start = inputs.int_in_range(rec["start_timestamp"], str(path), f"{place}.start_timestamp")
-            end = inputs.int_in_range(rec["end_timestamp"], str(path), f"{place}.end_timestamp")
             if kernel_id not in names:
                 raise UserError(f"kernel_id {kernel_id} is not in kernel_symbols", file=str(path), where=place, fix=FIX)
-            if end < start:
-                raise UserError("end_timestamp is before start_timestamp", file=str(path), where=place, fix=FIX)
             track = f"agent {_handle(info.get('agent_id', {}))} queue {_handle(info.get('queue_id', {}))}"
             yield names[kernel_id], start, end, track
 
@@ -104,22 +109,8 @@ def _copies(path: Path, tools: list[dict], devices: set[str]) -> dict[str, list]
     is the destination agent if kernels ran there, else the source agent if they did, else the destination."""
     rows: dict[str, list] = {"name": [], "start": [], "end": [], "device": []}
     for n, tool in enumerate(tools):
-        buffers = _object(tool.get("buffer_records", {}), path, f"{TOP_KEY}[{n}].buffer_records")
-        records = buffers.get("memory_copy", [])
-        if not isinstance(records, list):
-            raise UserError(f"expected an array, got {inputs.json_type(records)}", file=str(path),
-                            where=f"{TOP_KEY}[{n}].buffer_records.memory_copy", fix=FIX)
-        for i, rec in enumerate(records):
-            where = f"{TOP_KEY}[{n}].buffer_records.memory_copy[{i}]"
-            rec = _object(rec, path, where)
-            for key in ("start_timestamp", "end_timestamp"):
-                if key not in rec:
-                    raise UserError(f"memory copy record lacks {key}", file=str(path), where=where, fix=FIX)
-            start = inputs.int_in_range(rec["start_timestamp"], str(path), f"{where}.start_timestamp")
-            end = inputs.int_in_range(rec["end_timestamp"], str(path), f"{where}.end_timestamp")
+        for rec, _, start, end in _records(path, tool, n, "memory_copy", "memory copy"):
             dst, src = _agent(rec.get("dst_agent_id")), _agent(rec.get("src_agent_id"))
-            if end < start:
-                raise UserError("end_timestamp is before start_timestamp", file=str(path), where=where, fix=FIX)
             rows["name"].append(f"memory copy {rec.get('operation', '')}".strip())
             rows["start"].append(start)
             rows["end"].append(end)
