@@ -273,20 +273,7 @@ def top_kernels(run: ReportRun, top: int) -> Section | None:
     return Section(
         f"Top {len(kernels)} kernels by total time",
         blocks=[
-            Bars(
-                [
-                    (
-                        display_name(k["name"]),
-                        k["total_ns"] / 1e6,
-                        f"{ms(k['total_ns'])} ms ({pct(k['share'])})",
-                        k["category"],
-                        f"{k['name']}\n{k['category']}, {count(k['calls'])} calls, {ms(k['total_ns'])} ms",
-                    )
-                    for k in kernels
-                ],
-                width=1000,
-                max_label_chars=64,
-            ),
+            _time_bars(kernels, "total_ns", lambda k: f"{ms(k['total_ns'])} ms"),
             Table(
                 [
                     Column("#"),
@@ -318,6 +305,24 @@ def top_kernels(run: ReportRun, top: int) -> Section | None:
     )
 
 
+def _time_bars(kernels: list[dict], measure: str, times: Callable[[dict], str]) -> Bars:
+    """One bar per kernel (or operator) by `measure`; the tooltip gives its category, calls and `times`."""
+    return Bars(
+        [
+            (
+                display_name(k["name"]),
+                (k[measure] or 0) / 1e6,
+                f"{ms(k[measure])} ms ({pct(k['share'])})",
+                k["category"],
+                f"{k['name']}\n{k['category']}, {count(k['calls'])} calls, {times(k)}",
+            )
+            for k in kernels
+        ],
+        width=1000,
+        max_label_chars=64,
+    )
+
+
 def _top_operators(run: ReportRun, kernels: list[dict]) -> Section:
     """CPU operators: by self (exclusive) time when the trace gives it, inclusive time beside it."""
     by_self = run["summary"].get("time_basis") == "self"
@@ -326,21 +331,8 @@ def _top_operators(run: ReportRun, kernels: list[dict]) -> Section:
     return Section(
         f"Top {len(kernels)} CPU operators by {what}",
         blocks=[
-            Bars(
-                [
-                    (
-                        display_name(k["name"]),
-                        (k[measure] or 0) / 1e6,
-                        f"{ms(k[measure])} ms ({pct(k['share'])})",
-                        k["category"],
-                        f"{k['name']}\n{k['category']}, {count(k['calls'])} calls, self {ms(k['self_ns'])} ms, "
-                        f"inclusive {ms(k['total_ns'])} ms",
-                    )
-                    for k in kernels
-                ],
-                width=1000,
-                max_label_chars=64,
-            ),
+            _time_bars(kernels, measure,
+                       lambda k: f"self {ms(k['self_ns'])} ms, inclusive {ms(k['total_ns'])} ms"),
             Table(
                 [
                     Column("#"),
