@@ -286,13 +286,13 @@ class _Tracer:
             os.kill(os.getpid(), signal.SIGINT)
 
     def _write(self) -> None:
-        """kernel_trace.csv first, in whole lines (a kill or a full disk keeps the rows written so far), then the
-        stats, the summary and the Chrome trace. Nothing is written under a temporary name that a kill could leave,
-        except the Chrome trace of the CUPTI backend (renamed into place when complete; removed on errors).
+        """The backend's Chrome trace first (torch.profiler's export, or the CUPTI backend's, renamed into place
+        when complete), then kernel_trace.csv read from it, in whole lines (a kill or a full disk keeps the rows
+        written so far), then the stats and the summary.
 
         The backend's `trace(path, demangle_names=...)` returns (source, counts); source is the path of the Kineto
-        JSON it exported to `path` (torch.profiler), a Kineto-style dict (CUPTI; also written to `path` as JSON),
-        or convert.Events (rows straight from records; no Chrome trace)."""
+        JSON it wrote to `path` (torch.profiler's export, or the CUPTI backend's own writer), or convert.Events
+        (rows straight from records; no Chrome trace)."""
         host_dir = os.path.join(self.out, socket.gethostname())
         os.makedirs(host_dir, exist_ok=True)
         prefix = rocprof_csv.file_prefix(self.pid)
@@ -304,9 +304,7 @@ class _Tracer:
             counts["why"] = self.why
             if isinstance(source, convert.Events):  # rows made straight from a backend's records
                 events = source
-            elif isinstance(source, dict):  # a Kineto-style trace (the CUPTI backend's)
-                events = convert.from_dict(source, cpu=self.cpu_mode)
-            else:  # torch.profiler exported its own JSON to `chrome`
+            else:  # the backend wrote a Kineto JSON trace to `chrome`
                 events = convert.read_kineto(source, cpu=self.cpu_mode)
             written = convert.write_files(events, host_dir, prefix, cpu=self.cpu_mode, truncate=self.truncate,
                                           max_rows=self.max_kernels, api=self.api, memcpy=self.memcpy,
@@ -318,10 +316,9 @@ class _Tracer:
             if dropped:
                 print(f"{TAG} error: CUPTI dropped {dropped} activity record(s) in pid {self.pid}: the trace is"
                       " incomplete", file=sys.stderr)
-            if written and isinstance(source, dict):
-                convert.write_chrome_trace(source, chrome)
-            elif not written and not dropped:
-                nothing_captured = True
+            if not written:
+                nothing_captured = True  # no rows: no Chrome trace either, as when a window captured nothing
+            if not written and not dropped:
                 print(f"{TAG} no {'CPU operators' if self.cpu_mode else 'GPU kernels'} captured in pid {self.pid}:"
                       " no files written", file=sys.stderr)
         finally:
