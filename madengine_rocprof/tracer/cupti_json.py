@@ -46,7 +46,8 @@ _CTYPE = {"b": ctypes.c_int8, "h": ctypes.c_int16, "i": ctypes.c_int32, "q": cty
 def copy_args(copy_kind: int) -> str:
     """The args that follow "bytes" in a memcpy event, as chrome_trace writes them."""
     direction, src_host, dst_host = cr.COPY_KINDS.get(copy_kind, ("Unknown", False, False))
-    return f'"direction": {json.dumps(direction)}, "src host": {json.dumps(src_host)}, "dst host": {json.dumps(dst_host)}'
+    return (f'"direction": {json.dumps(direction)}, "src host": {json.dumps(src_host)},'
+            f' "dst host": {json.dumps(dst_host)}')
 
 
 class Writer:

@@ -100,7 +100,8 @@ def memset_name(memory_kind: int) -> str:
 
 
 def chrome_trace(records: list[tuple[int, dict]], *, kernel_name, api_name_of, pid: int) -> dict:
-    """Kineto-style trace of parsed records (the Python path, where the C writer, cupti_json, cannot be built). `kernel_name(ptr)` -> the name to show; `api_name_of(kind, cbid)` -> str
+    """Kineto-style trace of parsed records (the Python path, where the C writer, cupti_json, cannot be built).
+    `kernel_name(ptr)` -> the name to show; `api_name_of(kind, cbid)` -> str
     (kind RUNTIME or DRIVER), for API records that do not carry their own `name` (the interposer's do)."""
     starts = [r["start"] for _k, r in records if r["start"]]
     base = min(starts) if starts else 0
@@ -118,7 +119,8 @@ def chrome_trace(records: list[tuple[int, dict]], *, kernel_name, api_name_of, p
                                     "block": [r["block_x"], r["block_y"], r["block_z"]], "graph id": r["graph_id"]}})
         elif kind == MEMCPY:
             direction, src_host, dst_host = COPY_KINDS.get(r["copy_kind"], ("Unknown", False, False))
-            events.append({"ph": "X", "cat": "gpu_memcpy", "name": memcpy_name(r["copy_kind"], r["src_kind"], r["dst_kind"]), "pid": r["device_id"],
+            name = memcpy_name(r["copy_kind"], r["src_kind"], r["dst_kind"])
+            events.append({"ph": "X", "cat": "gpu_memcpy", "name": name, "pid": r["device_id"],
                            "tid": r["stream_id"], "ts": ts, "dur": dur,
                            "args": {"device": r["device_id"], "stream": r["stream_id"],
                                     "correlation": r["correlation_id"],

@@ -14,7 +14,7 @@ import types
 import pytest
 
 from madengine_rocprof.cli import doctor
-from madengine_rocprof.tracer import convert, cupti_backend, cupti_records, demangle, runtime, select
+from madengine_rocprof.tracer import api_recorder, convert, cupti_backend, cupti_records, demangle, runtime, select
 from madengine_rocprof.wrapper import outputs, planner
 
 from .fakes import fake_cupti
@@ -25,7 +25,7 @@ GEMM_DEMANGLED = ("void at::native::vectorized_elementwise_kernel<4, at::native:
                   "std::array<char*, 2ul> >(int, at::native::CUDAFunctorOnSelf_add<float>, std::array<char*, 2ul>)")
 
 
-def kernel(corr: int, start: int, name: str = GEMM, **over) -> dict:
+def kernel(corr: int, start: int, name: str | int = GEMM, **over) -> dict:
     rec = dict(name=name, start=start, end=start + 500, correlation_id=corr, device_id=0, context_id=1, stream_id=7,
                grid_x=4, grid_y=2, grid_z=1, block_x=128, block_y=1, block_z=1, registers_per_thread=32,
                static_shared_memory=1024, dynamic_shared_memory=1024, graph_id=0)
@@ -302,6 +302,10 @@ def test_runtime_writes_rocprofv3_files_and_a_summary(monkeypatch, tmp_path):
     assert [r["Correlation_Id"] for r in rows] == ["1", "2", "3"]
     summary = json.loads((host / f"{pid}_tracer_summary.json").read_text())
     assert (summary["backend"], summary["dropped_records"], summary["kernel_rows"]) == ("cupti", 0, 3)
+    assert set(summary["write_seconds"]) == {"stop", "chrome_trace", "rows"}
+    assert all(0 <= s < 60 for s in summary["write_seconds"].values())
+    if api_recorder.compiler() is not None:
+        assert summary["trace_writer"] == "native (C)"
     perfetto = json.loads((host / f"{pid}_perfetto_trace.json").read_text())
     assert [r[8] for r in convert.kernel_rows(perfetto)] == [1, 2, 3]  # the JSON is the same trace
 

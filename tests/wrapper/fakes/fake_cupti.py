@@ -20,6 +20,7 @@ import enum
 import struct
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 
@@ -244,14 +245,26 @@ def record_size(kind: int) -> int:
 def _next_record(base, valid, record_ref) -> int:
     """cuptiActivityGetNextRecord: *record NULL starts the walk; status 12 (MAX_LIMIT_REACHED) ends it."""
     rec = record_ref.contents
-    if rec.value is None:
-        nxt = base or 0
-    else:
-        nxt = rec.value + record_size(ctypes.c_int32.from_address(rec.value).value)
+    start = rec.value is None
+    nxt = (base or 0) if start else rec.value + record_size(ctypes.c_int32.from_address(rec.value).value)
     if nxt >= (base or 0) + valid:
         return 12  # CUPTI_ERROR_MAX_LIMIT_REACHED
     rec.value = nxt
     return 0
+
+
+NEXT_SOURCE = Path(__file__).with_name("next_record.c")
+
+
+def c_next_record(folder: Path | None = None):
+    """The same walk in C (next_record.c, built like the tracer's native code): a ctypes function, as fast as
+    libcupti's own."""
+    from madengine_rocprof.tracer import api_recorder
+
+    fn = ctypes.CDLL(str(api_recorder.build(NEXT_SOURCE, folder))).fake_next_record
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]
+    fn.restype = ctypes.c_int
+    return fn
 
 
 class FakeLib:
