@@ -296,3 +296,14 @@ def test_spec_matches_the_fields_the_python_layouts_read():
     assert table[:5] == [cr.KERNEL, len(cr.FIELDS[cr.KERNEL]), 16, 8, 0]  # start: u8 at 16
     grid_x = 2 + 3 * cr.FIELDS[cr.KERNEL].index("grid_x")
     assert table[grid_x:grid_x + 3] == [52, 4, 1]  # i4, signed
+
+
+def test_a_name_longer_than_the_write_buffer_is_written_whole(tmp_path):
+    long_name = b"k" * (3 << 19) + b'"\\'  # 1.5 MiB: more than the C writer's 1 MiB buffer holds
+    buffers = [fake_cupti._pack(10, kernel(1, BASE, name=c_name(long_name))),
+               fake_cupti._pack(10, kernel(2, BASE + 5, name=c_name(b"short")))]
+    b = make_backend(buffers, [], native=True)
+    path, _ = b.trace(str(tmp_path / "t.json"), demangle_names=False)
+    with open(path) as fh:
+        events = json.load(fh)["traceEvents"]
+    assert [e["name"] for e in events] == [long_name.decode(), "short"]
