@@ -435,11 +435,15 @@ class CuptiBackend:
         names = Names(self.cupti, self.recorder, demangle_names)
         if self.writer is not None:
             windows = self.recorder.windows if self.recorder is not None else []
-            seen, _events = self.writer.write(path, layouts=self.layouts, next_record=self.next_record(),
-                                              buffers=self.raw, windows=windows, text=names.text, pid=os.getpid())
-        else:
-            trace, seen = self.kineto(names)
-            convert.write_chrome_trace(trace, path)
+            try:
+                seen, _events = self.writer.write(path, layouts=self.layouts, next_record=self.next_record(),
+                                                  buffers=self.raw, windows=windows, text=names.text, pid=os.getpid())
+                return path, self.counts(seen)
+            except RuntimeError as exc:  # not a write error (OSError): the Python path may still save the trace
+                self.writer = None
+                self.trace_writer = f"Python (native trace writer failed: {exc})"
+        trace, seen = self.kineto(names)
+        convert.write_chrome_trace(trace, path)
         return path, self.counts(seen)
 
     def kineto(self, names: Names) -> tuple[dict, dict]:

@@ -13,6 +13,7 @@ import ctypes
 import decimal
 import json
 import random
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -246,9 +247,24 @@ def test_a_cupti_error_while_walking_a_buffer_writes_no_file(tmp_path, monkeypat
 def test_a_record_past_its_buffer_is_an_error_not_a_read_beyond(tmp_path):
     cut = fake_cupti._pack(10, kernel(1, BASE, name=c_name(b"k")))[:100]  # kind says kernel: 216 bytes
     b = make_backend([cut], [], native=True)
-    with pytest.raises(RuntimeError, match="ends past its buffer"):
+    with pytest.raises(struct.error):  # the C writer refused it, then the Python path did
         b.trace(str(tmp_path / "t.json"), demangle_names=False)
+    assert "a record of kind 10 ends past its buffer (0 + 160 > 100 bytes)" in b.trace_writer
     assert list(tmp_path.iterdir()) == []
+
+
+def test_when_the_c_writer_fails_the_python_path_writes_and_the_summary_says_why(tmp_path, monkeypatch):
+    b = make_backend([fake_cupti._pack(10, kernel(1, BASE, name=c_name(b"k")))], [], native=True)
+
+    def fails(*_a, **_k):
+        raise RuntimeError("the native trace writer refused the CUPTI record layouts")
+
+    assert b.writer is not None
+    monkeypatch.setattr(b.writer, "write", fails)
+    path, counts = b.trace(str(tmp_path / "t.json"), demangle_names=False)
+    assert counts["trace_writer"] == "Python (native trace writer failed: the native trace writer refused the CUPTI" \
+                                     " record layouts)"
+    assert [r[8] for r in convert.kernel_rows(convert.read_kineto(path, cpu=False))] == [1]
 
 
 def test_a_write_error_part_way_leaves_no_file(tmp_path):
