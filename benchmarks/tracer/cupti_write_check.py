@@ -17,10 +17,12 @@ exit). Prints a summary and one JSON line; writes OUT/cupti_write_check.json. Ex
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -60,11 +62,14 @@ def run(args, out: str) -> dict:
     env.pop("MADENGINE_ROCPROF_TRACER_OUT", None)
     t0 = time.time()
     with open(os.path.join(out, "run.stderr"), "w", encoding="utf-8") as err:
+        child = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err,
+                                 start_new_session=True)  # its own group: a time-out stops the harness too
         try:
-            done = subprocess.run(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err,
-                                  timeout=args.timeout_s, check=False)
-            rc: int | str = done.returncode
+            rc: int | str = child.wait(timeout=args.timeout_s)
         except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
             rc = "timeout"
     t_exit = time.time()
     info: dict = {"rc": rc, "run_s": round(t_exit - t0, 2), "trace_dir": trace_dir}
