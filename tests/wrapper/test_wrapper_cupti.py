@@ -342,9 +342,11 @@ def test_runtime_reports_dropped_records(monkeypatch, tmp_path, capsys):
     t, _ = _traced(monkeypatch, tmp_path, MADENGINE_ROCPROF_TRACER_BUFFER_MB="0.0002")  # 209 bytes: drops kernels
     fake_cupti.record(10, **kernel(1, 100))
     t.finish()
-    summary = json.loads((tmp_path / socket.gethostname() / f"{os.getpid()}_tracer_summary.json").read_text())
+    host = tmp_path / socket.gethostname()
+    summary = json.loads((host / f"{os.getpid()}_tracer_summary.json").read_text())
     assert summary["dropped_records"] == 1
     assert "dropped 1 activity record" in capsys.readouterr().err
+    assert [p.name for p in host.iterdir()] == [f"{os.getpid()}_tracer_summary.json"]  # no rows: no Chrome trace
 
 
 def test_runtime_falls_back_to_torch_profiler_when_cupti_is_missing(monkeypatch, tmp_path, capsys):

@@ -465,7 +465,7 @@ size_t cupti_json_keys(const session *s, int which, uint64_t *out, size_t max) {
     if (which < 0 || which >= N_TABLES)
         return 0;
     const table *t = &s->tables[which];
-    if (out)
+    if (out && t->n && max) /* order is NULL while the table is empty */
         memcpy(out, t->order, (t->n < max ? t->n : max) * sizeof *out);
     return t->n;
 }
@@ -484,7 +484,8 @@ int cupti_json_set_text(session *s, int which, const char *text, const uint64_t 
     t->start = malloc((n + 1) * sizeof *t->start);
     if (!t->text || !t->start)
         return oom(s);
-    memcpy(t->text, text, start[n]);
+    if (start[n])
+        memcpy(t->text, text, start[n]);
     memcpy(t->start, start, (n + 1) * sizeof *t->start);
     return 0;
 }
