@@ -161,7 +161,8 @@ def _figures_of(data: dict[str, Any]) -> list[dict[str, Any]]:
     figs = []
     for key, value in source.items():
         if isinstance(value, dict) and {"min", "median", "max"} <= value.keys():
-            figs.append(_spread(key, str(value.get("unit") or _unit(key)), value, n))
+            figs.append(_spread(key, str(value.get("unit") or _unit(key)), value,
+                                value["n"] if isinstance(value.get("n"), int) else n))
         elif isinstance(value, int | float) and not isinstance(value, bool) and key not in ("rounds", "steps"):
             figs.append(fixed(key, _unit(key), value))
     for key, values in (data.get("checks") or {}).items():  # e.g. dropped records, kernel rows: the same each round

@@ -4,6 +4,7 @@ and the tracer registers no per-step hook for a whole-run window."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -63,8 +64,9 @@ def test_result_rows_have_the_benchmark_format(pp):
     row = rows["product_path/kernel_trace"]
     assert set(row) >= {"area", "case", "figures", "device", "versions", "commit", "command", "date"}
     assert row["area"] == "tracer"
-    assert row["figures"] == {"step_ms": {"min": 22.0, "median": 23.0, "max": 24.0},
-                              "overhead_pct": {"min": 10.0, "median": 15.0, "max": 20.0}}
+    assert row["figures"] == {"step_ms": {"min": 22.0, "median": 23.0, "max": 24.0, "n": 2},
+                              "overhead_pct": {"min": 10.0, "median": 15.0, "max": 20.0, "n": 2},
+                              "overhead_best_pct": {"min": 10.0, "median": 10.0, "max": 10.0, "n": 1}}
     assert row["checks"] == {"kernel_rows": [80878], "dropped_records": [0]}  # from the run that wrote its trace
     assert row["command"].startswith("bash scripts/rocprof_wrapper.sh --profile lightweight --kernel-trace --stats"
                                      " --output-format csv -d OUT -o %hostname%/%pid% -- python3")
@@ -81,3 +83,31 @@ def test_a_whole_run_window_runs_no_python_per_step(monkeypatch, tmp_path, env, 
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     assert runtime._Tracer()._needs_step_hook() is needed
+
+
+def test_best_over_best_takes_each_variants_fastest_process_per_call(pp):
+    runs = [{"variant": "none", "step_ms": 20.0}, {"variant": "none", "step_ms": 30.0},  # a disturbed baseline
+            {"variant": "kernel_trace", "step_ms": 23.0}, {"variant": "kernel_trace", "step_ms": 22.0},
+            {"variant": "v4_none", "step_ms": 1.0}, {"variant": "v4_kernel_trace", "step_ms": 1.02},
+            {"variant": "torch"}]  # failed: no figure
+    best = pp.best_over_best(runs)
+    assert best == pytest.approx({"kernel_trace": 10.0, "v4_kernel_trace": 2.0})
+
+
+def test_pool_summarizes_calls_apart_and_refuses_mixed_machines(pp, tmp_path, capsys):
+    meta = {"versions": {"torch": "t"}, "commit": "c", "date": "d"}
+    lines = [{"call": "a", "device": "H100", **meta, "variant": "none", "step_ms": 20.0},
+             {"call": "a", "device": "H100", **meta, "variant": "kernel_trace", "step_ms": 22.0},
+             {"call": "a", "device": "H100", **meta, "variant": "none", "step_ms": 20.0},
+             {"call": "b", "device": "H100", **meta, "variant": "none", "step_ms": 30.0},
+             {"call": "b", "device": "H100", **meta, "variant": "kernel_trace", "step_ms": 36.0}]
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert pp.main(["--pool", str(runs), "--out", str(tmp_path / "out")]) == 0
+    rows = {json.loads(x)["case"]: json.loads(x) for x in (tmp_path / "out" / "results.jsonl").read_text().splitlines()}
+    best = rows["product_path/kernel_trace"]["figures"]["overhead_best_pct"]
+    assert (best["min"], best["max"], best["n"]) == (10.0, 20.0, 2)  # 22/20 in call a, 36/30 in call b
+    lines[-1]["device"] = "H200"
+    runs.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert pp.main(["--pool", str(runs), "--out", str(tmp_path / "out2")]) == 2
+    assert "different machines" in capsys.readouterr().err
