@@ -277,27 +277,18 @@ def cupti_write(case: Case, ctx: Context) -> list[dict[str, Any]]:
 
 # ------------------------------------------------------------------ gate: compare --gate on repeated CPU runs
 def gate(case: Case, ctx: Context) -> list[dict[str, Any]]:
-    """aa_cpu.py: --rounds chunks of 6 identical runs (A/A) and as many of A B A B A B (a known slowdown); a row per
-    statistic and comparison kind with how often the gate failed (exit 1): false positives for A/A, power for B."""
+    """aa_gate.py: --rounds chunks of 6 identical runs (A/A) and as many of A B A B A B (a known slowdown); its
+    rows.jsonl has a row per statistic and comparison kind with how often the gate failed (exit 1): false positives
+    for A/A, power for B."""
     script = case.script_path()
     out = ctx.out / "raw"
     argv = [sys.executable, str(script), "--out", str(out), "--aa-chunks", str(ctx.rounds), "--ab-chunks",
             str(ctx.rounds)]
-    run_script(ctx, argv, "aa_cpu")
-    summary = json.loads((out / "aa_summary.json").read_text())
-    rows = []
-    for statistic, results in summary["results"].items():
-        for kind, tally in results.items():
-            if not isinstance(tally, dict) or not tally.get("comparisons"):
-                continue
-            what = "power: slowdown caught" if kind.startswith("slowdown") else "false-positive rate"
-            failed = tally["exit_1"]
-            rate = 100.0 * failed / tally["comparisons"]
-            figs = [fixed("gate failed (exit 1)", "comparisons", f"{failed} of {tally['comparisons']}"),
-                    fixed(what, "%", round(rate, 1)),
-                    fixed("not judged (exit 2)", "comparisons", tally["exit_2"])]
-            rows.append(_row(case, ctx, f"{kind}, {statistic}", figs, steps=summary.get("steps")))
-    return rows
+    run_script(ctx, argv, "aa_gate")
+    lines = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines() if line.strip()]
+    if not lines:
+        raise CaseFailed(f"{case.script} made no comparisons (see {ctx.out / 'aa_gate.log'})")
+    return rows_from_data(case, ctx, lines)
 
 
 # ------------------------------------------------------------------ reports at scale
@@ -441,7 +432,7 @@ CASES: dict[str, Case] = {c.name: c for c in [
          "SLURM tests with a 2-node TinyTransformer job", "scripts/setup_slurm.sh", slurm),
     Case("gate.false-positives-and-power", "cpu", "compare --gate on repeated CPU runs of TinyTransformer v1 under "
          "the tracer: the A/A false-positive rate and the power to catch a known slowdown (--rounds chunks of each)",
-         "benchmarks/insights/aa_cpu.py", gate),
+         "benchmarks/insights/aa_gate.py", gate),
     Case("runner.gpu-e2e", "gpu", "madengine-rocprof run (local runner) for v1 and v4 under lightweight and "
          "compute_bound, then report: every phase must exit 0", "benchmarks/runner/gpu_final_check.sh", runner),
 ]}

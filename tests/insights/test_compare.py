@@ -1,5 +1,5 @@
 """`compare BASE NEW --gate` on crafted runs whose answer is known; every printed number recomputed independently.
-The A/A measurement on real CPU runs is benchmarks/insights/aa_cpu.py (README there)."""
+The A/A measurement on real CPU runs is benchmarks/insights/aa_gate.py (README there)."""
 
 from __future__ import annotations
 

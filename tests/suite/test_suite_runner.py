@@ -3,6 +3,7 @@ their provenance, GPU and missing cases are refused before anything runs, and RE
 what the committed rows render to."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -227,15 +228,20 @@ def test_python_dash_m_benchmarks_runs_from_the_repository():
 
 
 def test_gate_rows_give_the_false_positive_rate_and_the_power(tmp_path, monkeypatch):
-    """aa_cpu.py's summary -> one row per comparison kind and statistic: A/A exit 1 is a false positive, a slowdown's
+    """aa_gate.py's summary -> one row per comparison kind and statistic: A/A exit 1 is a false positive, a slowdown's
     exit 1 is the gate catching it."""
+    spec = importlib.util.spec_from_file_location("aa_gate", REPO / "benchmarks" / "insights" / "aa_gate.py")
+    aa_gate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(aa_gate)
+
     def fake_run(ctx, argv, name, env=None, check=True):
         out = Path(argv[argv.index("--out") + 1])
         out.mkdir(parents=True)
         results = {"aa_alternating_3_per_side": {"comparisons": 20, "exit_0": 19, "exit_1": 1, "exit_2": 0},
                    "slowdown_3_per_side": {"comparisons": 4, "exit_0": 1, "exit_1": 3, "exit_2": 0},
                    "aa_flagged": [["aa_alternating_3_per_side", []]]}
-        (out / "aa_summary.json").write_text(json.dumps({"steps": 10, "results": {"median": results}}))
+        summary = {"steps": 10, "results": {"median": results}}
+        (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in aa_gate.rows(summary)))
         return 0, 1.0
 
     monkeypatch.setattr(cases, "run_script", fake_run)

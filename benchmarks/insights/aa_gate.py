@@ -1,4 +1,4 @@
-"""A/A test of `compare --gate` on real repeated CPU runs of TinyTransformer v1 under the embedded tracer.
+"""A/A test of `compare --gate` on real repeated runs of TinyTransformer v1 under the embedded tracer (CPU or GPU).
 
 Runs come in chunks of 6, made one after another:
 - AA chunks: 6 identical runs of the tiny CPU config (A). Base and new alternate in time (base = runs 0, 2, 4;
@@ -9,11 +9,15 @@ Runs come in chunks of 6, made one after another:
 - AB chunks: A and a bigger config B (larger batch and sequence: a real slowdown) alternating: A B A B A B. B as
   new must fail the gate (power); A as new must pass.
 Each run is `madengine-rocprof wrap --kernel-trace --stats -d RUN/profiler -- python tt_harness.py --version v1
---device cpu --tiny ... --json-out RUN/workload_result.json`; every comparison runs `compare BASE NEW --gate` with
+--device DEVICE ... --json-out RUN/workload_result.json`; every comparison runs `compare BASE NEW --gate` with
 the default threshold (5%) and confidence (95%), for --statistic mean and median.
+  --device cpu (default): A = the tiny CPU config at batch 4, seq 32; B = batch 8, seq 64 (4x the tokens).
+  --device cuda: A = the product path's eager config, batch 8, seq 128; B = batch 32, seq 256 (8x the tokens).
 
-    python benchmarks/insights/aa_cpu.py --out runs/aa [--aa-chunks 6] [--ab-chunks 4] [--steps 10] [--reuse]
-Prints a summary and writes OUT/aa_summary.json.
+    python benchmarks/insights/aa_gate.py --out runs/aa [--device cpu|cuda] [--aa-chunks 6] [--ab-chunks 4]
+        [--steps 10] [--reuse]
+Prints a summary; writes OUT/aa_summary.json and OUT/rows.jsonl (one benchmark row per comparison kind and
+statistic: `python -m benchmarks add --case gate.false-positives-and-power OUT/rows.jsonl` for a GPU machine's).
 """
 
 from __future__ import annotations
@@ -34,18 +38,22 @@ from madengine_rocprof.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 HARNESS = REPO / "scripts" / "tinytransformer" / "tt_harness.py"
-CONFIG_A = ["--batch-size", "4", "--seq-len", "32"]  # the harness's tiny CPU config
-CONFIG_B = ["--batch-size", "8", "--seq-len", "64"]  # 4x the tokens per step
+CONFIGS = {  # device: (A, B)
+    "cpu": (["--tiny", "--batch-size", "4", "--seq-len", "32"],  # the harness's tiny CPU config
+            ["--tiny", "--batch-size", "8", "--seq-len", "64"]),  # 4x the tokens per step
+    "cuda": (["--batch-size", "8", "--seq-len", "128", "--cuda-graphs", "off"],  # the product path's config
+             ["--batch-size", "32", "--seq-len", "256", "--cuda-graphs", "off"]),  # 8x the tokens per step
+}
 
 
-def make_run(run: Path, config: list[str], steps: int) -> float:
+def make_run(run: Path, device: str, config: list[str], steps: int) -> float:
     """One profiled run; returns its wall time."""
     if run.exists():
         shutil.rmtree(run)
     run.mkdir(parents=True)
     cmd = [
         sys.executable, "-m", "madengine_rocprof", "wrap", "--kernel-trace", "--stats", "-d", str(run / "profiler"),
-        "--", sys.executable, str(HARNESS), "--version", "v1", "--device", "cpu", "--tiny", *config,
+        "--", sys.executable, str(HARNESS), "--version", "v1", "--device", device, *config,
         "--num-steps", str(steps), "--warmup-steps", "2", "--json-out", str(run / "workload_result.json"),
     ]
     start = time.monotonic()
@@ -74,12 +82,45 @@ def tally(codes: list[int]) -> dict:
     return {"comparisons": len(codes), "exit_0": codes.count(0), "exit_1": codes.count(1), "exit_2": codes.count(2)}
 
 
+def rows(summary: dict) -> list[dict]:
+    """One benchmark row (the figures in `python -m benchmarks`' form) per statistic and comparison kind: how often
+    the gate failed (exit 1), which is the false-positive rate for A/A and the power for a slowdown."""
+    out = []
+    for statistic, results in summary["results"].items():
+        for kind, counts in results.items():
+            if not isinstance(counts, dict) or not counts.get("comparisons"):
+                continue
+            what = "power: slowdown caught" if kind.startswith("slowdown") else "false-positive rate"
+            failed = counts["exit_1"]
+            figures = [{"name": "gate failed (exit 1)", "unit": "comparisons",
+                        "value": f"{failed} of {counts['comparisons']}"},
+                       {"name": what, "unit": "%", "value": round(100.0 * failed / counts["comparisons"], 1)},
+                       {"name": "not judged (exit 2)", "unit": "comparisons", "value": counts["exit_2"]}]
+            out.append({"variant": f"{kind}, {statistic}", "figures": figures, "steps": summary.get("steps"),
+                        **{k: summary[k] for k in ("device", "versions", "commit", "date") if k in summary}})
+    return out
+
+
+def environment(device: str) -> dict:
+    """device, versions, commit and date for the rows (a GPU machine's rows are added here with `add --case`)."""
+    import datetime
+
+    import torch
+
+    name = torch.cuda.get_device_name(0) if device == "cuda" else f"CPU only ({os.cpu_count()} cores)"
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            check=False).stdout.strip() or "unknown"
+    return {"device": {"name": name}, "versions": {"python": platform.python_version(), "torch": torch.__version__},
+            "commit": commit, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
 def main_() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--aa-chunks", type=int, default=6, help="chunks of 6 identical runs (default 6)")
     parser.add_argument("--ab-chunks", type=int, default=4, help="chunks of A B A B A B runs (default 4)")
     parser.add_argument("--steps", type=int, default=10, help="timed steps per run (default 10)")
+    parser.add_argument("--device", choices=sorted(CONFIGS), default="cpu", help="where the runs run (default cpu)")
     parser.add_argument("--reuse", action="store_true", help="reuse the runs already in OUT (only re-compare)")
     args = parser.parse_args()
     out = args.out.resolve()
@@ -95,15 +136,16 @@ def main_() -> int:
     if not args.reuse:
         for _, runs in chunks:
             for run in runs:
-                config = CONFIG_B if run.name.endswith("_B") else CONFIG_A
-                walls[f"{run.parent.name}/{run.name}"] = make_run(run, config, args.steps)
+                config = CONFIGS[args.device][1 if run.name.endswith("_B") else 0]
+                walls[f"{run.parent.name}/{run.name}"] = make_run(run, args.device, config, args.steps)
                 print(f"{run.parent.name}/{run.name}: {walls[f'{run.parent.name}/{run.name}']:.1f} s", flush=True)
     scratch = out / "_compare"
     summary: dict = {
-        "command": " ".join(["python benchmarks/insights/aa_cpu.py", *sys.argv[1:]]),
+        "command": " ".join(["python benchmarks/insights/aa_gate.py", *sys.argv[1:]]),
         "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
                  "load_avg_at_compare": os.getloadavg()},
-        "config_a": CONFIG_A, "config_b": CONFIG_B, "steps": args.steps, "run_wall_s": walls, "results": {},
+        "config_a": CONFIGS[args.device][0], "config_b": CONFIGS[args.device][1], "steps": args.steps,
+        "run_wall_s": walls, "results": {}, **environment(args.device),
     }
     for statistic in ("mean", "median"):
         extra = ["--statistic", statistic]
@@ -134,6 +176,7 @@ def main_() -> int:
         summary["results"][statistic] = {key: tally(v) for key, v in codes.items()} | {"aa_flagged": flagged}
     shutil.rmtree(scratch, ignore_errors=True)
     (out / "aa_summary.json").write_text(json.dumps(summary, indent=1, allow_nan=False) + "\n")
+    (out / "rows.jsonl").write_text("".join(json.dumps(r, allow_nan=False) + "\n" for r in rows(summary)))
     print(json.dumps(summary["results"], indent=1))
     return 0
 
