@@ -88,12 +88,33 @@ def _since(start) -> tuple[float, float]:
     return round(wall - start[0], 3), round(cpu - start[1], 3)
 
 
+def time_native(path: Path, cpu: bool, out: Path) -> dict | None:
+    """The native converter (native/kineto_rows.c): read + write in one call, as the tracer runs it; None where it
+    does not build or does not take the file. Built before the clock starts (a first use compiles it)."""
+    from madengine_rocprof.tracer import native_rows
+
+    if native_rows.library() is None:
+        return None
+    start = _clock()
+    done = native_rows.convert_file(str(path), str(out), "native_", cpu=cpu, truncate=False, max_rows=None, api=False,
+                                    memcpy=False, stats=True, names_of=convert._json_string,
+                                    direction_of=convert.copy_direction)
+    wall, cpu_s = _since(start)
+    if done is None:
+        return {"impl": "native", "not_used": native_rows.why_not}
+    rows = done[1]
+    return {"impl": "native", "rows": rows, "read_write_s": wall, "read_write_cpu_s": cpu_s,
+            "rows_per_s_wall": round(rows / max(wall, 1e-9)), "rows_per_s_cpu": round(rows / max(cpu_s, 1e-9)),
+            "identical_to_python": all((out / f"native_{f}").read_bytes() == (out / f"new_{f}").read_bytes()
+                                       for f in ("kernel_trace.csv", "kernel_stats.csv"))}
+
+
 def time_convert(path: Path, cpu: bool, out: Path) -> dict:
     start = _clock()
     events = convert.read_kineto(str(path), cpu=cpu)
     read_wall, read_cpu = _since(start)
     start = _clock()
-    convert.write_files(events, str(out), "new_", cpu=cpu)
+    convert.write_files(events, str(out), "new_", cpu=cpu, stats=True)
     write_wall, write_cpu = _since(start)
     rows = len(events)
     return {"impl": "streaming", "rows": rows, "read_s": read_wall, "write_s": write_wall,
@@ -149,6 +170,11 @@ def case_kineto(n: int, gpu: bool, path: Path | None = None) -> None:
         result = time_convert(path, not gpu, folder)
         result["peak_rss_mb_so_far"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         print(json.dumps({"case": "kineto-gpu" if gpu else "kineto", "file_mb": round(size / 1e6, 1), **result}))
+        native = time_native(path, not gpu, folder)
+        if native is not None:
+            native["peak_rss_mb_so_far"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+            print(json.dumps({"case": "kineto-gpu" if gpu else "kineto", "file_mb": round(size / 1e6, 1), **native,
+                              "load_avg": os.getloadavg()}), flush=True)
         old = time_old(path, not gpu, folder)
         if old is not None:
             # synthetic times are whole nanoseconds below 2**53 us, so both must give the same bytes

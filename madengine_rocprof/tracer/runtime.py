@@ -52,7 +52,7 @@ from collections.abc import Callable
 from typing import Any
 
 from madengine_rocprof.atomic import write_json
-from madengine_rocprof.tracer import api_recorder, convert, select
+from madengine_rocprof.tracer import api_recorder, convert, native_rows, select
 from madengine_rocprof.wrapper import rocprof_csv
 
 TAG = "[madengine-rocprof tracer]"
@@ -302,18 +302,19 @@ class _Tracer:
         try:
             source, counts = self.prof.trace(chrome, demangle_names=not self.mangled)
             counts["why"] = self.why
-            if isinstance(source, convert.Events):  # rows made straight from a backend's records
-                events = source
-            elif isinstance(source, dict):  # a Kineto-style trace (the CUPTI backend's)
-                events = convert.from_dict(source, cpu=self.cpu_mode)
-            else:  # torch.profiler exported its own JSON to `chrome`
-                events = convert.read_kineto(source, cpu=self.cpu_mode)
-            written = convert.write_files(events, host_dir, prefix, cpu=self.cpu_mode, truncate=self.truncate,
-                                          max_rows=self.max_kernels, api=self.api, memcpy=self.memcpy,
-                                          stats=self.stats)
+            options = {"cpu": self.cpu_mode, "truncate": self.truncate, "max_rows": self.max_kernels,
+                       "api": self.api, "memcpy": self.memcpy, "stats": self.stats}
+            if isinstance(source, (convert.Events, dict)):  # rows straight from records, or a Kineto-style dict
+                events = source if isinstance(source, convert.Events) else convert.from_dict(source,
+                                                                                             cpu=self.cpu_mode)
+                written, kernel_rows = convert.write_files(events, host_dir, prefix, **options), len(events)
+            else:  # torch.profiler exported its own JSON to `chrome`: the native converter where it builds
+                written, kernel_rows = convert.write_trace_file(source, host_dir, prefix, **options)
+                counts["csv_writer"] = (f"python ({native_rows.why_not})" if native_rows.why_not
+                                        else "native (C)")
             dropped = counts.get("dropped_records") or 0
             if written or dropped:
-                counts["kernel_rows"] = len(events)
+                counts["kernel_rows"] = kernel_rows
                 write_json(os.path.join(host_dir, prefix + SUMMARY_SUFFIX), counts, indent=1)
             if dropped:
                 print(f"{TAG} error: CUPTI dropped {dropped} activity record(s) in pid {self.pid}: the trace is"
