@@ -285,3 +285,50 @@ def test_an_unwritable_folder_raises_as_the_python_path(tmp_path):
         finally:
             del os.environ[native_rows.ENV_SWITCH]
         assert err.value.filename == str(tmp_path / "missing" / "1_kernel_trace.csv")
+
+
+KILL_APP = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+from madengine_rocprof.tracer import convert, native_rows
+native_rows.library()
+print("ready", flush=True)
+sys.stdin.readline()
+convert.write_trace_file(sys.argv[2], sys.argv[3], "1_", cpu=True)
+print("done", flush=True)
+"""
+
+
+def test_a_kill_while_the_native_writer_runs_keeps_the_first_rows(tmp_path):
+    """SIGKILL part way: kernel_trace.csv holds the first rows of the full file, cut at a row's end, or at a page
+    inside a write(2) of a block (the kernel's limit, as for LineWriter: tracer/line_writer.py)."""
+    import signal
+    import time
+
+    path = tmp_path / "t.json"
+    kf.write(path, 0, [kf.cpu_op(f"aten::op_{i % 50}", 7, 1000 * i, 500, i) for i in range(1, 300_001)])
+    full = tmp_path / "full"
+    full.mkdir()
+    convert.write_trace_file(str(path), str(full), "1_", cpu=True)
+    expected = (full / "1_kernel_trace.csv").read_bytes()
+    out = tmp_path / "out"
+    out.mkdir()
+    target = out / "1_kernel_trace.csv"
+    proc = subprocess.Popen([sys.executable, "-c", KILL_APP, str(REPO), str(path), str(out)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout.readline().strip() == "ready"
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (target.exists() and target.stat().st_size > 0):
+            time.sleep(0.001)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    text = target.read_bytes()
+    assert 0 < len(text) and expected.startswith(text)
+    assert text.endswith(b"\n") or len(text) % 4096 == 0
+    if len(text) < len(expected):
+        assert proc.returncode == -signal.SIGKILL
