@@ -385,6 +385,10 @@ CASES: dict[str, Case] = {c.name: c for c in [
     Case("tracer.product-path", "gpu", "tracing overhead through the wrapper as users run it (eager v1 B8 S128 and v4, "
          "whole-run window, alternating processes), one row per variant", "benchmarks/tracer/product_path.py",
          json_lines_script, ("steps",)),
+    Case("tracer.write", "cpu", "the tracer's trace writing (issues 25 item 5, 26 item 5): a Kineto JSON of 1M CPU "
+         "operators (and $MRT_TRACE_FILE, a real 400-step v1 trace) to kernel_trace.csv + kernel_stats.csv, native "
+         "and Python paths; rows/s = rows / (read + write CPU seconds)", "benchmarks/tracer/bench_write.py",
+         json_lines_script),
     _report("csv-1m", "report on one rocprofv3 kernel_trace.csv of 1M dispatches (target 1.5 s)"),
     _report("csv-10m", "report on 10M dispatches, 2 GB of CSV (targets 10 s, 1 GiB peak)"),
     _report("ranks-8x1m", "one merged report of 8 ranks x 1M dispatches (target 15 s)"),

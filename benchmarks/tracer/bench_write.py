@@ -12,6 +12,9 @@ Cases (each prints one JSON line per measurement; see README.md here for the com
                 and four columns read, compared with what the JSON gives (README.md, "The 1M records/s target").
   v1 STEPS      TinyTransformer v1 on the CPU for STEPS optimizer steps with the tracer in the process, then the
                 tracer's own finish() timed: torch.profiler stop, Kineto's JSON export, our read and write.
+  --rounds N --out DIR [--file PATH]   the suite's case `tracer.write` (python -m benchmarks run tracer.write):
+                kineto 1000000 (and PATH, or $MRT_TRACE_FILE) N times, native and Python paths, to DIR/results.jsonl.
+The native converter (tracer/native/kineto_rows.c) reads and writes in one call: its line has read_write_s.
 Records/s = rows written / (read + write seconds). Times: wall clock and this process's CPU time (the machine is
 shared; CPU time is the steadier figure).
 """
@@ -160,7 +163,9 @@ def same_rows(out: Path) -> bool:
     return not old.exists() or new == old.read_bytes()
 
 
-def case_kineto(n: int, gpu: bool, path: Path | None = None) -> None:
+def case_kineto(n: int, gpu: bool, path: Path | None = None, old: bool = True) -> list[dict]:
+    """Prints (and returns) one JSON line per implementation: the Python path, the native one, the old one."""
+    lines = []
     with tempfile.TemporaryDirectory(prefix="bench_tracer_") as tmp:
         folder = Path(tmp)
         if path is None:
@@ -169,18 +174,45 @@ def case_kineto(n: int, gpu: bool, path: Path | None = None) -> None:
         size = path.stat().st_size
         result = time_convert(path, not gpu, folder)
         result["peak_rss_mb_so_far"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-        print(json.dumps({"case": "kineto-gpu" if gpu else "kineto", "file_mb": round(size / 1e6, 1), **result}))
+        head = {"case": "kineto-gpu" if gpu else "kineto", "file_mb": round(size / 1e6, 1)}
+        lines.append({**head, **result, "load_avg": os.getloadavg()})
+        print(json.dumps(lines[-1]), flush=True)
         native = time_native(path, not gpu, folder)
         if native is not None:
             native["peak_rss_mb_so_far"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-            print(json.dumps({"case": "kineto-gpu" if gpu else "kineto", "file_mb": round(size / 1e6, 1), **native,
-                              "load_avg": os.getloadavg()}), flush=True)
-        old = time_old(path, not gpu, folder)
-        if old is not None:
+            lines.append({**head, **native, "load_avg": os.getloadavg()})
+            print(json.dumps(lines[-1]), flush=True)
+        earlier = time_old(path, not gpu, folder) if old else None
+        if earlier is not None:
             # synthetic times are whole nanoseconds below 2**53 us, so both must give the same bytes
-            old["peak_rss_mb_so_far"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-            print(json.dumps({"case": "kineto-gpu" if gpu else "kineto", "file_mb": round(size / 1e6, 1), **old,
-                              "identical_kernel_trace": same_rows(folder)}))
+            earlier["peak_rss_mb_so_far"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+            lines.append({**head, **earlier, "identical_kernel_trace": same_rows(folder)})
+            print(json.dumps(lines[-1]), flush=True)
+    return lines
+
+
+def suite(rounds: int, out: Path, trace_file: Path | None) -> None:
+    """`--rounds N --out DIR [--file PATH]` (python -m benchmarks run tracer.write): kineto 1000000 (and the real
+    trace PATH) N times, native and Python paths; one line per case and path in DIR/results.jsonl, each figure
+    {min, median, max} over the rounds: rows/s = rows / (read + write CPU seconds)."""
+    runs: dict[str, list[dict]] = {}
+    for _ in range(rounds):
+        todo = [("kineto 1M CPU operators (242 MB)", None)] + ([("400-step v1 trace", trace_file)] if trace_file else [])
+        for label, path in todo:
+            for line in case_kineto(1_000_000, False, path, old=False):
+                runs.setdefault(f"{label}, {line['impl'] if line['impl'] == 'native' else 'python'}", []).append(line)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "results.jsonl", "w", encoding="utf-8") as fh:
+        for variant, lines in runs.items():
+            cpu_s = [ln.get("read_write_cpu_s", ln.get("read_cpu_s", 0) + ln.get("write_cpu_s", 0)) for ln in lines]
+            spread = {"rows_per_s": [ln["rows_per_s_cpu"] for ln in lines], "read_write_cpu_s": cpu_s,
+                      "load_avg_1min": [ln["load_avg"][0] for ln in lines]}
+            figures = {k: {"min": min(v), "median": sorted(v)[len(v) // 2], "max": max(v)} for k, v in spread.items()}
+            checks = {"rows": lines[0]["rows"]}
+            if "identical_to_python" in lines[0]:
+                checks["identical_to_python"] = all(ln["identical_to_python"] for ln in lines)
+            fh.write(json.dumps({"variant": variant, "rounds": len(lines), "figures": figures, "checks": checks})
+                     + "\n")
 
 
 def case_cupti(n: int) -> None:
@@ -290,6 +322,17 @@ def case_in_memory(n: int) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if argv and argv[0].startswith("--"):
+        import argparse
+
+        parser = argparse.ArgumentParser(description="tracer.write: the suite's run of this script")
+        parser.add_argument("--rounds", type=int, default=1)
+        parser.add_argument("--out", type=Path, required=True)
+        parser.add_argument("--file", type=Path, help="also a real Kineto export (e.g. the 400-step v1 trace)")
+        args = parser.parse_args(argv)
+        suite(args.rounds, args.out, args.file or (Path(os.environ["MRT_TRACE_FILE"])
+                                                   if os.environ.get("MRT_TRACE_FILE") else None))
+        return 0
     if len(argv) != 2 or argv[0] not in ("kineto", "kineto-gpu", "file", "cupti", "v1", "in-memory"):
         print(__doc__, file=sys.stderr)
         return 2
