@@ -197,7 +197,8 @@ def suite(rounds: int, out: Path, trace_file: Path | None) -> None:
     {min, median, max} over the rounds: rows/s = rows / (read + write CPU seconds)."""
     runs: dict[str, list[dict]] = {}
     for _ in range(rounds):
-        todo = [("kineto 1M CPU operators (242 MB)", None)] + ([("400-step v1 trace", trace_file)] if trace_file else [])
+        todo: list[tuple[str, Path | None]] = [("kineto 1M CPU operators (242 MB)", None)]
+        todo += [("400-step v1 trace", trace_file)] if trace_file else []
         for label, path in todo:
             for line in case_kineto(1_000_000, False, path, old=False):
                 runs.setdefault(f"{label}, {line['impl'] if line['impl'] == 'native' else 'python'}", []).append(line)

@@ -15,6 +15,7 @@ import array
 import ctypes
 import os
 from pathlib import Path
+from typing import Any
 
 from madengine_rocprof.tracer import api_recorder
 from madengine_rocprof.wrapper import rocprof_csv
@@ -51,8 +52,8 @@ def library() -> ctypes.CDLL | None:
     lib.kr_count.argtypes, lib.kr_count.restype = [p, ctypes.c_int], i64
     lib.kr_names.argtypes, lib.kr_names.restype = [p, ctypes.c_int], i64
     lib.kr_name.argtypes, lib.kr_name.restype = [p, ctypes.c_int, i64, ctypes.POINTER(i64)], p
-    grouped = [p, ctypes.c_char_p, ctypes.c_char_p]
-    cells = [ctypes.POINTER(i32), ctypes.c_char_p, ctypes.POINTER(i64), i64]
+    grouped: list[Any] = [p, ctypes.c_char_p, ctypes.c_char_p]
+    cells: list[Any] = [ctypes.POINTER(i32), ctypes.c_char_p, ctypes.POINTER(i64), i64]
     lib.kr_write_ops.argtypes = [*grouped, i64, *cells, ctypes.POINTER(i64), ctypes.POINTER(i64)]
     lib.kr_write_api.argtypes = [*grouped, *cells, ctypes.POINTER(i64), ctypes.POINTER(i64)]
     lib.kr_write_copies.argtypes = [*grouped, *cells, ctypes.POINTER(ctypes.c_uint8)]
@@ -141,12 +142,13 @@ def convert_file(path: str, host_dir: str, prefix: str, *, cpu: bool, truncate: 
         except UnicodeEncodeError:
             why_not = "a name not writable as UTF-8"
             return None
-        written = [os.path.join(host_dir, prefix + "kernel_trace.csv"), os.path.join(host_dir, prefix + "kernel_stats.csv")]
+        written = [os.path.join(host_dir, prefix + name) for name in ("kernel_trace.csv", "kernel_stats.csv")]
         durs = array.array("q", [0]) * n
         offsets = (ctypes.c_int64 * (len(ops.names) + 1))()
         _check(lib.kr_write_ops(t, os.fsencode(written[0]), _header(rocprof_csv.KERNEL_TRACE), n, *ops.args(),
                                 (ctypes.c_int64 * n).from_buffer(durs), offsets), written[0])
-        rocprof_csv.write_rows(written[1], rocprof_csv.STATS, rocprof_csv.kernel_stats(_grouped(durs, offsets, ops.names)))
+        rocprof_csv.write_rows(written[1], rocprof_csv.STATS,
+                               rocprof_csv.kernel_stats(_grouped(durs, offsets, ops.names)))
         n_api = lib.kr_count(t, API)
         if api and n_api:
             written.append(os.path.join(host_dir, prefix + "hip_api_trace.csv"))

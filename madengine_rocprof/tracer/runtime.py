@@ -302,7 +302,7 @@ class _Tracer:
         try:
             source, counts = self.prof.trace(chrome, demangle_names=not self.mangled)
             counts["why"] = self.why
-            options = {"cpu": self.cpu_mode, "truncate": self.truncate, "max_rows": self.max_kernels,
+            options: dict[str, Any] = {"cpu": self.cpu_mode, "truncate": self.truncate, "max_rows": self.max_kernels,
                        "api": self.api, "memcpy": self.memcpy, "stats": self.stats}
             if isinstance(source, (convert.Events, dict)):  # rows straight from records, or a Kineto-style dict
                 events = source if isinstance(source, convert.Events) else convert.from_dict(source,

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -41,7 +42,7 @@ def convert_with(path: Path, out: Path, native: bool, **options):
     return result, left, native_rows.why_not
 
 
-def assert_same(path: Path, tmp: Path, *, native_expected: bool | None = True, **options) -> object:
+def assert_same(path: Path, tmp: Path, *, native_expected: bool | None = True, **options) -> Any:
     """Both paths on `path`: the same files (bytes), the same count or the same error; returns the result."""
     native, native_left, why = convert_with(path, tmp / "native", True, **options)
     python, python_left, _ = convert_with(path, tmp / "python", False, **options)
@@ -78,7 +79,7 @@ def test_a_real_torch_profiler_export(tmp_path):
             torch.mm(a, a).add_(1)
     path = tmp_path / "real.json"
     prof.export_chrome_trace(str(path))
-    files, count = assert_same(path, tmp_path, cpu=True, stats=True)  # type: ignore[misc]
+    files, count = assert_same(path, tmp_path, cpu=True, stats=True)
     assert count >= 60 and files["7_kernel_trace.csv"].count(b'"aten::mm"') == 30
 
 
@@ -105,7 +106,7 @@ def test_traces_in_torch_profilers_layout(tmp_path, options):
                _copy(4000, "1.000", "Memcpy DtoH (Device -> Pinned)", 1, 9, 4), _copy(4000, "2.000", "Memcpy", 1, 9, 5)]
     path = tmp_path / "t.json"
     kf.write(path, 1_790_857_026_123_456_789, events, end_ns=10**6)
-    files, count = assert_same(path, tmp_path, **options)  # type: ignore[misc]
+    files, count = assert_same(path, tmp_path, **options)
     assert count == (59 if options["cpu"] else 39)
     if options.get("memcpy"):
         assert b'"MEMORY_COPY_HOST_TO_DEVICE",7,"CPU","Agent 0"' in files["7_memory_copy_trace.csv"]
@@ -124,7 +125,8 @@ TIME = st.one_of(st.integers(0, 10**7).map(lambda ns: kf.us(ns)), st.integers(0,
                      lambda p: f"{p[0]}.{p[1]}"),
                  st.integers(0, 2**63 // 1000).map(str), st.sampled_from(["9223372036854775.807", "0.0005", "1.0015",
                                                                           "0.0025", "18446744073709551.615"]))
-CATEGORY = st.sampled_from(["cpu_op", "cpu_op", "cpu_op", "kernel", "kernel", "kernel", "cuda_runtime", "cuda_driver", "hip_runtime", "gpu_memcpy",
+CATEGORY = st.sampled_from(["cpu_op", "cpu_op", "cpu_op", "kernel", "kernel", "kernel", "cuda_runtime", "cuda_driver",
+                            "hip_runtime", "gpu_memcpy",
                             "user_annotation"])
 INT = st.one_of(st.integers(-5, 50), st.integers(-2**63, 2**63 - 1))
 ARGS = st.one_of(
@@ -147,7 +149,8 @@ def events(draw) -> str:
         keys = list(args)
         if draw(st.booleans()):
             keys.reverse()
-        text += ',\n    "args": {\n      ' + ", ".join(f"{json.dumps(k)}: {json.dumps(args[k])}" for k in keys) + "\n    }"
+        pairs = ", ".join(f"{json.dumps(k)}: {json.dumps(args[k])}" for k in keys)
+        text += ',\n    "args": {\n      ' + pairs + "\n    }"
     return text + "\n  },\n"
 
 
@@ -166,16 +169,17 @@ def test_generated_traces_give_the_python_paths_bytes(tmp_path_factory, body, ba
 
 
 def test_more_than_three_decimals_round_half_to_even_and_times_near_two_to_the_63(tmp_path):
-    body = [kf.CPU_OP % ('"a"', 1, 1, "0.0005", "0.0015", 1, 0), kf.CPU_OP % ('"b"', 1, 1, "0.00050001", "2.0025", 2, 0),
+    body = [kf.CPU_OP % ('"a"', 1, 1, "0.0005", "0.0015", 1, 0),
+            kf.CPU_OP % ('"b"', 1, 1, "0.00050001", "2.0025", 2, 0),
             kf.CPU_OP % ('"c"', 1, 1, "9223372036854775.000", "0.807", 3, 0)]
     path = tmp_path / "t.json"
     path.write_text(kf.document(0, body))
-    files, _count = assert_same(path, tmp_path, cpu=True)  # type: ignore[misc]
+    files, _count = assert_same(path, tmp_path, cpu=True)
     lines = files["7_kernel_trace.csv"].decode().splitlines()
     assert [line.split(",")[9:11] for line in lines[1:]] == [["0", "2"], ["1", "2003"],
                                                              [str(2**63 - 808), str(2**63 - 1)]]
     path.write_text(kf.document(1, body))  # one nanosecond more: beyond int64, so the Python path's exact integers
-    files, _count = assert_same(path, tmp_path / "over", native_expected=False, cpu=True)  # type: ignore[misc]
+    files, _count = assert_same(path, tmp_path / "over", native_expected=False, cpu=True)
     assert str(2**63) in files["7_kernel_trace.csv"].decode()
 
 
@@ -261,17 +265,17 @@ def test_a_full_file_system_keeps_every_whole_row_and_raises_as_the_python_path(
         assert done.stdout.split()[:2] == ["OSError", "27"], done.stdout + done.stderr  # EFBIG
         assert done.stdout.split()[2] == ("native" if native else f"{native_rows.ENV_SWITCH}=0")
         outs[native] = {p.name: p.read_bytes() for p in out.iterdir()}
-    native, python = outs[True], outs[False]
+    by_c, by_python = outs[True], outs[False]
     if limit == 100:
-        assert native == {} and python == {}
+        assert by_c == {} and by_python == {}
         return
-    text = native["1_kernel_trace.csv"]
-    assert list(native) == ["1_kernel_trace.csv"] and text.endswith(b"\n") and len(text) <= limit
+    text = by_c["1_kernel_trace.csv"]
+    assert list(by_c) == ["1_kernel_trace.csv"] and text.endswith(b"\n") and len(text) <= limit
     full = tmp_path / "full"
     full.mkdir()
     convert.write_trace_file(str(path), str(full), "1_", cpu=True)
     assert (full / "1_kernel_trace.csv").read_bytes().startswith(text)  # the first rows, whole, none missing
-    assert python["1_kernel_trace.csv"].startswith(text[:len(text) // 2])  # the Python path's blocks: other cut
+    assert by_python["1_kernel_trace.csv"].startswith(text[:len(text) // 2])  # the Python path's blocks: other cut
 
 
 def test_an_unwritable_folder_raises_as_the_python_path(tmp_path):
@@ -328,7 +332,7 @@ def test_a_kill_while_the_native_writer_runs_keeps_the_first_rows(tmp_path):
     finally:
         proc.wait(timeout=60)
     text = target.read_bytes()
-    assert 0 < len(text) and expected.startswith(text)
+    assert len(text) > 0 and expected.startswith(text)
     assert text.endswith(b"\n") or len(text) % 4096 == 0
     if len(text) < len(expected):
         assert proc.returncode == -signal.SIGKILL
