@@ -143,7 +143,8 @@ UNIT_SUFFIXES = {"_ms": "ms", "_s": "s", "_us": "us", "_ns": "ns", "_pct": "%", 
 
 
 def _unit(key: str) -> str:
-    return next((unit for suffix, unit in UNIT_SUFFIXES.items() if key.endswith(suffix)), "")
+    ordered = sorted(UNIT_SUFFIXES.items(), key=lambda item: -len(item[0]))  # "_per_s" before "_s"
+    return next((unit for suffix, unit in ordered if key.endswith(suffix)), "")
 
 
 def _spread(name: str, unit: str, value: dict[str, Any], n: int | None) -> dict[str, Any]:
