@@ -98,8 +98,11 @@ def _grouped(durs: array.array, offsets, names: list[str]) -> dict[str, list[int
 
 
 def _check(status: int, path: str) -> None:
+    """The OSError the Python path raises: os.open's names the file (a negative status), os.write's does not."""
+    if status < 0:
+        raise OSError(-status, os.strerror(-status), path)
     if status:
-        raise OSError(status, os.strerror(status), path)
+        raise OSError(status, os.strerror(status))
 
 
 def convert_file(path: str, host_dir: str, prefix: str, *, cpu: bool, truncate: bool, max_rows: int | None,

@@ -245,7 +245,7 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[4]), int(sys.argv[4])))
 try:
     convert.write_trace_file(sys.argv[2], sys.argv[3], "1_", cpu=True, stats=True)
 except OSError as exc:
-    print(type(exc).__name__, exc.errno, native_rows.why_not or "native")
+    print(type(exc).__name__, exc.errno, native_rows.why_not or "native", "|", exc)
 """
 
 
@@ -256,6 +256,7 @@ def test_a_full_file_system_keeps_every_whole_row_and_raises_as_the_python_path(
     path = tmp_path / "t.json"
     kf.write(path, 0, [kf.cpu_op(f'op "{i % 13}", with a comma', 7, 1000 * i, 500, i) for i in range(1, 20_001)])
     outs = {}
+    messages = set()
     for native in (True, False):
         out = tmp_path / f"out_{native}"
         out.mkdir()
@@ -264,7 +265,9 @@ def test_a_full_file_system_keeps_every_whole_row_and_raises_as_the_python_path(
                               capture_output=True, text=True, timeout=120, env=env)
         assert done.stdout.split()[:2] == ["OSError", "27"], done.stdout + done.stderr  # EFBIG
         assert done.stdout.split()[2] == ("native" if native else f"{native_rows.ENV_SWITCH}=0")
+        messages.add(done.stdout.split("|", 1)[1].strip())
         outs[native] = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert messages == {"[Errno 27] File too large"}  # the same error text on both paths
     by_c, by_python = outs[True], outs[False]
     if limit == 100:
         assert by_c == {} and by_python == {}

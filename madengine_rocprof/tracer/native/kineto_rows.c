@@ -7,7 +7,8 @@ hundred unique names while the per-event work runs here:
                layout" (KR_FOREIGN): Python's reader then handles the whole file, so both give the same files.
   kr_write_*   sorts one table by start (stable), writes it as CSV through whole-line write(2) calls at its final
                name (LineWriter's semantics: on a failed write the file is cut back to its last whole line, or
-               removed when not even the header made it, and the errno is returned), and hands back the durations
+               removed when not even the header made it, and the errno is returned; a negative
+               errno: the file could not be created), and hands back the durations
                grouped by name for the stats Python computes.
 Times are exact integer nanoseconds from the decimal microseconds text (half a nanosecond rounds to even). Plain C11
 and POSIX only.
@@ -590,7 +591,7 @@ static int out_open(out_t *o, const char *path) {
     o->buf = malloc(BLOCK + 4096);
     if (!o->buf) return ENOMEM;
     o->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (o->fd < 0) { int e = errno; free(o->buf); o->buf = NULL; return e; }
+    if (o->fd < 0) { int e = errno; free(o->buf); o->buf = NULL; return -e; }  /* negative: opening failed */
     return 0;
 }
 
@@ -693,7 +694,7 @@ int kr_write_ops(const kr_trace *t, const char *path, const char *header, int64_
         if (!kid[g]) kid[g] = ++next_id;
         row_group[i] = g;
         row_dur[i] = op->dur;
-        if (room(&o, cell_len(&cl, g) + 400)) break;
+        if (room(&o, cell_len(&cl, g) + 600)) break;  /* 18 integers of at most 20 characters + text */
         int64_t start = op->start + t->base, end = start + op->dur;
         if (t->cpu) {
             PUT(&o, "\"KERNEL_DISPATCH\",\"CPU\",0,0,");
@@ -754,7 +755,7 @@ int kr_write_api(const kr_trace *t, const char *path, const char *header, const 
         int32_t g = cl.group_of[a->name];
         row_group[i] = g;
         row_dur[i] = a->dur;
-        if (room(&o, cell_len(&cl, g) + 200)) break;
+        if (room(&o, cell_len(&cl, g) + 400)) break;
         put(&o, DOMAINS[a->cat], strlen(DOMAINS[a->cat])); PUT(&o, ",");
         put(&o, cl.cells + cl.cell_off[g], cell_len(&cl, g)); PUT(&o, ",");
         put_int(&o, a->pid); PUT(&o, ",");
@@ -785,7 +786,7 @@ int kr_write_copies(const kr_trace *t, const char *path, const char *header, con
     for (int64_t i = 0; i < n && !o.err; i++) {
         const copy_t *c = &t->copies[order[i]];
         int32_t g = cl.group_of[c->name];
-        if (room(&o, cell_len(&cl, g) + 200)) break;
+        if (room(&o, cell_len(&cl, g) + 400)) break;
         PUT(&o, "\"MEMORY_COPY\",");
         put(&o, cl.cells + cl.cell_off[g], cell_len(&cl, g)); PUT(&o, ",");
         put_int(&o, c->stream); PUT(&o, ",");
