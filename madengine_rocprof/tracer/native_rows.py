@@ -32,6 +32,17 @@ def enabled(env=None) -> bool:
     return env.get(ENV_SWITCH, "1").strip().lower() not in ("0", "no", "off", "false")
 
 
+def describe(env) -> str:
+    """One line for `doctor`: what would write the CSVs of a torch.profiler trace."""
+    if not enabled(env):
+        return f"Trace CSV writer: Python ({ENV_SWITCH}=0; the native converter is the default)"
+    cc = api_recorder.compiler(env)
+    if cc is None:
+        return "Trace CSV writer: Python (the native converter is the default, but no C compiler builds it)"
+    return (f"Trace CSV writer: native converter for torch.profiler's JSON (the default; built with {cc} on first"
+            f" use; files it is not sure of go to the Python path, same bytes; {ENV_SWITCH}=0 selects Python)")
+
+
 def library() -> ctypes.CDLL | None:
     """The built converter, or None (why_not says why)."""
     global _lib, why_not

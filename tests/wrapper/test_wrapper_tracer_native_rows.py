@@ -221,6 +221,15 @@ def test_the_switch_and_a_missing_compiler_select_the_python_path(tmp_path, monk
     assert count == 1 and len(written) == 2 and "no C compiler" in native_rows.why_not
 
 
+def test_doctor_says_which_writer_would_write(tmp_path):
+    from madengine_rocprof.cli import doctor
+
+    env = {"PATH": os.environ["PATH"]}
+    assert doctor.tracer_probes(env)[2].startswith("Trace CSV writer: native converter")
+    assert doctor.tracer_probes({**env, native_rows.ENV_SWITCH: "0"})[2].startswith("Trace CSV writer: Python (")
+    assert "no C compiler" in doctor.tracer_probes({"PATH": str(tmp_path)})[2]
+
+
 def test_the_tracer_summary_says_which_writer_wrote(tmp_path):
     """The torch.profiler backend through the product path: its summary names the native writer."""
     pytest.importorskip("torch")
