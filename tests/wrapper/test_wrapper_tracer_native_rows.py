@@ -348,3 +348,29 @@ def test_a_kill_while_the_native_writer_runs_keeps_the_first_rows(tmp_path):
     assert text.endswith(b"\n") or len(text) % 4096 == 0
     if len(text) < len(expected):
         assert proc.returncode == -signal.SIGKILL
+
+
+def test_the_cupti_backends_chrome_trace_is_read_natively_with_the_dicts_rows(tmp_path):
+    """A Kineto-layout JSON written by another backend (convert.write_chrome_trace of cupti_records.chrome_trace):
+    the native converter takes it and writes what the rows made from the dict give."""
+    from madengine_rocprof.tracer import cupti_records as cr
+
+    start = 1_790_857_026_000_000_000
+    records: list[tuple] = []
+    for i in range(1, 301):
+        start += 1000 + 37 * i
+        records.append((cr.KERNEL, {"start": start, "end": start + 900 + i, "correlation_id": i, "name": i % 7,
+                                    "device_id": 0, "context_id": 1, "stream_id": 7 + i % 2, "grid_x": i,
+                                    "grid_y": 1, "grid_z": 1, "block_x": 256, "block_y": 1, "block_z": 1,
+                                    "registers_per_thread": 32, "static_shared_memory": 0,
+                                    "dynamic_shared_memory": 16, "graph_id": 0}))
+    trace = cr.chrome_trace(records, kernel_name=lambda p: f'void k_{p}<"q">(float*)', api_name_of=lambda k, c: "x",
+                            pid=1)
+    path = tmp_path / "c.json"
+    convert.write_chrome_trace(trace, str(path))
+    (tmp_path / "native").mkdir()
+    (tmp_path / "dict").mkdir()
+    native, count = convert.write_trace_file(str(path), str(tmp_path / "native"), "1_", cpu=False, stats=True)
+    assert native_rows.why_not == "" and count == 300
+    from_dict = convert.write_files(convert.from_dict(trace), str(tmp_path / "dict"), "1_", cpu=False, stats=True)
+    assert [Path(p).read_bytes() for p in native] == [Path(p).read_bytes() for p in from_dict]
