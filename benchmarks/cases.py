@@ -236,6 +236,45 @@ def json_lines_script(case: Case, ctx: Context) -> list[dict[str, Any]]:
     return rows
 
 
+# ------------------------------------------------------------------ tracer: the CUPTI backend's write, on the CPU
+CUPTI_WRITE_FIGURES = {  # bench_write.py cupti-json keys -> (figure, unit)
+    "records_per_s_cpu": ("records/s, records to CSVs (CPU time)", "records/s"),
+    "records_per_s_json_cpu": ("records/s, records to Chrome trace JSON (CPU time)", "records/s"),
+    "records_to_json_cpu_s": ("records to Chrome trace JSON, CPU", "s"),
+    "json_to_csv_cpu_s": ("Chrome trace JSON to CSVs (convert.write_files(path)), CPU", "s"),
+    "records_to_dict_cpu_s": ("records to Kineto-style dict, CPU", "s"),
+    "dict_to_csv_cpu_s": ("dict to CSVs, CPU", "s"),
+    "chrome_json_cpu_s": ("dict to Chrome trace JSON, CPU", "s"),
+    "peak_rss_mb_so_far": ("peak RSS of the process so far", "MB"),
+}
+
+
+def cupti_write(case: Case, ctx: Context) -> list[dict[str, Any]]:
+    """bench_write.py cupti-json once per round: a row for the C writer and one for the Python dict path before it,
+    figures over the rounds; the CSVs of both must be identical."""
+    records = 20_000 if ctx.smoke else int(case.options[0])
+    per_impl: dict[str, list[dict[str, Any]]] = {}
+    for i in range(ctx.rounds):
+        run_script(ctx, [sys.executable, str(case.script_path()), "cupti-json", str(records)], f"round{i + 1}")
+        for line in (ctx.out / f"round{i + 1}.log").read_text().splitlines():
+            data = json.loads(line) if line.startswith("{") else {}
+            if data.get("case") == "cupti-json":
+                per_impl.setdefault(data["impl"], []).append(data)
+    if len(per_impl) != 2:
+        raise CaseFailed(f"bench_write.py printed {len(per_impl)} of its 2 results: see {ctx.out / 'round1.log'}")
+    rows = []
+    for impl, lines in per_impl.items():
+        figs = [figure(name, unit, [d[key] for d in lines]) for key, (name, unit) in CUPTI_WRITE_FIGURES.items()
+                if all(key in d for d in lines)]
+        figs.append(fixed("records (kernels, API calls)", "", f"{lines[0]['records']} ({lines[0]['kernels']},"
+                          f" {lines[0]['api_calls']})"))
+        if "identical_csvs" in lines[0]:
+            same = all(all(d["identical_csvs"].values()) for d in lines)
+            figs.append(fixed("CSVs identical to the C writer's", "", "yes" if same else "NO"))
+        rows.append(_row(case, ctx, impl, figs))
+    return rows
+
+
 # ------------------------------------------------------------------ gate: compare --gate on repeated CPU runs
 def gate(case: Case, ctx: Context) -> list[dict[str, Any]]:
     """aa_cpu.py: --rounds chunks of 6 identical runs (A/A) and as many of A B A B A B (a known slowdown); a row per
@@ -390,6 +429,9 @@ CASES: dict[str, Case] = {c.name: c for c in [
          "operators (and $MRT_TRACE_FILE, a real 400-step v1 trace) to kernel_trace.csv + kernel_stats.csv, native "
          "and Python paths; rows/s = rows / (read + write CPU seconds)", "benchmarks/tracer/bench_write.py",
          json_lines_script),
+    Case("tracer.cupti-write", "cpu", "the CUPTI backend's trace write from raw records: 1M synthetic records (8% "
+         "kernels, 91% interposed API calls) -> Chrome trace JSON -> CSVs, the C writer against the Python dict path",
+         "benchmarks/tracer/bench_write.py", cupti_write, ("1000000",)),
     _report("csv-1m", "report on one rocprofv3 kernel_trace.csv of 1M dispatches (target 1.5 s)"),
     _report("csv-10m", "report on 10M dispatches, 2 GB of CSV (targets 10 s, 1 GiB peak)"),
     _report("ranks-8x1m", "one merged report of 8 ranks x 1M dispatches (target 15 s)"),

@@ -8,6 +8,12 @@ Cases (each prints one JSON line per measurement; see README.md here for the com
   file PATH     a real Kineto export (e.g. a perfetto_trace.json the tracer wrote), CPU operators.
   cupti N       the CUPTI backend's path after the buffers are parsed: N kernel records -> Chrome-trace dict
                 (cupti_records.chrome_trace) -> rows -> files, then the Chrome trace JSON.
+  cupti-json N  the CUPTI backend's whole write from raw records: N records (~8% kernels, ~1% memcpy, ~91% runtime
+                API calls of the libcudart interposer, as a real run has them) in synthetic activity buffers and an
+                interposer window -> Chrome trace JSON -> kernel_trace/kernel_stats/hip_api_trace/hip_api_stats/
+                memory_copy_trace CSVs: by the Python dict path (cupti_records.chrome_trace, what the tracer did
+                before) and by the C writer (native/cupti_json.c) then `convert.write_files(path)`; the CSVs must
+                be identical. Buffers are walked by a C cuptiActivityGetNextRecord (tests/wrapper/fakes).
   in-memory N   not a path the tracer takes: N `a + 1` ops profiled on the CPU, Kineto's in-memory results listed
                 and four columns read, compared with what the JSON gives (README.md, "The 1M records/s target").
   v1 STEPS      TinyTransformer v1 on the CPU for STEPS optimizer steps with the tracer in the process, then the
@@ -246,6 +252,144 @@ def case_cupti(n: int) -> None:
                       "rows_per_s_csv_wall": round(n / max(dict_wall + rows_wall, 1e-9))}))
 
 
+class _Recorder:
+    """The interposer as the backend reads it at write time: windows of raw records, names of its functions."""
+
+    lost = 0
+    NAMES = ("cudaLaunchKernel", "cudaGetDevice", "cudaStreamIsCapturing", "cudaGetLastError", "cudaMemcpyAsync",
+             "cudaEventRecord")
+
+    def __init__(self, windows: list) -> None:
+        self.windows = windows
+
+    def function(self, index: int) -> str:
+        return self.NAMES[index % len(self.NAMES)]
+
+    def records(self, pid: int) -> list:
+        from madengine_rocprof.tracer import api_recorder
+
+        return api_recorder.Interposer.records(self, pid)  # type: ignore[arg-type]
+
+
+def cupti_records_mix(n: int, seed: int = 1):
+    """(activity buffers, interposer windows, kernel name buffers to keep alive): about n records, seeded; a kernel
+    or a copy comes with the runtime call that launched it."""
+    import ctypes
+
+    from madengine_rocprof.tracer import api_recorder
+    from tests.wrapper.fakes import fake_cupti
+
+    rng = random.Random(seed)
+    names = []
+    for i in range(300):
+        text = f"kernel_{i}_gemm_bf16_tn"
+        names.append(ctypes.create_string_buffer(f"_Z{len(text)}{text}PfS_i".encode()))  # demangled at write
+    tick0, ns0 = 10_000_000, 1_790_857_026_000_000_000
+    activity: list[bytes] = []
+    calls: list[tuple] = []
+    tick, i = tick0, 0
+    while len(activity) + len(calls) < n:
+        i += 1
+        tick += rng.randint(300, 3000)
+        r = rng.random()
+        if r < 0.08:
+            t = ns0 + (tick - tick0) // 2 + 4000
+            activity.append(fake_cupti._pack(10, {
+                "start": t, "end": t + rng.randint(900, 90000), "correlation_id": i,
+                "name": ctypes.addressof(rng.choice(names)), "device_id": 0, "context_id": 1, "stream_id": 7,
+                "grid_x": rng.randint(1, 4096), "grid_y": 1, "grid_z": 1, "block_x": 256, "block_y": 1, "block_z": 1,
+                "registers_per_thread": 32, "static_shared_memory": 0, "dynamic_shared_memory": 1024, "graph_id": 0}))
+            calls.append((tick, tick + 3000, i, 0, 4242, 3))
+        elif r < 0.09:
+            t = ns0 + (tick - tick0) // 2 + 4000
+            activity.append(fake_cupti._pack(1, {"copy_kind": 1, "src_kind": 2, "dst_kind": 3, "bytes": 4096,
+                                                 "start": t, "end": t + 2000, "device_id": 0, "stream_id": 7,
+                                                 "correlation_id": i}))
+            calls.append((tick, tick + 3000, i, 4, 4242, 3))
+        else:
+            calls.append((tick, tick + rng.randint(40, 400), 0, rng.randint(1, 5), rng.choice([4242, 4243]), 3))
+    per_buffer = (32 << 20) // 216
+    buffers = [b"".join(activity[i:i + per_buffer]) for i in range(0, len(activity), per_buffer)]
+    record = api_recorder.RECORD
+    last = (tick + 1, ns0 + (tick + 1 - tick0) // 2)  # 2 ticks a nanosecond
+    window = api_recorder.Window(b"".join(record.pack(*c) for c in calls), (tick0, ns0), last)
+    return buffers, [window], names
+
+
+def _count_kind(raw: bytes, kind: int | None) -> int:
+    """Records of `kind` (None: all) in one fake activity buffer (kernel 216 bytes, memcpy 96)."""
+    pos = count = 0
+    while pos < len(raw):
+        k = int.from_bytes(raw[pos:pos + 4], "little")
+        count += kind is None or k == kind
+        pos += 216 if k == 10 else 96
+    return count
+
+
+def case_cupti_json(n: int) -> None:
+    from madengine_rocprof.tracer import cupti_backend
+    from tests.wrapper.fakes import fake_cupti
+
+    buffers, windows, _names = cupti_records_mix(n)
+    kernels = sum(_count_kind(raw, 10) for raw in buffers)
+    calls = len(windows[0].raw) // 32
+    n = sum(_count_kind(raw, None) for raw in buffers) + calls
+    rows = {"records": n, "kernels": kernels, "api_calls": calls}
+    options = {"cpu": False, "api": True, "memcpy": True, "stats": True}
+
+    def backend(native: bool):
+        fake_cupti.reset()
+        lib = fake_cupti.FakeLib()
+        lib.cuptiActivityGetNextRecord = fake_cupti.c_next_record()
+        b = cupti_backend.CuptiBackend(fake_cupti, api=True, lib=lib, api_recorder_choice="activity")
+        b.raw, b.recorder = list(buffers), _Recorder(windows)  # type: ignore[assignment]
+        if native:
+            b._choose_writer()
+            assert b.trace_writer == "native (C)", b.trace_writer
+        return b
+
+    with tempfile.TemporaryDirectory(prefix="bench_tracer_") as tmp:
+        folder = Path(tmp)
+        (folder / "old").mkdir()
+        (folder / "new").mkdir()
+        b = backend(True)
+        start = _clock()
+        path, _counts = b.trace(str(folder / "new.json"), demangle_names=True)
+        json_wall, json_cpu = _since(start)
+        start = _clock()
+        convert.write_files(path, str(folder / "new"), "p_", **options)
+        csv_wall, csv_cpu = _since(start)
+        size = os.path.getsize(path)
+        print(json.dumps({"case": "cupti-json", "impl": "C writer + convert.write_files(path)", **rows,
+                          "json_mb": round(size / 1e6, 1), "records_to_json_s": json_wall,
+                          "records_to_json_cpu_s": json_cpu, "json_to_csv_s": csv_wall, "json_to_csv_cpu_s": csv_cpu,
+                          "records_per_s_json_cpu": round(n / max(json_cpu, 1e-9)),
+                          "records_per_s_cpu": round(n / max(json_cpu + csv_cpu, 1e-9)),
+                          "peak_rss_mb_so_far": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}),
+              flush=True)
+        if os.environ.get("BENCH_SKIP_OLD"):
+            return
+        b = backend(False)
+        start = _clock()
+        trace, _seen = b.kineto(cupti_backend.Names(fake_cupti, b.recorder, True))
+        dict_wall, dict_cpu = _since(start)
+        start = _clock()
+        convert.write_files(convert.from_dict(trace), str(folder / "old"), "p_", **options)
+        rows_wall, rows_cpu = _since(start)
+        start = _clock()
+        convert.write_chrome_trace(trace, str(folder / "old.json"))
+        old_json_wall, old_json_cpu = _since(start)
+        identical = {p.name: p.read_bytes() == (folder / "new" / p.name).read_bytes()
+                     for p in sorted((folder / "old").iterdir())}
+        total_cpu = dict_cpu + rows_cpu + old_json_cpu
+        print(json.dumps({"case": "cupti-json", "impl": "Python dict path (cupti_records.chrome_trace)", **rows,
+                          "records_to_dict_s": dict_wall, "records_to_dict_cpu_s": dict_cpu,
+                          "dict_to_csv_s": rows_wall, "dict_to_csv_cpu_s": rows_cpu, "chrome_json_s": old_json_wall,
+                          "chrome_json_cpu_s": old_json_cpu, "records_per_s_cpu": round(n / max(total_cpu, 1e-9)),
+                          "identical_csvs": identical,
+                          "peak_rss_mb_so_far": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))
+
+
 def case_v1(steps: int) -> None:
     """The product path on the CPU: the tracer armed in this process, TinyTransformer v1, finish() timed."""
     with tempfile.TemporaryDirectory(prefix="bench_tracer_v1_") as tmp:
@@ -334,7 +478,8 @@ def main(argv: list[str]) -> int:
         suite(args.rounds, args.out, args.file or (Path(os.environ["MRT_TRACE_FILE"])
                                                    if os.environ.get("MRT_TRACE_FILE") else None))
         return 0
-    if len(argv) != 2 or argv[0] not in ("kineto", "kineto-gpu", "file", "cupti", "v1", "in-memory"):
+    if len(argv) != 2 or argv[0] not in ("kineto", "kineto-gpu", "file", "cupti", "cupti-json", "v1",
+                                                  "in-memory"):
         print(__doc__, file=sys.stderr)
         return 2
     print(json.dumps({"versions": versions()}))
@@ -343,6 +488,8 @@ def main(argv: list[str]) -> int:
         case_kineto(0, False, Path(value))
     elif case == "cupti":
         case_cupti(int(value))
+    elif case == "cupti-json":
+        case_cupti_json(int(value))
     elif case == "v1":
         case_v1(int(value))
     elif case == "in-memory":

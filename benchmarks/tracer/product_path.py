@@ -13,15 +13,18 @@ same round. Per variant the result row holds the minimum, median and maximum ove
 Variants (`--variants`, default: all of them but the diagnostics):
   none / v4_none            the harness alone (eager v1; v4: one CUDA graph per step)
   kernel_trace / v4_kernel_trace   --kernel-trace --stats (the `lightweight` profile)
-  lightweight_<recorder>    --kernel-trace --hip-trace --stats (the rocprofv3_lightweight tool), API calls recorded
-                            by <recorder>: activity (CUPTI's API records) or interpose (the libcudart interposer)
+  lightweight_interpose     --kernel-trace --hip-trace --stats (the rocprofv3_lightweight tool; API calls recorded by
+                            the libcudart interposer, the default recorder)
   torch                     --kernel-trace --stats with MADENGINE_ROCPROF_TRACER_BACKEND=torch (torch.profiler)
-  cupti_floor_kernel        no wrapper: CUPTI's kernel, memcpy and memset records enabled at start-up with a consumer
-                            that discards every buffer in C (floor/sitecustomize.py): what CUPTI itself costs
-  cupti_floor_api           the same plus CUPTI's runtime API records: the floor under lightweight_activity
-  diagnostics (not in the default set): cupti_floor_kernel_late (enabled at the first optimizer step, after the
-  CUDA context exists), cupti_floor_kernel_off (enabled at start-up, disabled at the first optimizer step),
-  cupti_floor_{kernel,api}_at_torch (enabled right after `import torch`, when the tracer starts; see README)
+  cupti_floor_kernel_at_torch   no wrapper: CUPTI's kernel, memcpy and memset records enabled right after
+                            `import torch` (the moment the tracer starts) with a consumer that discards every buffer
+                            in C (floor/sitecustomize.py): what CUPTI itself costs
+  cupti_floor_launchcb_at_torch the same plus a do-nothing CUPTI callback on the driver's launch/copy/set calls: the
+                            floor under the interposer's kernel join
+Diagnostics (named only): lightweight_activity (API calls as CUPTI activity records); cupti_floor_kernel and
+  cupti_floor_api (enabled at interpreter start-up; the default set until call 5); cupti_floor_api_at_torch;
+  cupti_floor_kernel_late (enabled at the first optimizer step, after the CUDA context exists); cupti_floor_kernel_off
+  (enabled at start-up, disabled at the first optimizer step).
 
     python3 benchmarks/tracer/product_path.py --rounds 4 --steps 60 --out DIR [--variants a,b] [--deadline-s S]
 
@@ -67,9 +70,11 @@ VARIANTS: dict[str, tuple[str, list[str] | None, dict[str, str], str]] = {
     "cupti_floor_kernel_off": ("v1", None, {"MRT_FLOOR_KINDS": "kernel", "MRT_FLOOR_WHEN": "off"}, "none"),
     "cupti_floor_kernel_at_torch": ("v1", None, {"MRT_FLOOR_KINDS": "kernel", "MRT_FLOOR_WHEN": "torch"}, "none"),
     "cupti_floor_api_at_torch": ("v1", None, {"MRT_FLOOR_KINDS": "api", "MRT_FLOOR_WHEN": "torch"}, "none"),
+    "cupti_floor_launchcb_at_torch": ("v1", None, {"MRT_FLOOR_KINDS": "launchcb", "MRT_FLOOR_WHEN": "torch"},
+                                      "none"),
 }
-DIAGNOSTICS = ("cupti_floor_kernel_late", "cupti_floor_kernel_off", "cupti_floor_kernel_at_torch",
-               "cupti_floor_api_at_torch")
+DIAGNOSTICS = ("lightweight_activity", "cupti_floor_kernel", "cupti_floor_api", "cupti_floor_kernel_late",
+               "cupti_floor_kernel_off", "cupti_floor_api_at_torch")
 DEFAULT = [v for v in VARIANTS if v not in DIAGNOSTICS]
 WORKLOAD = {"v1": ["--version", "v1", "--batch-size", "8", "--seq-len", "128", "--cuda-graphs", "off"],
             "v4": ["--version", "v4", "--batch-size", "8", "--seq-len", "128"]}

@@ -17,6 +17,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -74,7 +75,10 @@ def _cupti_tracer(variant: str, torch):
         torch.cuda.synchronize()
         b = state["b"]
         b.stop()
-        trace, counts = b.trace(demangle_names=True)
+        with tempfile.TemporaryDirectory(prefix="launch_trace_") as tmp:
+            path, counts = b.trace(os.path.join(tmp, "t.json"), demangle_names=True)
+            with open(path, encoding="utf-8") as fh:
+                trace = json.load(fh)
         return sum(1 for e in trace["traceEvents"] if e["cat"] == "kernel"), counts["dropped_records"]
     return start, stop
 

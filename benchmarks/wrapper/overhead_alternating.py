@@ -25,6 +25,7 @@ import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -92,7 +93,10 @@ def _tracer(variant: str, torch) -> tuple[Any, Any, Any]:
         backend.stop()
 
     def summary():
-        trace, counts = backend.trace(demangle_names=False)
+        with tempfile.TemporaryDirectory(prefix="overhead_trace_") as tmp:
+            path, counts = backend.trace(os.path.join(tmp, "t.json"), demangle_names=False)
+            with open(path, encoding="utf-8") as fh:
+                trace = json.load(fh)
         counts["kernel_rows"] = sum(1 for e in trace["traceEvents"] if e.get("cat") == "kernel")
         counts["api_rows"] = sum(1 for e in trace["traceEvents"] if e.get("cat") in ("cuda_runtime", "cuda_driver"))
         return counts

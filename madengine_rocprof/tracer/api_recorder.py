@@ -304,6 +304,10 @@ class Interposer(_Native):
         """GOT slots that held something other than libcudart's function (another interposer): left alone."""
         return int(self.native.api_recorder_foreign_slots())
 
+    def function(self, index: int) -> str:
+        """The API name of interposed function `index` (api_record.function)."""
+        return function_name(self.native.api_recorder_function(index), index)
+
     def records(self, pid: int) -> list[tuple[int, dict]]:
         """RUNTIME records, named by the function; calls that put no work on the GPU get correlation ids above
         CUPTI's 32-bit range, so every row keeps a unique id as in rocprofv3."""
@@ -318,7 +322,7 @@ class Interposer(_Native):
                     out.append((DRIVER, fields))
                     continue
                 if func not in names:
-                    names[func] = function_name(self.native.api_recorder_function(func), func)
+                    names[func] = self.function(func)
                 if not correlation:
                     fields["correlation_id"], spare = spare, spare + 1
                 out.append((RUNTIME, {**fields, "cbid": 0, "name": names[func]}))

@@ -17,8 +17,10 @@ the app runs would stall it for that long per record. So the buffer callbacks ar
 through ctypes, and they are C functions (`NativeBuffers`, native/cupti_buffers.c, built with the system's C
 compiler like the API recorder): CUPTI's threads never take the GIL, a request pops a buffer whose pages were
 touched in advance, a completed buffer is queued as it is. When a window closes its buffers are copied out as
-bytes and go back to the free list; the records are parsed only when the trace is written (`cupti_records`).
-Without a C compiler the same protocol runs in Python callbacks (`Buffers`), and the summary says so.
+bytes and go back to the free list; the records are read only when the trace is written: by C, straight into the
+Chrome trace JSON (`cupti_json`, native/cupti_json.c), from which `convert` makes the rows as from a torch.profiler
+export. Without a C compiler the same protocol runs in Python callbacks (`Buffers`) and the trace is made in Python
+(`cupti_records`), and the summary says so.
 Everything else (enabling kinds, flush, dropped-record counts, callback names, record layouts) goes through the
 bindings. CUPTI counts records it had to drop for lack of buffer space; the count is reported, never hidden.
 """
@@ -26,11 +28,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import threading
 from pathlib import Path
 
-from madengine_rocprof.tracer import api_recorder
+from madengine_rocprof.tracer import api_recorder, convert, cupti_json
 from madengine_rocprof.tracer import cupti_records as cr
 
 BUFFER_BYTES = 32 << 20      # one activity buffer: ~150k kernel records, so a bounded window rarely completes one
@@ -252,6 +255,8 @@ class CuptiBackend:
         self.enabled: list = []
         self._callbacks: tuple = ()  # ctypes function objects: must outlive the registration
         self.raw: list[bytes] = []
+        self.writer: cupti_json.Writer | None = None
+        self.trace_writer = "undecided"  # decided by the first start(): built then, not in a SIGTERM's grace period
 
     def _check_kind_values(self) -> None:
         ak = self.cupti.ActivityKind
@@ -289,6 +294,8 @@ class CuptiBackend:
                                                     "on (CUPTI cannot switch it off)")
         self.buffers.prefill()
         self._register()
+        if self.trace_writer == "undecided":
+            self._choose_writer()
         if self.api_mechanism == "undecided":
             self._choose_api_recorder()
         for kind in self.kinds:
@@ -338,6 +345,23 @@ class CuptiBackend:
             self.api_mechanism = f"libcudart interposer ({recorder.clock})"
         except (api_recorder.Unavailable, OSError, AttributeError) as exc:
             self._use_activity_records(choice, exc)
+
+    def _choose_writer(self) -> None:
+        """The C trace writer where it builds and libcupti's record walker is a C function, else the Python path."""
+        try:
+            self.writer = cupti_json.Writer()
+            self.next_record()
+            self.trace_writer = "native (C)"
+        except (api_recorder.Unavailable, OSError, AttributeError, TypeError, ctypes.ArgumentError) as exc:
+            self.writer = None
+            self.trace_writer = f"Python (native trace writer unavailable: {exc})"
+
+    def next_record(self) -> int:
+        """Address of libcupti's cuptiActivityGetNextRecord, for the C writer."""
+        address = ctypes.cast(self.lib.cuptiActivityGetNextRecord, ctypes.c_void_p).value
+        if not address:
+            raise TypeError("cuptiActivityGetNextRecord has no C address")
+        return address
 
     def _set_flag(self, attribute, flag: int) -> str:
         """Sets a one-byte CUPTI activity attribute: "on" when CUPTI took it, or why not (an older CUPTI lacks it)."""
@@ -405,33 +429,28 @@ class CuptiBackend:
                 seen[k] = seen.get(k, 0) + 1
         return every, seen
 
-    def trace(self, _tmp: str | None = None, *, demangle_names: bool) -> tuple[dict, dict]:
-        """(Kineto-style trace, counts for the manifest); the caller writes the JSON."""
-        from madengine_rocprof.tracer.demangle import demangle
+    def trace(self, path: str, *, demangle_names: bool) -> tuple[str, dict]:
+        """Writes the window's Kineto-style Chrome trace JSON to `path` (through a temporary file renamed into
+        place) and returns (path, counts for the manifest); `convert` reads the rows from it."""
+        names = Names(self.cupti, self.recorder, demangle_names)
+        if self.writer is not None:
+            windows = self.recorder.windows if self.recorder is not None else []
+            try:
+                seen, _events = self.writer.write(path, layouts=self.layouts, next_record=self.next_record(),
+                                                  buffers=self.raw, windows=windows, text=names.text, pid=os.getpid())
+                return path, self.counts(seen)
+            except RuntimeError as exc:  # not a write error (OSError): the Python path may still save the trace
+                self.writer = None
+                self.trace_writer = f"Python (native trace writer failed: {exc})"
+        trace, seen = self.kineto(names)
+        convert.write_chrome_trace(trace, path)
+        return path, self.counts(seen)
 
-        names: dict[int, str] = {}
-
-        def kernel_name(ptr: int) -> str:
-            if ptr not in names:
-                text = ctypes.string_at(ptr).decode("utf-8", "replace") if ptr else "<unknown>"
-                names[ptr] = demangle(text) if demangle_names else text
-            return names[ptr]
-
-        api_names: dict[tuple[int, int], str] = {}
-
-        def api_name_of(kind: int, cbid: int) -> str:
-            if (kind, cbid) not in api_names:
-                runtime = kind == cr.RUNTIME
-                domain = self.cupti.CallbackDomain.RUNTIME_API if runtime else self.cupti.CallbackDomain.DRIVER_API
-                try:
-                    api_names[kind, cbid] = cr.api_name(str(self.cupti.get_callback_name(domain, cbid)))
-                except Exception:  # noqa: BLE001 - an unknown id must not lose the record
-                    api_names[kind, cbid] = f"cuda_{'runtime' if runtime else 'driver'}_cbid_{cbid}"
-            return api_names[kind, cbid]
-
+    def kineto(self, names: Names) -> tuple[dict, dict]:
+        """The Python path: (Kineto-style trace as a dict, {kind: records seen})."""
         records, seen = self.records()
-        trace = cr.chrome_trace(records, kernel_name=kernel_name, api_name_of=api_name_of, pid=os.getpid())
-        return trace, self.counts(seen)
+        trace = cr.chrome_trace(records, kernel_name=names.kernel, api_name_of=names.api, pid=os.getpid())
+        return trace, seen
 
     def counts(self, seen: dict) -> dict:
         lost = self.recorder.lost if self.recorder is not None else 0
@@ -439,7 +458,59 @@ class CuptiBackend:
                 "per_thread_buffers": self.per_thread, "zeroed_buffers": self.zeroed_buffers,
                 "api_recorder": self.api_mechanism, "api_records_lost": lost,
                 "activity_kinds": [getattr(k, "name", str(k)) for k in self.kinds],
-                "records": {getattr(self.cupti.ActivityKind(k), "name", str(k)): n for k, n in sorted(seen.items())},
+                "records": {self._kind_name(k): n for k, n in sorted(seen.items())},
                 "buffers": self.buffers.requested, "buffer_bytes": self.buffers.size,
                 "buffer_handling": self.buffers.mechanism,
-                "completed_bytes": self.buffers.completed_bytes}
+                "completed_bytes": self.buffers.completed_bytes, "trace_writer": self.trace_writer}
+
+    def _kind_name(self, kind: int) -> str:
+        try:
+            return str(getattr(self.cupti.ActivityKind(kind), "name", kind))
+        except ValueError:  # a kind this cupti-python does not know: its number
+            return str(kind)
+
+
+class Names:
+    """The text of kernel names (demangled unless asked not to), API calls and copy kinds, made once per key."""
+
+    def __init__(self, cupti, recorder: api_recorder.Interposer | None, demangle_names: bool) -> None:
+        self.cupti, self.recorder, self.demangle_names = cupti, recorder, demangle_names
+        self.kernels: dict[int, str] = {}
+        self.apis: dict[tuple[int, int], str] = {}
+
+    def kernel(self, ptr: int) -> str:
+        if ptr not in self.kernels:
+            from madengine_rocprof.tracer.demangle import demangle
+
+            text = ctypes.string_at(ptr).decode("utf-8", "replace") if ptr else "<unknown>"
+            self.kernels[ptr] = demangle(text) if self.demangle_names else text
+        return self.kernels[ptr]
+
+    def api(self, kind: int, cbid: int) -> str:
+        if (kind, cbid) not in self.apis:
+            runtime = kind == cr.RUNTIME
+            domain = self.cupti.CallbackDomain.RUNTIME_API if runtime else self.cupti.CallbackDomain.DRIVER_API
+            try:
+                self.apis[kind, cbid] = cr.api_name(str(self.cupti.get_callback_name(domain, cbid)))
+            except Exception:  # noqa: BLE001 - an unknown id must not lose the record
+                self.apis[kind, cbid] = f"cuda_{'runtime' if runtime else 'driver'}_cbid_{cbid}"
+        return self.apis[kind, cbid]
+
+    def text(self, table: int, key: int) -> str:
+        """The JSON text of one key of the C writer's tables (cupti_json.T_*)."""
+        cj = cupti_json
+        if table == cj.T_COPY_ARGS:
+            return cj.copy_args(key)
+        if table == cj.T_KERNEL:
+            name = self.kernel(key)
+        elif table in (cj.T_RUNTIME, cj.T_DRIVER):
+            name = self.api(cr.RUNTIME if table == cj.T_RUNTIME else cr.DRIVER, key)
+        elif table == cj.T_FUNCTION:  # an interposed runtime function (a name of its own, as records() gives)
+            name = (self.recorder.function(key) if self.recorder is not None else "") or self.api(cr.RUNTIME, 0)
+        elif table == cj.T_COPY_NAME:
+            name = cr.memcpy_name(key >> 32, (key >> 16) & 0xFFFF, key & 0xFFFF)
+        elif table == cj.T_SET_NAME:
+            name = cr.memset_name(key)
+        else:
+            raise ValueError(f"no text table {table}")
+        return json.dumps(name)

@@ -53,6 +53,7 @@ class Layout:
             fmt += (f"{offset - pos}x" if offset > pos else "") + char
             pos = offset + struct.calcsize("<" + char)
         self.kind = kind
+        self.fields = {name: (offset, char) for offset, name, char in placed}  # for the C writer (cupti_json)
         self.names = tuple(name for _o, name, _c in placed)
         self.struct = struct.Struct(fmt)
         self.itemsize = int(dtype.itemsize)
@@ -87,15 +88,20 @@ def api_name(callback_name: str) -> str:
     return _VERSION_SUFFIX.sub("", callback_name)
 
 
-def _memcpy_name(rec: dict) -> str:
-    direction = COPY_KINDS.get(rec["copy_kind"], ("Unknown", False, False))[0]
-    src = MEMORY_KINDS.get(rec["src_kind"], "Unknown")
-    dst = MEMORY_KINDS.get(rec["dst_kind"], "Unknown")
+def memcpy_name(copy_kind: int, src_kind: int, dst_kind: int) -> str:
+    direction = COPY_KINDS.get(copy_kind, ("Unknown", False, False))[0]
+    src = MEMORY_KINDS.get(src_kind, "Unknown")
+    dst = MEMORY_KINDS.get(dst_kind, "Unknown")
     return f"Memcpy {direction} ({src} -> {dst})"
 
 
+def memset_name(memory_kind: int) -> str:
+    return f"Memset ({MEMORY_KINDS.get(memory_kind, 'Unknown')})"
+
+
 def chrome_trace(records: list[tuple[int, dict]], *, kernel_name, api_name_of, pid: int) -> dict:
-    """Kineto-style trace of parsed records. `kernel_name(ptr)` -> the name to show; `api_name_of(kind, cbid)` -> str
+    """Kineto-style trace of parsed records (the Python path, where the C writer, cupti_json, cannot be built).
+    `kernel_name(ptr)` -> the name to show; `api_name_of(kind, cbid)` -> str
     (kind RUNTIME or DRIVER), for API records that do not carry their own `name` (the interposer's do)."""
     starts = [r["start"] for _k, r in records if r["start"]]
     base = min(starts) if starts else 0
@@ -113,15 +119,15 @@ def chrome_trace(records: list[tuple[int, dict]], *, kernel_name, api_name_of, p
                                     "block": [r["block_x"], r["block_y"], r["block_z"]], "graph id": r["graph_id"]}})
         elif kind == MEMCPY:
             direction, src_host, dst_host = COPY_KINDS.get(r["copy_kind"], ("Unknown", False, False))
-            events.append({"ph": "X", "cat": "gpu_memcpy", "name": _memcpy_name(r), "pid": r["device_id"],
+            name = memcpy_name(r["copy_kind"], r["src_kind"], r["dst_kind"])
+            events.append({"ph": "X", "cat": "gpu_memcpy", "name": name, "pid": r["device_id"],
                            "tid": r["stream_id"], "ts": ts, "dur": dur,
                            "args": {"device": r["device_id"], "stream": r["stream_id"],
                                     "correlation": r["correlation_id"],
                                     "bytes": r["bytes"], "direction": direction, "src host": src_host,
                                     "dst host": dst_host}})
         elif kind == MEMSET:
-            events.append({"ph": "X", "cat": "gpu_memset",
-                           "name": f"Memset ({MEMORY_KINDS.get(r['memory_kind'], 'Unknown')})", "pid": r["device_id"],
+            events.append({"ph": "X", "cat": "gpu_memset", "name": memset_name(r["memory_kind"]), "pid": r["device_id"],
                            "tid": r["stream_id"], "ts": ts, "dur": dur,
                            "args": {"device": r["device_id"], "stream": r["stream_id"],
                                     "correlation": r["correlation_id"],
@@ -132,5 +138,10 @@ def chrome_trace(records: list[tuple[int, dict]], *, kernel_name, api_name_of, p
                            "pid": r["process_id"] or pid, "tid": r["thread_id"], "ts": ts, "dur": dur,
                            "args": {"correlation": r["correlation_id"], "cbid": r["cbid"]}})
     events.sort(key=lambda e: e["ts"])
-    return {"schemaVersion": 1, "baseTimeNanoseconds": base, "traceEvents": events,
-            "deviceProperties": [], "traceName": "madengine-rocprof CUPTI tracer"}
+    return {**trace_head(base), "traceEvents": events}
+
+
+def trace_head(base: int) -> dict:
+    """The trace's keys besides its events."""
+    return {"schemaVersion": 1, "baseTimeNanoseconds": base, "deviceProperties": [],
+            "traceName": "madengine-rocprof CUPTI tracer"}

@@ -114,6 +114,7 @@ class _Tracer:
         self.cpu_mode = False
         self.t_import = time.monotonic()
         self.t_start = 0.0  # set by start(); read only while recording
+        self.t_close = self.t_stopped = 0.0  # when finish() began, when the backend had stopped (the summary's timing)
         self.step = 0
         self.recorded_steps = 0
         self.finished = False
@@ -241,6 +242,7 @@ class _Tracer:
             if self.prof is None:
                 return
             self.writer = threading.get_ident()
+            self.t_close = time.monotonic()
             try:
                 with self._ctrl_c_held():
                     if self.sync is not None:
@@ -250,6 +252,7 @@ class _Tracer:
                             print(f"{TAG} warning: cannot wait for the GPU before stopping: {exc!r}",
                                   file=sys.stderr)
                     self.prof.stop()
+                    self.t_stopped = time.monotonic()
                     self._write()
             except Exception as exc:  # broad: at exit the app's result must stand; the error is printed
                 print(f"{TAG} error: could not write the trace: {exc!r}{_disk_full_hint(self.out)}", file=sys.stderr)
@@ -286,13 +289,14 @@ class _Tracer:
             os.kill(os.getpid(), signal.SIGINT)
 
     def _write(self) -> None:
-        """kernel_trace.csv first, in whole lines (a kill or a full disk keeps the rows written so far), then the
-        stats, the summary and the Chrome trace. Nothing is written under a temporary name that a kill could leave,
-        except the Chrome trace of the CUPTI backend (renamed into place when complete; removed on errors).
+        """The backend's Chrome trace first (torch.profiler's export, or the CUPTI backend's, renamed into place
+        when complete), then kernel_trace.csv read from it, in whole lines (a kill or a full disk keeps the rows
+        written so far), then the stats and the summary.
 
         The backend's `trace(path, demangle_names=...)` returns (source, counts); source is the path of the Kineto
-        JSON it exported to `path` (torch.profiler), a Kineto-style dict (CUPTI; also written to `path` as JSON),
-        or convert.Events (rows straight from records; no Chrome trace)."""
+        JSON it wrote to `path` (torch.profiler's export, or the CUPTI backend's own writer), or convert.Events
+        (rows straight from records; no Chrome trace)."""
+        stopped = self.t_stopped or time.monotonic()
         host_dir = os.path.join(self.out, socket.gethostname())
         os.makedirs(host_dir, exist_ok=True)
         prefix = rocprof_csv.file_prefix(self.pid)
@@ -301,28 +305,30 @@ class _Tracer:
         nothing_captured = False  # set once the trace was read and held no row: then no file stays
         try:
             source, counts = self.prof.trace(chrome, demangle_names=not self.mangled)
+            t_trace = time.monotonic()
             counts["why"] = self.why
             options: dict[str, Any] = {"cpu": self.cpu_mode, "truncate": self.truncate, "max_rows": self.max_kernels,
-                       "api": self.api, "memcpy": self.memcpy, "stats": self.stats}
-            if isinstance(source, (convert.Events, dict)):  # rows straight from records, or a Kineto-style dict
-                events = source if isinstance(source, convert.Events) else convert.from_dict(source,
-                                                                                             cpu=self.cpu_mode)
-                written, kernel_rows = convert.write_files(events, host_dir, prefix, **options), len(events)
-            else:  # torch.profiler exported its own JSON to `chrome`: the native converter where it builds
+                                       "api": self.api, "memcpy": self.memcpy, "stats": self.stats}
+            if isinstance(source, convert.Events):  # rows made straight from a backend's records
+                written, kernel_rows = convert.write_files(source, host_dir, prefix, **options), len(source)
+            else:  # the Kineto JSON written to `chrome`: the native converter where it builds
                 written, kernel_rows = convert.write_trace_file(source, host_dir, prefix, **options)
                 counts["csv_writer"] = (f"python ({native_rows.why_not})" if native_rows.why_not
                                         else "native (C)")
             dropped = counts.get("dropped_records") or 0
             if written or dropped:
                 counts["kernel_rows"] = kernel_rows
+                # seconds from the window's close: the GPU wait and stop, the Chrome trace, the rows read and written
+                counts["write_seconds"] = {"stop": round(stopped - (self.t_close or stopped), 3),
+                                           "chrome_trace": round(t_trace - stopped, 3),
+                                           "rows": round(time.monotonic() - t_trace, 3)}
                 write_json(os.path.join(host_dir, prefix + SUMMARY_SUFFIX), counts, indent=1)
             if dropped:
                 print(f"{TAG} error: CUPTI dropped {dropped} activity record(s) in pid {self.pid}: the trace is"
                       " incomplete", file=sys.stderr)
-            if written and isinstance(source, dict):
-                convert.write_chrome_trace(source, chrome)
-            elif not written and not dropped:
-                nothing_captured = True
+            if not written:
+                nothing_captured = True  # no rows: no Chrome trace either, as when a window captured nothing
+            if not written and not dropped:
                 print(f"{TAG} no {'CPU operators' if self.cpu_mode else 'GPU kernels'} captured in pid {self.pid}:"
                       " no files written", file=sys.stderr)
         finally:

@@ -248,6 +248,30 @@ def test_gate_rows_give_the_false_positive_rate_and_the_power(tmp_path, monkeypa
     assert {"name": "gate failed (exit 1)", "unit": "comparisons", "value": "3 of 4"} in slow["figures"]
 
 
+def test_cupti_write_rows_compare_the_c_writer_with_the_python_path(tmp_path, monkeypatch):
+    """bench_write.py cupti-json prints one line per implementation a round: a row each, figures over the rounds,
+    and whether the old path's CSVs equalled the new one's in every round."""
+    def fake_run(ctx, argv, name, env=None, check=True):
+        new = {"case": "cupti-json", "impl": "C", "records": 10, "kernels": 1, "api_calls": 9,
+               "records_to_json_cpu_s": 0.1 * int(name[-1]), "records_per_s_cpu": 100}
+        old = {"case": "cupti-json", "impl": "Python", "records": 10, "kernels": 1, "api_calls": 9,
+               "dict_to_csv_cpu_s": 2.0, "identical_csvs": {"a.csv": True, "b.csv": name != "round2"}}
+        ctx.out.mkdir(parents=True, exist_ok=True)
+        (ctx.out / f"{name}.log").write_text('{"versions": {}}\n' + json.dumps(new) + "\n" + json.dumps(old) + "\n")
+        return 0, 1.0
+
+    monkeypatch.setattr(cases, "run_script", fake_run)
+    case = cases.CASES["tracer.cupti-write"]
+    env = {"device": {"name": "CPU only (2 cores)"}, "versions": {}, "commit": "abc", "date": "2026-01-01"}
+    new, old = cases.cupti_write(case, cases.Context(3, 60, tmp_path, env, "python -m benchmarks run x"))
+    figs = {f["name"]: f for f in new["figures"]}
+    assert (new["variant"], old["variant"]) == ("C", "Python")
+    seconds = figs["records to Chrome trace JSON, CPU"]
+    assert (seconds["min"], seconds["median"], seconds["max"], seconds["n"]) == (0.1, 0.2, 0.30000000000000004, 3)
+    assert figs["records (kernels, API calls)"]["value"] == "10 (1, 9)"
+    assert {"name": "CSVs identical to the C writer's", "unit": "", "value": "NO"} in old["figures"]
+
+
 def test_benchmarks_stays_a_suite_not_a_lab_notebook():
     """At most 80 files and no round, call or run folders (issue 27): results are rows, the history is in git."""
     import re

@@ -8,12 +8,13 @@ import json
 import os
 import socket
 import sys
+import tempfile
 import types
 
 import pytest
 
 from madengine_rocprof.cli import doctor
-from madengine_rocprof.tracer import convert, cupti_backend, cupti_records, demangle, runtime, select
+from madengine_rocprof.tracer import api_recorder, convert, cupti_backend, cupti_records, demangle, runtime, select
 from madengine_rocprof.wrapper import outputs, planner
 
 from .fakes import fake_cupti
@@ -24,7 +25,7 @@ GEMM_DEMANGLED = ("void at::native::vectorized_elementwise_kernel<4, at::native:
                   "std::array<char*, 2ul> >(int, at::native::CUDAFunctorOnSelf_add<float>, std::array<char*, 2ul>)")
 
 
-def kernel(corr: int, start: int, name: str = GEMM, **over) -> dict:
+def kernel(corr: int, start: int, name: str | int = GEMM, **over) -> dict:
     rec = dict(name=name, start=start, end=start + 500, correlation_id=corr, device_id=0, context_id=1, stream_id=7,
                grid_x=4, grid_y=2, grid_z=1, block_x=128, block_y=1, block_z=1, registers_per_thread=32,
                static_shared_memory=1024, dynamic_shared_memory=1024, graph_id=0)
@@ -34,6 +35,14 @@ def kernel(corr: int, start: int, name: str = GEMM, **over) -> dict:
 
 def launch(corr: int, start: int, cbid: int = 211, tid: int = 4242) -> dict:
     return dict(cbid=cbid, start=start, end=start + 40, process_id=99, thread_id=tid, correlation_id=corr)
+
+
+def written(b, *, demangle_names: bool = False) -> tuple[dict, dict]:
+    """The backend's trace as it writes it (its Chrome trace JSON, parsed) and its counts."""
+    with tempfile.TemporaryDirectory(prefix="cupti_trace_") as folder:
+        path, counts = b.trace(os.path.join(folder, "t.json"), demangle_names=demangle_names)
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh), counts
 
 
 @pytest.fixture
@@ -73,7 +82,7 @@ def test_per_thread_buffers_and_no_zeroing_asked_for_and_reported(backend):
     attr = fake_cupti.ActivityAttribute
     assert fake_cupti.STATE.attributes == {attr.ATTR_PER_THREAD_BUFFER: 1, attr.ATTR_ZEROED_OUT_BUFFER: 0}
     b.stop()
-    _, counts = b.trace(demangle_names=False)
+    _, counts = written(b, demangle_names=False)
     assert counts["per_thread_buffers"] == "on" and counts["zeroed_buffers"] == "off"
     fake_cupti.reset()
     fake_cupti.STATE.attribute_status = 1  # an older CUPTI without the attribute: tracing goes on without it
@@ -81,7 +90,7 @@ def test_per_thread_buffers_and_no_zeroing_asked_for_and_reported(backend):
     b.start()
     assert fake_cupti.record(10, **kernel(1, 100))
     b.stop()
-    trace, counts = b.trace(demangle_names=False)
+    trace, counts = written(b, demangle_names=False)
     assert counts["per_thread_buffers"] == "unsupported (CUPTI status 1)" and len(convert.kernel_rows(trace)) == 1
     assert counts["zeroed_buffers"] == "on (CUPTI cannot switch it off)"
 
@@ -92,7 +101,7 @@ def test_stale_bytes_past_the_valid_size_are_never_read(backend):
     ctypes.memset(address, 0x7F, 4096)  # CUPTI no longer zeroes a buffer: whatever was there stays past the records
     fake_cupti.record(10, **kernel(1, 100))
     b.stop()
-    trace, counts = b.trace(demangle_names=False)
+    trace, counts = written(b, demangle_names=False)
     assert counts["records"] == {"CONCURRENT_KERNEL": 1} and len(convert.kernel_rows(trace)) == 1
 
 
@@ -105,7 +114,7 @@ def test_windows_of_one_backend_keep_every_record_and_register_once(backend):
         assert not fake_cupti.record(10, **kernel(99, 99_999))  # between windows nothing is recorded
     first_callbacks = fake_cupti.STATE.callbacks
     assert first_callbacks is not None and b._callbacks == first_callbacks
-    trace, _ = b.trace(demangle_names=False)
+    trace, _ = written(b, demangle_names=False)
     assert [r[8] for r in convert.kernel_rows(trace)] == [1, 2, 3]
 
 
@@ -120,7 +129,7 @@ def test_records_across_many_buffers_come_back_complete_and_in_order(backend):
     assert fake_cupti.STATE.completions == 10  # 40 x (40 + 216) bytes in 1024-byte buffers
     assert b.buffers.requested == fake_cupti.STATE.completions
     assert len(b.buffers.owned) == 1  # each completed buffer went back to the free list and was handed out again
-    trace, counts = b.trace(demangle_names=False)
+    trace, counts = written(b, demangle_names=False)
     assert counts["dropped_records"] == 0
     assert counts["records"] == {"RUNTIME": 40, "CONCURRENT_KERNEL": 40}
     rows = convert.kernel_rows(trace)
@@ -135,7 +144,7 @@ def test_dropped_records_are_counted(backend):
     fake_cupti.record(1, copy_kind=1, src_kind=2, dst_kind=3, bytes=8, start=50, end=60, device_id=0, stream_id=7,
                       correlation_id=2)
     b.stop()
-    trace, counts = b.trace(demangle_names=True)
+    trace, counts = written(b, demangle_names=True)
     assert counts["dropped_records"] == 1
     assert counts["records"] == {"MEMCPY": 1}
 
@@ -168,7 +177,7 @@ def test_rows_match_rocprofv3_columns(backend):
     fake_cupti.record(2, memory_kind=3, bytes=64, value=0, start=1_000_002_000, end=1_000_002_010, device_id=0,
                       stream_id=7, correlation_id=13)
     b.stop()
-    trace, _counts = b.trace(demangle_names=True)
+    trace, _counts = written(b, demangle_names=True)
     (k,) = convert.kernel_rows(trace)
     if demangle.available():
         assert k[7] == GEMM_DEMANGLED
@@ -187,7 +196,7 @@ def test_mangled_names_kept_when_asked(backend):
     b.start()
     fake_cupti.record(10, **kernel(1, 100))
     b.stop()
-    trace, _ = b.trace(demangle_names=False)
+    trace, _ = written(b, demangle_names=False)
     assert convert.kernel_rows(trace)[0][7] == GEMM
 
 
@@ -293,6 +302,10 @@ def test_runtime_writes_rocprofv3_files_and_a_summary(monkeypatch, tmp_path):
     assert [r["Correlation_Id"] for r in rows] == ["1", "2", "3"]
     summary = json.loads((host / f"{pid}_tracer_summary.json").read_text())
     assert (summary["backend"], summary["dropped_records"], summary["kernel_rows"]) == ("cupti", 0, 3)
+    assert set(summary["write_seconds"]) == {"stop", "chrome_trace", "rows"}
+    assert all(0 <= s < 60 for s in summary["write_seconds"].values())
+    if api_recorder.compiler() is not None:
+        assert summary["trace_writer"] == "native (C)"
     perfetto = json.loads((host / f"{pid}_perfetto_trace.json").read_text())
     assert [r[8] for r in convert.kernel_rows(perfetto)] == [1, 2, 3]  # the JSON is the same trace
 
@@ -329,9 +342,11 @@ def test_runtime_reports_dropped_records(monkeypatch, tmp_path, capsys):
     t, _ = _traced(monkeypatch, tmp_path, MADENGINE_ROCPROF_TRACER_BUFFER_MB="0.0002")  # 209 bytes: drops kernels
     fake_cupti.record(10, **kernel(1, 100))
     t.finish()
-    summary = json.loads((tmp_path / socket.gethostname() / f"{os.getpid()}_tracer_summary.json").read_text())
+    host = tmp_path / socket.gethostname()
+    summary = json.loads((host / f"{os.getpid()}_tracer_summary.json").read_text())
     assert summary["dropped_records"] == 1
     assert "dropped 1 activity record" in capsys.readouterr().err
+    assert [p.name for p in host.iterdir()] == [f"{os.getpid()}_tracer_summary.json"]  # no rows: no Chrome trace
 
 
 def test_runtime_falls_back_to_torch_profiler_when_cupti_is_missing(monkeypatch, tmp_path, capsys):
@@ -404,7 +419,7 @@ def test_driver_api_records_name_driver_calls(backend):
     assert fake_cupti.record(4, **launch(1, 100, cbid=307))
     assert fake_cupti.record(10, **kernel(1, 200))
     b.stop()
-    trace, _ = b.trace(demangle_names=False)
+    trace, _ = written(b, demangle_names=False)
     api = [e for e in trace["traceEvents"] if e.get("cat") == "cuda_driver"]
     assert [(e["name"], e["args"]["correlation"]) for e in api] == [("cuLaunchKernel", 1)]
     rows = convert.kernel_rows(trace)

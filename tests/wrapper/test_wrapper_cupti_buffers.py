@@ -19,7 +19,7 @@ import pytest
 from madengine_rocprof.tracer import api_recorder, convert, cupti_backend
 
 from .fakes import fake_cupti
-from .test_wrapper_cupti import _traced, kernel, launch
+from .test_wrapper_cupti import _traced, kernel, launch, written
 
 pytestmark = pytest.mark.skipif(api_recorder.compiler() is None, reason="needs a C compiler (scripts/setup.sh)")
 SIZE = 2048  # one size per process: the C library refuses to change it once buffers exist
@@ -46,7 +46,7 @@ def test_cupti_calls_the_c_functions_themselves(native):
     assert address(request) == address(buffers.native.cupti_buffers_request)
     assert address(complete) == address(buffers.native.cupti_buffers_complete)
     b.stop()
-    _, counts = b.trace(demangle_names=False)
+    _, counts = written(b, demangle_names=False)
     assert counts["buffer_handling"] == "native (C callbacks)"
 
 
@@ -66,7 +66,7 @@ def test_records_across_many_buffers_come_back_once_and_in_order(native):
     assert fake_cupti.STATE.completions >= 10  # 80 x (40 + 216) bytes in 2048-byte buffers
     assert buffers.requested - requested_before == fake_cupti.STATE.completions
     assert allocated[1] == allocated[0]  # the second window reuses the buffers the first one gave back
-    trace, counts = b.trace(demangle_names=False)
+    trace, counts = written(b, demangle_names=False)
     corrs = [100 * w + i for w in range(2) for i in range(1, 41)]
     assert [r[8] for r in convert.kernel_rows(trace)] == corrs
     assert counts["records"] == {"RUNTIME": 80, "CONCURRENT_KERNEL": 80} and counts["dropped_records"] == 0
@@ -124,15 +124,15 @@ def test_the_wrapper_archive_carries_the_c_sources_and_builds_them(tmp_path):
     from madengine_rocprof.wrapper import bundle
 
     pyz = bundle.build_pyz(str(tmp_path / "w.pyz"))
-    code = ("from madengine_rocprof.tracer import api_recorder as a, cupti_backend as c\n"
-            "for s in (a.SOURCE, c.BUFFERS_SOURCE): print(a.build(s))\n"
+    code = ("from madengine_rocprof.tracer import api_recorder as a, cupti_backend as c, cupti_json as j\n"
+            "for s in (a.SOURCE, c.BUFFERS_SOURCE, j.SOURCE): print(a.build(s))\n"
             "print(c.NativeBuffers(4096).mechanism)\n")
     env = dict(os.environ, PYTHONPATH=pyz, MADENGINE_ROCPROF_CACHE=str(tmp_path / "cache"))
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False,
                           cwd=str(tmp_path))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert [Path(p).parent for p in lines[:2]] == [tmp_path / "cache"] * 2
-    assert Path(lines[0]).name.startswith("api_recorder-") and Path(lines[1]).name.startswith("cupti_buffers-")
-    assert lines[2] == "native (C callbacks)"
-    assert sorted(p.suffix for p in (tmp_path / "cache").iterdir()) == [".so", ".so"]  # no copy of a source left
+    assert [Path(p).parent for p in lines[:3]] == [tmp_path / "cache"] * 3
+    assert [Path(p).name.split("-")[0] for p in lines[:3]] == ["api_recorder", "cupti_buffers", "cupti_json"]
+    assert lines[3] == "native (C callbacks)"
+    assert sorted(p.suffix for p in (tmp_path / "cache").iterdir()) == [".so"] * 3  # no copy of a source left

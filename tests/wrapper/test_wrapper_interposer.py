@@ -31,7 +31,7 @@ import pytest
 from madengine_rocprof.tracer import api_recorder, convert, cupti_backend
 
 from .fakes import fake_cupti
-from .test_wrapper_cupti import _traced, kernel
+from .test_wrapper_cupti import _traced, kernel, written
 
 pytestmark = pytest.mark.skipif(os.uname().machine != "x86_64" or api_recorder.compiler() is None,
                                 reason="the interposer is x86-64 only and needs a C compiler (scripts/setup.sh)")
@@ -218,7 +218,9 @@ def launch_kernel(corr: int) -> None:
 
 
 def api_rows(trace: dict, cat: str = "cuda_runtime") -> list[dict]:
-    return [e for e in trace["traceEvents"] if e.get("cat") == cat]
+    """The trace's API events in start order (the JSON holds them in record order: a call is recorded when it
+    returns, so a nested call comes before the call around it; the CSV rows are sorted)."""
+    return sorted((e for e in trace["traceEvents"] if e.get("cat") == cat), key=lambda e: e["ts"])
 
 
 def trace_rows(out: Path) -> tuple[list[dict], list[dict]]:
@@ -348,7 +350,7 @@ def test_every_call_comes_back_once_named_on_its_thread_inside_its_span(backend,
         call()
         spans.append((names, before, time.monotonic_ns()))
     b.stop()
-    trace, counts = b.trace(demangle_names=False)
+    trace, counts = written(b, demangle_names=False)
     rows = api_rows(trace)
     assert len(rows) == sum(1 for e in trace["traceEvents"] if e["cat"] != "kernel")  # all API rows are runtime rows
     assert [e["name"] for e in rows] == [name for names, _b, _a in spans for name in names]
@@ -382,7 +384,7 @@ def test_nothing_is_recorded_outside_windows(backend, libs):
     libs.now.app_get_device()
     fake_cupti.api_call(DRIVER, 442)
     assert b.recorder is not None and b.recorder.native.api_recorder_pending() == 0  # no stub on these paths
-    trace, counts = b.trace(demangle_names=False)
+    trace, counts = written(b, demangle_names=False)
     assert [e["name"] for e in api_rows(trace)] == ["cudaGetDevice", "cudaTwo"]
     assert [e["args"]["correlation"] for e in api_rows(trace, "cuda_driver")] == [inside]
     assert counts["records"] == {"DRIVER": 1, "RUNTIME": 2}
@@ -396,7 +398,7 @@ def test_a_driver_call_that_straddles_a_windows_opening_is_not_recorded(backend,
     inside = fake_cupti.api_call(DRIVER, 307)
     libs.now.app_get_device()
     b.stop()
-    trace, _counts = b.trace(demangle_names=False)
+    trace, _counts = written(b, demangle_names=False)
     assert [e["args"]["correlation"] for e in api_rows(trace, "cuda_driver")] == [inside]
     assert all(r["start"] > 0 and r["end"] >= r["start"] for _k, r in b.records()[0])
 
@@ -429,7 +431,7 @@ def test_both_builds_are_patched_and_put_back(backend, libs, native, tmp_path):
     assert {path: read_slots(path) for path in (lazy, now, fresh)} == before
     assert all("w" not in mapping_of(at)[0] for at in relro.values())
     assert call_all(_load_app(fresh)) == EXPECTED  # the restored lazy slots still bind
-    trace, _ = b.trace(demangle_names=False)
+    trace, _ = written(b, demangle_names=False)
     assert [e["name"] for e in api_rows(trace)] == ["cudaGetDevice", "cudaGetDevice"]
     assert b.recorder.foreign_slots == 0
 
@@ -453,7 +455,7 @@ def test_threads_lose_nothing_and_keep_their_own_ids(backend, libs):
     assert len(results) == 4 and set(results.values()) == {(many(3, 0.5, 8.0), 3 * n)}
     expected = collections.Counter({"cudaMany": 1, "cudaGetLastError": n})
     assert names_by_thread(b) == {tid: expected for tid in results}
-    _trace, counts = b.trace(demangle_names=False)
+    _trace, counts = written(b, demangle_names=False)
     assert counts["api_records_lost"] == 0 and counts["dropped_records"] == 0
 
 
@@ -485,7 +487,7 @@ def test_kernels_join_their_launch_through_cuptis_correlation_id(backend, libs):
     fake_cupti.api_call(DRIVER, 17)  # not a launch, copy or set: CUPTI does not call back
     libs.now.app_nested()
     b.stop()
-    trace, _ = b.trace(demangle_names=False)
+    trace, _ = written(b, demangle_names=False)
     rows = api_rows(trace)
     assert [e["name"] for e in rows] == ["cudaLaunchKernel"] * 5 + ["cudaGetDevice", "cudaNested", "cudaGetLastError"]
     ids = [e["args"]["correlation"] for e in rows]
@@ -557,7 +559,7 @@ def test_refresh_patches_libraries_loaded_during_the_window(backend, libs, tmp_p
     assert late.app_get_device() == 7  # through the slot put back: not recorded
     b.stop()
     assert read_slots(late_path)["cudaGetLastError"] == unbound  # put back at stop
-    trace, _ = b.trace(demangle_names=False)
+    trace, _ = written(b, demangle_names=False)
     assert [e["name"] for e in api_rows(trace)] == ["cudaGetLastError"] * 3
 
 
@@ -592,7 +594,7 @@ def test_unavailable_interposer_falls_back_to_activity_records(backend, libs, mo
     libs.lazy.app_get_device()  # not interposed: only CUPTI's record of the call below comes back
     corr = fake_cupti.api_call(domain, cbid)
     b.stop()
-    trace, counts = b.trace(demangle_names=False)
+    trace, counts = written(b, demangle_names=False)
     rows = [e for e in trace["traceEvents"] if e["cat"] in ("cuda_runtime", "cuda_driver")]
     category = "cuda_driver" if domain == DRIVER else "cuda_runtime"
     assert [(e["cat"], e["name"], e["args"]["correlation"]) for e in rows] == [(category, name, corr)]

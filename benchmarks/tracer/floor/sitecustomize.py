@@ -5,6 +5,9 @@ no optimizer hook (except for the `step`/`off` diagnostics), no records kept, no
 
     MRT_FLOOR_KINDS   kernel: concurrent kernel, memcpy, memset (what --kernel-trace enables)
                       api:    the same plus CUDA runtime API records (what --hip-trace adds with activity records)
+                      launchcb: `kernel` plus a CUPTI callback that does nothing, subscribed to the driver's launch,
+                              copy and set calls the interposer joins kernels through (api_recorder.launch_cbids):
+                              CUPTI's own cost for that join, under the interposer's part of --hip-trace
     MRT_FLOOR_WHEN    start (default): at interpreter start-up, before torch is imported and before any CUDA context
                       (what benchmarks/tracer/results measured); torch: right after `import torch`, before any CUDA
                       context, the moment the tracer starts (not yet measured); step: at the first optimizer step
@@ -38,7 +41,30 @@ def _enable():
         kinds.append(ak.RUNTIME)
     for kind in kinds:
         cupti.activity_enable(kind)
+    if os.environ.get("MRT_FLOOR_KINDS") == "launchcb":
+        callbacks += (_subscribe_do_nothing(cupti, lib, buffers),)
     return cupti, kinds, callbacks
+
+
+def _subscribe_do_nothing(cupti, lib, buffers):
+    """A CUPTI callback on the driver's launch/copy/set calls whose body is empty. The C function used is
+    cupti_buffers_version (no arguments, returns a constant): on x86-64 a callee ignores arguments it does not take,
+    so it is a do-nothing CUpti_CallbackFunc that never enters Python."""
+    from madengine_rocprof.tracer import api_recorder as ar
+
+    ctypes = ar.ctypes
+    subscriber = ctypes.c_void_p(None)
+    noop = ctypes.cast(buffers.native.cupti_buffers_version, ctypes.c_void_p)
+    status = lib.cuptiSubscribe(ctypes.byref(subscriber), noop, None)
+    if status != 0:
+        raise RuntimeError(f"cuptiSubscribe: CUPTI status {status}")
+    cbids = ar.launch_cbids(cupti)
+    for cbid in cbids:
+        status = lib.cuptiEnableCallback(1, subscriber, ar.DOMAINS["driver"], cbid)
+        if status != 0:
+            raise RuntimeError(f"cuptiEnableCallback({cbid}): CUPTI status {status}")
+    print(f"[cupti floor] do-nothing callback on {len(cbids)} driver launch/copy/set calls", file=sys.stderr)
+    return subscriber
 
 
 def _after_first_step(action):
@@ -60,7 +86,7 @@ _STATE: list = []
 
 def _start():
     kinds = os.environ.get("MRT_FLOOR_KINDS")
-    if kinds not in ("kernel", "api"):
+    if kinds not in ("kernel", "api", "launchcb"):
         return
     when = os.environ.get("MRT_FLOOR_WHEN", "start")
     try:
