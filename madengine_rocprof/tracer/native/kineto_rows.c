@@ -337,7 +337,8 @@ static int arg_xyz(const args_t *a, int key, int64_t xyz[3]) {
     return c.p == c.end;
 }
 
-/* One event of a read category, from `"ph": "X",` on; *end: where it ends. 0: not Kineto's layout. */
+/* One event of a read category, from the closing quote of its category on; c->p ends after its `}`. 1: read, 0: not
+   Kineto's layout, -1: no memory. */
 static int read_event(kr_trace *t, cur_t *c, int cat) {
     const char *nm; int64_t nn; int bs;
     int64_t pid, tid, ts, dur;
