@@ -143,7 +143,8 @@ UNIT_SUFFIXES = {"_ms": "ms", "_s": "s", "_us": "us", "_ns": "ns", "_pct": "%", 
 
 
 def _unit(key: str) -> str:
-    return next((unit for suffix, unit in UNIT_SUFFIXES.items() if key.endswith(suffix)), "")
+    ordered = sorted(UNIT_SUFFIXES.items(), key=lambda item: -len(item[0]))  # "_per_s" before "_s"
+    return next((unit for suffix, unit in ordered if key.endswith(suffix)), "")
 
 
 def _spread(name: str, unit: str, value: dict[str, Any], n: int | None) -> dict[str, Any]:
@@ -416,6 +417,10 @@ CASES: dict[str, Case] = {c.name: c for c in [
     Case("tracer.product-path", "gpu", "tracing overhead through the wrapper as users run it (eager v1 B8 S128 and v4, "
          "whole-run window, alternating processes), one row per variant", "benchmarks/tracer/product_path.py",
          json_lines_script, ("steps",)),
+    Case("tracer.write", "cpu", "the tracer's trace writing (issues 25 item 5, 26 item 5): a Kineto JSON of 1M CPU "
+         "operators (and $MRT_TRACE_FILE, a real 400-step v1 trace) to kernel_trace.csv + kernel_stats.csv, native "
+         "and Python paths; rows/s = rows / (read + write CPU seconds)", "benchmarks/tracer/bench_write.py",
+         json_lines_script),
     Case("tracer.cupti-write", "cpu", "the CUPTI backend's trace write from raw records: 1M synthetic records (8% "
          "kernels, 91% interposed API calls) -> Chrome trace JSON -> CSVs, the C writer against the Python dict path",
          "benchmarks/tracer/bench_write.py", cupti_write, ("1000000",)),

@@ -18,6 +18,9 @@ Cases (each prints one JSON line per measurement; see README.md here for the com
                 and four columns read, compared with what the JSON gives (README.md, "The 1M records/s target").
   v1 STEPS      TinyTransformer v1 on the CPU for STEPS optimizer steps with the tracer in the process, then the
                 tracer's own finish() timed: torch.profiler stop, Kineto's JSON export, our read and write.
+  --rounds N --out DIR [--file PATH]   the suite's case `tracer.write` (python -m benchmarks run tracer.write):
+                kineto 1000000 (and PATH, or $MRT_TRACE_FILE) N times, native and Python paths, to DIR/results.jsonl.
+The native converter (tracer/native/kineto_rows.c) reads and writes in one call: its line has read_write_s.
 Records/s = rows written / (read + write seconds). Times: wall clock and this process's CPU time (the machine is
 shared; CPU time is the steadier figure).
 """
@@ -94,12 +97,33 @@ def _since(start) -> tuple[float, float]:
     return round(wall - start[0], 3), round(cpu - start[1], 3)
 
 
+def time_native(path: Path, cpu: bool, out: Path) -> dict | None:
+    """The native converter (native/kineto_rows.c): read + write in one call, as the tracer runs it; None where it
+    does not build or does not take the file. Built before the clock starts (a first use compiles it)."""
+    from madengine_rocprof.tracer import native_rows
+
+    if native_rows.library() is None:
+        return None
+    start = _clock()
+    done = native_rows.convert_file(str(path), str(out), "native_", cpu=cpu, truncate=False, max_rows=None, api=False,
+                                    memcpy=False, stats=True, names_of=convert._json_string,
+                                    direction_of=convert.copy_direction)
+    wall, cpu_s = _since(start)
+    if done is None:
+        return {"impl": "native", "not_used": native_rows.why_not}
+    rows = done[1]
+    return {"impl": "native", "rows": rows, "read_write_s": wall, "read_write_cpu_s": cpu_s,
+            "rows_per_s_wall": round(rows / max(wall, 1e-9)), "rows_per_s_cpu": round(rows / max(cpu_s, 1e-9)),
+            "identical_to_python": all((out / f"native_{f}").read_bytes() == (out / f"new_{f}").read_bytes()
+                                       for f in ("kernel_trace.csv", "kernel_stats.csv"))}
+
+
 def time_convert(path: Path, cpu: bool, out: Path) -> dict:
     start = _clock()
     events = convert.read_kineto(str(path), cpu=cpu)
     read_wall, read_cpu = _since(start)
     start = _clock()
-    convert.write_files(events, str(out), "new_", cpu=cpu)
+    convert.write_files(events, str(out), "new_", cpu=cpu, stats=True)
     write_wall, write_cpu = _since(start)
     rows = len(events)
     return {"impl": "streaming", "rows": rows, "read_s": read_wall, "write_s": write_wall,
@@ -145,7 +169,9 @@ def same_rows(out: Path) -> bool:
     return not old.exists() or new == old.read_bytes()
 
 
-def case_kineto(n: int, gpu: bool, path: Path | None = None) -> None:
+def case_kineto(n: int, gpu: bool, path: Path | None = None, old: bool = True) -> list[dict]:
+    """Prints (and returns) one JSON line per implementation: the Python path, the native one, the old one."""
+    lines = []
     with tempfile.TemporaryDirectory(prefix="bench_tracer_") as tmp:
         folder = Path(tmp)
         if path is None:
@@ -154,13 +180,46 @@ def case_kineto(n: int, gpu: bool, path: Path | None = None) -> None:
         size = path.stat().st_size
         result = time_convert(path, not gpu, folder)
         result["peak_rss_mb_so_far"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-        print(json.dumps({"case": "kineto-gpu" if gpu else "kineto", "file_mb": round(size / 1e6, 1), **result}))
-        old = time_old(path, not gpu, folder)
-        if old is not None:
+        head = {"case": "kineto-gpu" if gpu else "kineto", "file_mb": round(size / 1e6, 1)}
+        lines.append({**head, **result, "load_avg": os.getloadavg()})
+        print(json.dumps(lines[-1]), flush=True)
+        native = time_native(path, not gpu, folder)
+        if native is not None:
+            native["peak_rss_mb_so_far"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+            lines.append({**head, **native, "load_avg": os.getloadavg()})
+            print(json.dumps(lines[-1]), flush=True)
+        earlier = time_old(path, not gpu, folder) if old else None
+        if earlier is not None:
             # synthetic times are whole nanoseconds below 2**53 us, so both must give the same bytes
-            old["peak_rss_mb_so_far"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-            print(json.dumps({"case": "kineto-gpu" if gpu else "kineto", "file_mb": round(size / 1e6, 1), **old,
-                              "identical_kernel_trace": same_rows(folder)}))
+            earlier["peak_rss_mb_so_far"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+            lines.append({**head, **earlier, "identical_kernel_trace": same_rows(folder)})
+            print(json.dumps(lines[-1]), flush=True)
+    return lines
+
+
+def suite(rounds: int, out: Path, trace_file: Path | None) -> None:
+    """`--rounds N --out DIR [--file PATH]` (python -m benchmarks run tracer.write): kineto 1000000 (and the real
+    trace PATH) N times, native and Python paths; one line per case and path in DIR/results.jsonl, each figure
+    {min, median, max} over the rounds: rows/s = rows / (read + write CPU seconds)."""
+    runs: dict[str, list[dict]] = {}
+    for _ in range(rounds):
+        todo: list[tuple[str, Path | None]] = [("kineto 1M CPU operators (242 MB)", None)]
+        todo += [("400-step v1 trace", trace_file)] if trace_file else []
+        for label, path in todo:
+            for line in case_kineto(1_000_000, False, path, old=False):
+                runs.setdefault(f"{label}, {line['impl'] if line['impl'] == 'native' else 'python'}", []).append(line)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "results.jsonl", "w", encoding="utf-8") as fh:
+        for variant, lines in runs.items():
+            cpu_s = [ln.get("read_write_cpu_s", ln.get("read_cpu_s", 0) + ln.get("write_cpu_s", 0)) for ln in lines]
+            spread = {"rows_per_s": [ln["rows_per_s_cpu"] for ln in lines], "read_write_cpu_s": cpu_s,
+                      "load_avg_1min": [ln["load_avg"][0] for ln in lines]}
+            figures = {k: {"min": min(v), "median": sorted(v)[len(v) // 2], "max": max(v)} for k, v in spread.items()}
+            checks = {"rows": lines[0]["rows"]}
+            if "identical_to_python" in lines[0]:
+                checks["identical_to_python"] = all(ln["identical_to_python"] for ln in lines)
+            fh.write(json.dumps({"variant": variant, "rounds": len(lines), "figures": figures, "checks": checks})
+                     + "\n")
 
 
 def case_cupti(n: int) -> None:
@@ -408,6 +467,17 @@ def case_in_memory(n: int) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if argv and argv[0].startswith("--"):
+        import argparse
+
+        parser = argparse.ArgumentParser(description="tracer.write: the suite's run of this script")
+        parser.add_argument("--rounds", type=int, default=1)
+        parser.add_argument("--out", type=Path, required=True)
+        parser.add_argument("--file", type=Path, help="also a real Kineto export (e.g. the 400-step v1 trace)")
+        args = parser.parse_args(argv)
+        suite(args.rounds, args.out, args.file or (Path(os.environ["MRT_TRACE_FILE"])
+                                                   if os.environ.get("MRT_TRACE_FILE") else None))
+        return 0
     if len(argv) != 2 or argv[0] not in ("kineto", "kineto-gpu", "file", "cupti", "cupti-json", "v1",
                                                   "in-memory"):
         print(__doc__, file=sys.stderr)

@@ -22,10 +22,10 @@ def register(subparsers) -> None:
 def tracer_probes(env) -> list[str]:
     """What the embedded tracer would do in a traced process of this Python: its backend and its API recorder.
     Asked here, not in the wrapper: the wrapper stays standard-library only and imports nothing from the tracer."""
-    from madengine_rocprof.tracer import api_recorder, select
+    from madengine_rocprof.tracer import api_recorder, native_rows, select
     from madengine_rocprof.wrapper import detect
 
-    return [select.describe(env, detect.nvidia_present(env)), api_recorder.describe(env)]
+    return [select.describe(env, detect.nvidia_present(env)), api_recorder.describe(env), native_rows.describe(env)]
 
 
 def run(args) -> int:

@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterable
 
 from madengine_rocprof.atomic import atomic_file
+from madengine_rocprof.tracer import native_rows
 from madengine_rocprof.tracer.line_writer import LineWriter
 from madengine_rocprof.wrapper import rocprof_csv
 
@@ -458,12 +459,18 @@ def memcpy_rows(trace) -> list[tuple]:
     events = _events(trace, False)
     rows = []
     for start, dur, name, device, stream, corr in _sorted(events.copies):
-        words = name.split()
-        direction, src_host, dst_host = _DIRECTIONS.get(words[1] if len(words) > 1 else "", ("UNKNOWN", False, False))
+        direction, src_host, dst_host = copy_direction(name)
         gpu = f"Agent {device}"
-        rows.append(("MEMORY_COPY", "MEMORY_COPY_" + direction, stream, "CPU" if src_host else gpu,
+        rows.append(("MEMORY_COPY", direction, stream, "CPU" if src_host else gpu,
                      "CPU" if dst_host else gpu, corr, events.base + start, events.base + start + dur))
     return rows
+
+
+def copy_direction(name: str) -> tuple[str, bool, bool]:
+    """(Direction column, source on the host, destination on the host) of a Kineto copy's name."""
+    words = name.split()
+    direction, src_host, dst_host = _DIRECTIONS.get(words[1] if len(words) > 1 else "", ("UNKNOWN", False, False))
+    return "MEMORY_COPY_" + direction, src_host, dst_host
 
 
 def write_chrome_trace(trace: dict, path: str) -> None:
@@ -494,10 +501,32 @@ def write_files(trace, host_dir: str, prefix: str, *, cpu: bool, truncate: bool 
     captured (rocprofv3 writes no files then). `trace`: Events, a Kineto trace dict, or a Kineto JSON file path.
 
     kernel_trace.csv is written first and in whole lines (LineWriter): a kill or a full disk part way keeps the
-    rows written so far, in start order. The stats files, computed from every row, follow."""
+    rows written so far, in start order. The stats files, computed from every row, follow. A file path goes
+    through write_trace_file (the native converter where it builds)."""
     if isinstance(trace, (str, os.PathLike)):
-        trace = read_kineto(os.fspath(trace), cpu=cpu)
-    events = _events(trace, cpu)
+        return write_trace_file(os.fspath(trace), host_dir, prefix, cpu=cpu, truncate=truncate, max_rows=max_rows,
+                                api=api, memcpy=memcpy, stats=stats)[0]
+    return _write_events(_events(trace, cpu), host_dir, prefix, truncate=truncate, max_rows=max_rows, api=api,
+                         memcpy=memcpy, stats=stats)
+
+
+def write_trace_file(path: str, host_dir: str, prefix: str, *, cpu: bool, truncate: bool = False,
+                     max_rows: int | None = None, api: bool = False, memcpy: bool = False,
+                     stats: bool = False) -> tuple[list[str], int]:
+    """write_files for a Kineto JSON file: (files written, kernel events in the trace). The native converter
+    (native_rows, about 5x faster) writes the same bytes where it builds and the file is in Kineto's own layout;
+    otherwise read_kineto and the Python writer do (MADENGINE_ROCPROF_TRACER_NATIVE_ROWS=0 forces them)."""
+    done = native_rows.convert_file(path, host_dir, prefix, cpu=cpu, truncate=truncate, max_rows=max_rows, api=api,
+                                    memcpy=memcpy, stats=stats, names_of=_json_string, direction_of=copy_direction)
+    if done is not None:
+        return done
+    events = read_kineto(path, cpu=cpu)
+    return _write_events(events, host_dir, prefix, truncate=truncate, max_rows=max_rows, api=api, memcpy=memcpy,
+                         stats=stats), len(events)
+
+
+def _write_events(events: Events, host_dir: str, prefix: str, *, truncate: bool, max_rows: int | None, api: bool,
+                  memcpy: bool, stats: bool) -> list[str]:
     rows = _Rows(events, truncate, max_rows)
     if not len(rows):
         return []

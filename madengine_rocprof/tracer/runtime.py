@@ -52,7 +52,7 @@ from collections.abc import Callable
 from typing import Any
 
 from madengine_rocprof.atomic import write_json
-from madengine_rocprof.tracer import api_recorder, convert, select
+from madengine_rocprof.tracer import api_recorder, convert, native_rows, select
 from madengine_rocprof.wrapper import rocprof_csv
 
 TAG = "[madengine-rocprof tracer]"
@@ -307,14 +307,17 @@ class _Tracer:
             source, counts = self.prof.trace(chrome, demangle_names=not self.mangled)
             t_trace = time.monotonic()
             counts["why"] = self.why
-            # convert.Events: rows made straight from a backend's records; else the Kineto JSON written to `chrome`
-            events = source if isinstance(source, convert.Events) else convert.read_kineto(source, cpu=self.cpu_mode)
-            written = convert.write_files(events, host_dir, prefix, cpu=self.cpu_mode, truncate=self.truncate,
-                                          max_rows=self.max_kernels, api=self.api, memcpy=self.memcpy,
-                                          stats=self.stats)
+            options: dict[str, Any] = {"cpu": self.cpu_mode, "truncate": self.truncate, "max_rows": self.max_kernels,
+                                       "api": self.api, "memcpy": self.memcpy, "stats": self.stats}
+            if isinstance(source, convert.Events):  # rows made straight from a backend's records
+                written, kernel_rows = convert.write_files(source, host_dir, prefix, **options), len(source)
+            else:  # the Kineto JSON written to `chrome`: the native converter where it builds
+                written, kernel_rows = convert.write_trace_file(source, host_dir, prefix, **options)
+                counts["csv_writer"] = (f"python ({native_rows.why_not})" if native_rows.why_not
+                                        else "native (C)")
             dropped = counts.get("dropped_records") or 0
             if written or dropped:
-                counts["kernel_rows"] = len(events)
+                counts["kernel_rows"] = kernel_rows
                 # seconds from the window's close: the GPU wait and stop, the Chrome trace, the rows read and written
                 counts["write_seconds"] = {"stop": round(stopped - (self.t_close or stopped), 3),
                                            "chrome_trace": round(t_trace - stopped, 3),
