@@ -101,17 +101,17 @@ def rows(summary: dict) -> list[dict]:
     return out
 
 
-def environment(device: str) -> dict:
-    """device, versions, commit and date for the rows (a GPU machine's rows are added here with `add --case`)."""
+def environment(device: str, first_run: Path) -> dict:
+    """device, versions, commit and date for the rows, as the first run's workload_result.json names its device and
+    versions (runs made on a GPU machine can be compared here with --reuse; their rows are added with `add --case`)."""
     import datetime
 
-    import torch
-
-    name = torch.cuda.get_device_name(0) if device == "cuda" else f"CPU only ({os.cpu_count()} cores)"
+    result = json.loads((first_run / "workload_result.json").read_text())
+    name = result["device"]["name"] if device == "cuda" else f"CPU only ({os.cpu_count()} cores)"
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             check=False).stdout.strip() or "unknown"
-    return {"device": {"name": name}, "versions": {"python": platform.python_version(), "torch": torch.__version__},
-            "commit": commit, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    return {"device": {"name": name}, "versions": dict(result.get("versions") or {}), "commit": commit,
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 def main_() -> int:
@@ -145,7 +145,7 @@ def main_() -> int:
         "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
                  "load_avg_at_compare": os.getloadavg()},
         "config_a": CONFIGS[args.device][0], "config_b": CONFIGS[args.device][1], "steps": args.steps,
-        "run_wall_s": walls, "results": {}, **environment(args.device),
+        "run_wall_s": walls, "results": {}, **environment(args.device, chunks[0][1][0]),
     }
     for statistic in ("mean", "median"):
         extra = ["--statistic", statistic]
