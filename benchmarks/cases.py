@@ -411,6 +411,42 @@ def _report(name: str, about: str, *extra: str, bench_case: str = "") -> Case:
                 (bench_case or name, *extra))
 
 
+# ------------------------------------------------------------------ tracer on a GPU: the real write, ncu's counts
+def gpu_write_rows(case: Case, ctx: Context, check: dict[str, Any]) -> list[dict[str, Any]]:
+    """A row from cupti_write_check.py's JSON: a real lightweight run's window close -> files, and its checks."""
+    records = sum(check["records"].values())
+    figs = [fixed("window close -> files", "s", check["close_to_files_s"],
+                  note=", ".join(f"{k} {v} s" for k, v in check["write_seconds"].items())),
+            fixed("records written", "", records),
+            fixed("records/s, close -> files (wall clock)", "records/s", check["records_per_s_trace_and_rows"]),
+            fixed("dropped records", "", check["dropped_records"]),
+            fixed("checks", "", "all pass" if all(check["checks"].values()) else
+                  "FAILED: " + ", ".join(k for k, ok in check["checks"].items() if not ok))]
+    return [_row(case, ctx, f"v1 B8 S128, {check['steps']} steps, --kernel-trace --hip-trace", figs,
+                 trace_writer=check.get("trace_writer"), api_recorder=check.get("api_recorder"))]
+
+
+def gpu_write(case: Case, ctx: Context) -> list[dict[str, Any]]:
+    out = ctx.out / "raw"
+    run_script(ctx, [sys.executable, str(case.script_path()), "--out", str(out), "--steps", str(ctx.steps)],
+               "cupti_write_check", check=False)  # exit 1 = a check failed: the row says which
+    return gpu_write_rows(case, ctx, json.loads((out / "cupti_write_check.json").read_text()))
+
+
+def dispatch_count_rows(case: Case, ctx: Context, counts: dict[str, Any]) -> list[dict[str, Any]]:
+    """A row from compare_counts.py's JSON (ncu_count.sh): dispatches and kernel functions, tracer against ncu."""
+    figs = [fixed("dispatches, embedded / ncu", "", f"{counts['total_a']:,} / {counts['total_b']:,}"),
+            fixed("kernel functions, embedded / ncu", "", f"{counts['functions_a']} / {counts['functions_b']}"),
+            fixed("functions whose counts differ", "", len(counts["functions_differing"]))]
+    return [_row(case, ctx, "embedded (CUPTI) vs ncu, eager v1 B8 S128", figs)]
+
+
+def dispatch_count(case: Case, ctx: Context) -> list[dict[str, Any]]:
+    out = ctx.out / "raw"
+    run_script(ctx, ["bash", str(case.script_path()), str(out)], "ncu_count", check=False)
+    return dispatch_count_rows(case, ctx, json.loads((out / "counts.json").read_text()))
+
+
 CASES: dict[str, Case] = {c.name: c for c in [
     _workload("B8_S128", "b8s128"),
     _workload("B32_S512", "b32s512"),
@@ -424,6 +460,11 @@ CASES: dict[str, Case] = {c.name: c for c in [
     Case("tracer.cupti-write", "cpu", "the CUPTI backend's trace write from raw records: 1M synthetic records (8% "
          "kernels, 91% interposed API calls) -> Chrome trace JSON -> CSVs, the C writer against the Python dict path",
          "benchmarks/tracer/bench_write.py", cupti_write, ("1000000",)),
+    Case("tracer.gpu-write", "gpu", "the CUPTI backend's trace write on a real 60-step lightweight run (eager v1 B8 "
+         "S128, --kernel-trace --hip-trace): window close -> files, rows, and checks that the JSON loads and matches",
+         "benchmarks/tracer/cupti_write_check.py", gpu_write, ("steps",)),
+    Case("tracer.dispatch-count", "gpu", "dispatch counts of the embedded tracer against ncu on the product path's "
+         "workload (10 steps: ncu replays every kernel)", "benchmarks/tracer/ncu_count.sh", dispatch_count),
     _report("csv-1m", "report on one rocprofv3 kernel_trace.csv of 1M dispatches (target 1.5 s)"),
     _report("csv-10m", "report on 10M dispatches, 2 GB of CSV (targets 10 s, 1 GiB peak)"),
     _report("ranks-8x1m", "one merged report of 8 ranks x 1M dispatches (target 15 s)"),
