@@ -231,6 +231,7 @@ def test_gate_rows_give_the_false_positive_rate_and_the_power(tmp_path, monkeypa
     """aa_gate.py's summary -> one row per comparison kind and statistic: A/A exit 1 is a false positive, a slowdown's
     exit 1 is the gate catching it."""
     spec = importlib.util.spec_from_file_location("aa_gate", REPO / "benchmarks" / "insights" / "aa_gate.py")
+    assert spec is not None and spec.loader is not None
     aa_gate = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(aa_gate)
 
