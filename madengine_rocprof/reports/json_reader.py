@@ -79,8 +79,9 @@ def _records(path: Path, tool: dict, n: int, kind: str, what: str) -> Iterator[t
         for key in ("start_timestamp", "end_timestamp"):
             if key not in rec:
                 raise UserError(f"{what} record lacks {key}", file=str(path), where=place, fix=FIX)
-        start = inputs.int_in_range(rec["start_timestamp"], str(path), f"{place}.start_timestamp")
-        end = inputs.int_in_range(rec["end_timestamp"], str(path), f"{place}.end_timestamp")
+        start = inputs.int_in_range(rec["start_timestamp"], str(path), f"{place}.start_timestamp",
+                                    high=inputs.UINT64_MAX)
+        end = inputs.int_in_range(rec["end_timestamp"], str(path), f"{place}.end_timestamp", high=inputs.UINT64_MAX)
         if end < start:
             raise UserError("end_timestamp is before start_timestamp", file=str(path), where=place, fix=FIX)
         yield rec, place, start, end
