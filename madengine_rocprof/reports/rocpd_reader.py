@@ -24,16 +24,34 @@ from madengine_rocprof.reports.sqlite_frames import fetch_rows, read_columns, ur
 FIX = "the database is truncated or corrupt, or not a rocpd file; re-run rocprofv3 with -f rocpd"
 
 
+# Work SQLite may do per byte of the file (virtual-machine instructions), plus a fixed allowance. Reading rocpd's
+# tables and views costs a few instructions per byte; a view that recurses or cross-joins without end (a crafted or
+# corrupt schema) would run forever: it is stopped at this budget, not hung on.
+STEPS_PER_BYTE = 200
+STEPS_BASE = 500_000_000
+_STEP_CHECK = 100_000  # instructions between two looks at the budget
+
+
 @contextmanager
 def _connect(path: Path):
-    inputs.check_regular(path, "rocpd database", inputs.STREAM_LIMIT)
+    size = inputs.check_regular(path, "rocpd database", inputs.STREAM_LIMIT)
     try:
         con = sqlite3.connect(uri(path), uri=True)
     except sqlite3.Error as err:
         raise UserError(f"cannot open SQLite database: {err}", file=str(path), fix=FIX) from None
+    budget = [STEPS_BASE + STEPS_PER_BYTE * size]
+
+    def spend() -> int:
+        budget[0] -= _STEP_CHECK
+        return budget[0] < 0  # non-zero: SQLite interrupts the statement
+
+    con.set_progress_handler(spend, _STEP_CHECK)
     try:
         yield con
     except sqlite3.Error as err:
+        if budget[0] < 0:
+            raise UserError("the database's views compute far more rows than the file holds (a view that recurses "
+                            "or joins without end)", file=str(path), fix=FIX) from None
         raise UserError(f"SQLite error: {err}", file=str(path), fix=FIX) from None
     finally:
         con.close()
@@ -54,6 +72,13 @@ def _sql_type(value: object) -> str:
 RAW_DISPATCH = ("kernel_id", "agent_id", "start", "end")  # rocpd_kernel_dispatch columns of rocpd 7.x
 
 
+def _bounded(con, name: str) -> None:
+    """Before a view is read by the Arrow reader (its own connections, outside _connect's work budget): walk it once
+    here, within the budget. A table holds what the file holds; a view may compute without end."""
+    if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = ?", (name,)).fetchone():
+        con.execute(f"SELECT count(*) FROM `{name}`").fetchone()
+
+
 def _dispatch_table(con, path: Path, objects: set[str]) -> pl.DataFrame:
     """Per-dispatch (name, start, end, device). From rocpd_kernel_dispatch's integer columns, named by joining
     the small symbol and agent tables in polars (categorical: 10M rows share ~100 names), where present; else
@@ -61,6 +86,7 @@ def _dispatch_table(con, path: Path, objects: set[str]) -> pl.DataFrame:
     if {"rocpd_kernel_dispatch", "rocpd_info_kernel_symbol", "rocpd_info_agent"} <= objects and set(
         RAW_DISPATCH
     ) <= _columns(con, "rocpd_kernel_dispatch"):
+        _bounded(con, "rocpd_kernel_dispatch")
         ids = {"guid": pl.String, "id": pl.Int64}
         symbols = fetch_rows(
             con, "SELECT guid, id, display_name FROM rocpd_info_kernel_symbol", ids | {"name": pl.String}
@@ -86,6 +112,7 @@ def _dispatch_table(con, path: Path, objects: set[str]) -> pl.DataFrame:
             .select("name", "start", "end", "device")
             .collect()
         )
+    _bounded(con, "kernels")
     # a number among the names would be read as text by the Arrow reader (and refused by iter_rocpd): refuse it here
     if con.execute("SELECT 1 FROM kernels WHERE typeof(name) NOT IN ('text', 'null') LIMIT 1").fetchone():
         raise UserError("a kernel name in the kernels view is not text", file=str(path), where="kernels", fix=FIX)

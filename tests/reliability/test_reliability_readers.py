@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from tests.reports.pftrace_writer import Record, write_pftrace
 
-from .contract_helpers import assert_contract, cli, kt_row, report_json, report_kernels, strict_json, \
+from .contract_helpers import assert_contract, cli, cli_subprocess, kt_row, report_json, report_kernels, strict_json, \
     write_kernel_trace, write_rocpd
 from .test_reliability_fuzz import FUZZ, RESULTS_JSON, _Home, _write, mutated_json
 from .test_reliability_fuzz_traces import KINETO
@@ -191,3 +191,43 @@ def test_fuzz_readers_of_rocpd_agree(kernels):
         write_rocpd(run / "node0" / "4242_results.db", kernels=kernels)
         decisions = _decisions(tmp, run, "4242_results.db")
         assert len(set(decisions)) == 1, (decisions, kernels)
+
+
+# ---------------------------------------------------------------- a rocpd view that never ends
+
+ENDLESS_VIEWS = {
+    "recursive": "CREATE VIEW kernels AS WITH RECURSIVE r(name, start, `end`, agent_abs_index, queue_id) AS "
+                 "(SELECT 'kA', 0, 1, 0, 0 UNION ALL SELECT name, start + 1, `end` + 1, 0, 0 FROM r) SELECT * FROM r",
+    "cross join": "CREATE VIEW kernels AS SELECT 'kA' AS name, a.x AS start, a.x + 1 AS `end`, 0 AS agent_abs_index, "
+                  "0 AS queue_id FROM n a, n b, n c, n d, n e, n f",
+}
+
+
+def _endless_rocpd(path: Path, view: str) -> Path:
+    import sqlite3
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(path)
+    with con:
+        con.execute("CREATE TABLE rocpd_metadata (tag TEXT, value TEXT)")
+        con.execute("CREATE TABLE n (x INTEGER)")
+        con.executemany("INSERT INTO n VALUES (?)", [(i,) for i in range(1000)])
+        con.execute(ENDLESS_VIEWS[view])
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize("view", list(ENDLESS_VIEWS))
+def test_a_rocpd_view_without_end_is_exit_2_not_a_hang(tmp_path, monkeypatch, view):
+    """A view that recurses or cross-joins without end (10^18 rows from a 20 kB file) hung every reader: SQLite's
+    work is now bounded by the file's size (rocpd_reader.STEPS_PER_BYTE). In a subprocess with the shipped budget,
+    then the three readers in-process with a small one."""
+    from madengine_rocprof.reports import rocpd_reader
+
+    run = tmp_path / "run"
+    _endless_rocpd(run / "node0" / "4242_results.db", view)
+    code, _, err = cli_subprocess("report", run, "-q", timeout=120)
+    assert_contract(code, err, allowed=(2,))
+    assert "4242_results.db" in err and "views compute far more rows" in err, err
+    monkeypatch.setattr(rocpd_reader, "STEPS_BASE", 20_000_000)
+    assert _decisions(tmp_path, run, "4242_results.db") == [True, True, True]
