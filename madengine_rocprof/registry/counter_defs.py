@@ -176,6 +176,9 @@ def load_catalog(path: str | os.PathLike[str] | None = None) -> CounterCatalog:
     chosen = Path(path) if path is not None else find_counter_defs()
     if chosen is None:
         return _fallback_catalog()
+    from madengine_rocprof import inputs
+
+    inputs.check_regular(chosen, "counter_defs.yaml")  # before resolve(): a symlink loop is exit 2, not RuntimeError
     key = str(chosen.resolve())
     if key not in _cache:
         from madengine_rocprof.models._common import read_text_file

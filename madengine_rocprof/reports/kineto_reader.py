@@ -513,7 +513,7 @@ def _check_absolute(path: Path, got: _Collected, base: int) -> None:
     times += [t for step in got.steps.values() for t in step]
     if got.cpu:
         times += [min(c[2] for c in got.cpu), max(c[3] for c in got.cpu)]
-    if times and not (0 <= base + min(times) and base + max(times) <= inputs.UINT64_MAX):
+    if times and not (base + min(times) >= 0 and base + max(times) <= inputs.UINT64_MAX):
         raise UserError(f"event times (ts plus baseTimeNanoseconds {base}) reach {base + min(times)} .. "
                         f"{base + max(times)} ns, outside [0, 2^64)", file=str(path), where="$.traceEvents",
                         fix=FIX)

@@ -140,3 +140,22 @@ def test_the_environment_s_counter_defs_is_checked_too(tmp_path):
             os.environ["ROCPROFILER_METRICS_PATH"] = old
     assert_contract(code, err, allowed=(2,))
     assert "counter_defs.yaml" in err and "counters[0]" in err, err
+
+
+@pytest.mark.parametrize("kind", ["symlink loop", "fifo", "directory", "dev/zero"])
+def test_counter_defs_that_is_no_regular_file_is_exit_2(tmp_path, kind):
+    """A symlink loop given as --counter-defs reached the internal-error handler (pathlib's RuntimeError)."""
+    defs = tmp_path / "counter_defs.yaml"
+    if kind == "symlink loop":
+        defs.symlink_to(defs)
+    elif kind == "fifo":
+        os.mkfifo(defs)
+    elif kind == "directory":
+        defs.mkdir()
+    else:
+        defs.symlink_to("/dev/zero")
+    counters = _write(tmp_path / "counters.txt", COUNTERS)
+    code, _, err = cli_subprocess("counters", "check", counters, "--arch", "gfx942", "--counter-defs", defs,
+                                  timeout=60)
+    assert_contract(code, err, allowed=(2,))
+    assert "counter_defs.yaml" in err, err

@@ -17,8 +17,17 @@ from hypothesis import strategies as st
 
 from tests.reports.pftrace_writer import Record, write_pftrace
 
-from .contract_helpers import assert_contract, cli, cli_subprocess, kt_row, report_json, report_kernels, strict_json, \
-    write_kernel_trace, write_rocpd
+from .contract_helpers import (
+    assert_contract,
+    cli,
+    cli_subprocess,
+    kt_row,
+    report_json,
+    report_kernels,
+    strict_json,
+    write_kernel_trace,
+    write_rocpd,
+)
 from .test_reliability_fuzz import FUZZ, RESULTS_JSON, _Home, _write, mutated_json
 from .test_reliability_fuzz_traces import KINETO
 
@@ -156,8 +165,9 @@ def test_kernel_stats_rows_are_consistent(tmp_path, row, what):
 def _decisions(tmp: Path, run: Path, name: str) -> list[bool]:
     """Per reader (report, report --perfetto, compare): refused, naming the file?"""
     out = []
-    for argv in (["report", run, "-q"], ["report", run, "-q", "--perfetto", tmp / "pf"],
-                 ["compare", run, run, "-q", "--json", tmp / "c.json"]):
+    commands: list[list[str | Path]] = [["report", run, "-q"], ["report", run, "-q", "--perfetto", tmp / "pf"],
+                                        ["compare", run, run, "-q", "--json", tmp / "c.json"]]
+    for argv in commands:
         code, _, err = cli(*argv)
         assert_contract(code, err)
         out.append(code == 2 and name in err)
