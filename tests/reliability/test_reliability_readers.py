@@ -245,3 +245,56 @@ def test_a_rocpd_view_without_end_is_exit_2_not_a_hang(tmp_path, monkeypatch, vi
     assert "4242_results.db" in err and "views compute far more rows" in err, err
     monkeypatch.setattr(rocpd_reader, "STEPS_BASE", 20_000_000)
     assert _decisions(tmp_path, run, "4242_results.db") == [True, True, True]
+
+
+# ---------------------------------------------------------------- rocpd info tables listing an id twice
+
+
+def _rocpd_with_info_listed_twice(path: Path, table: str, change: str | None) -> int:
+    """The benchmark's rocpd layout (views over suffixed tables), with the view `table` listing its rows twice
+    (a database merged twice); `change`: a column changed in the second copy. Returns the sum of the durations."""
+    import sqlite3
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "reports"))
+    import make_rocpd
+
+    _, total = make_rocpd.write(path, 400, 5, 2, seed=7)
+    con = sqlite3.connect(path)
+    with con:
+        sql = con.execute("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = ?", (table,)).fetchone()[0]
+        body = sql.split(" AS ", 1)[1]
+        second = body
+        if change:  # "EXPR AS column": the second copy's column
+            value, column = change.split(" AS ")
+            columns = [row[1] for row in con.execute(f"PRAGMA table_info({table})")]
+            second = body.replace("SELECT *", "SELECT " + ", ".join(value if c == column else c for c in columns))
+        con.execute(f"DROP VIEW {table}")
+        con.execute(f"CREATE VIEW {table} AS {body} UNION ALL {second}")
+    con.close()
+    return total
+
+
+@pytest.mark.parametrize("table", ["rocpd_info_kernel_symbol", "rocpd_info_agent"])
+def test_rocpd_info_rows_listed_twice_count_once(tmp_path, table):
+    """Each dispatch joined both copies: calls and time doubled, exit 0 (silently wrong numbers); and the kernels
+    view of the file (read by --perfetto and compare) said otherwise. Identical copies are one row now."""
+    run = tmp_path / "run"
+    total = _rocpd_with_info_listed_twice(run / "n" / "4242_results.db", table, None)
+    code, report, err = report_json(run, tmp_path / "r.json")
+    assert code == 0 and report is not None, err
+    assert (report["runs"][0]["summary"]["dispatches"], report["runs"][0]["summary"]["gpu_time_ns"]) == (400, total)
+    code, _, err = cli("report", run, "-q", "--perfetto", tmp_path / "pf")
+    assert code == 0, err
+    events = strict_json((tmp_path / "pf" / "run.perfetto.json").read_text())["traceEvents"]
+    assert len([e for e in events if e.get("ph") == "X"]) == 400
+
+
+@pytest.mark.parametrize("table, change", [("rocpd_info_kernel_symbol", "'other' AS display_name"),
+                                           ("rocpd_info_agent", "absolute_index + 10 AS absolute_index")])
+def test_rocpd_info_id_with_two_meanings_is_exit_2(tmp_path, table, change):
+    run = tmp_path / "run"
+    _rocpd_with_info_listed_twice(run / "n" / "4242_results.db", table, change)
+    assert _decisions(tmp_path, run, "4242_results.db") == [True, True, True]
+    _, _, err = cli("report", run, "-q")
+    assert table in err and "appears in" in err, err
