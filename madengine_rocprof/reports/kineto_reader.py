@@ -291,6 +291,7 @@ def _last_block(stream: _Stream, head: bytes, handle, seen: int) -> _Meta:
         except msgspec.DecodeError as err:
             error = error or err
             continue
+        _no_repeated_keys(stream, head + b"]" + rest[close + 1:])
         handle(events, seen)
         return meta
     try:  # say where the events stop being JSON (a truncated file: at its end)
@@ -303,6 +304,20 @@ def _last_block(stream: _Stream, head: bytes, handle, seen: int) -> _Meta:
     if pos is None:  # "Input data was truncated": the file ends early, so the place is its end
         pos = len(rest) + 1
     raise stream.error(f"not valid JSON: {error or 'no end of the traceEvents list'}", max(0, pos - 1))
+
+
+def _no_repeated_keys(stream: _Stream, outside: bytes) -> None:
+    """The top-level object around the events (its keys are a few kB): a key given twice, "traceEvents" above all,
+    would make the trace two traces, of which the decoder would read one. The strict JSON loader refuses it."""
+    try:
+        text = outside.decode("utf-8")
+    except UnicodeDecodeError:
+        return  # the decoder has read it; a non-UTF-8 byte there is msgspec's to judge
+    try:
+        inputs.loads(text, str(stream.path), "trace")
+    except UserError as err:  # its line and column would count in the keys alone: name the top level instead
+        raise UserError(err.what.replace("invalid JSON: ", ""), file=str(stream.path),
+                        where="$ (the keys around traceEvents)", fix=FIX) from None
 
 
 def _validation(stream: _Stream, err: msgspec.ValidationError, seen: int) -> UserError:

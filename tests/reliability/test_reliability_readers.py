@@ -298,3 +298,47 @@ def test_rocpd_info_id_with_two_meanings_is_exit_2(tmp_path, table, change):
     assert _decisions(tmp_path, run, "4242_results.db") == [True, True, True]
     _, _, err = cli("report", run, "-q")
     assert table in err and "appears in" in err, err
+
+
+# ---------------------------------------------------------------- one key, two meanings
+
+
+def test_kineto_trace_events_given_twice_is_exit_2(tmp_path):
+    """Two "traceEvents" lists: the streaming decoder read the first (1 kernel) where Python's json reads the last
+    (2 kernels), with exit 0. The keys around the events now go through the strict loader."""
+    event = {"ph": "X", "cat": "kernel", "name": "kA", "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0,
+             "args": {"device": 0, "stream": 7}}
+    text = json.dumps({"schemaVersion": 1, "traceEvents": [event]})[:-1] + ', "traceEvents": ' + json.dumps(
+        [event, event]) + "}"
+    run = tmp_path / "run"
+    _write(run / "rank0.pt.trace.json", text)
+    assert _decisions(tmp_path, run, "rank0.pt.trace.json") == [True, True, True]
+    _, _, err = cli("report", run, "-q")
+    assert "traceEvents" in err and "twice" in err, err
+
+
+def test_results_json_kernel_id_naming_two_kernels_is_exit_2(tmp_path):
+    """kernel_symbols listing one kernel_id twice with two names: its dispatches counted under the last, exit 0."""
+    doc = json.loads(_results_json([(100, 400)]))
+    doc["rocprofiler-sdk-tool"][0]["kernel_symbols"].append({"kernel_id": 7, "formatted_kernel_name": "kB"})
+    run = tmp_path / "run"
+    _write(run / "node0" / "4242_results.json", json.dumps(doc))
+    assert _decisions(tmp_path, run, "4242_results.json") == [True, True, True]
+    _, _, err = cli("report", run, "-q")
+    assert "kernel_symbols[1]" in err and "names two kernels" in err, err
+
+
+def test_pftrace_name_that_is_not_utf8_is_exit_2(tmp_path):
+    """A flipped byte in a track name: protobuf handed over bytes, and the reader's regex raised TypeError (the
+    internal-error handler). Found by test_fuzz_pftrace (cut=265, flips=[(42, 128)])."""
+    from .test_reliability_fuzz_traces import PFTRACE
+
+    data = bytearray(PFTRACE[:265])
+    data[42] = 128
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "1_results.pftrace").write_bytes(bytes(data))
+    for argv in (["report", run, "-q"], ["report", run, "-q", "--perfetto", tmp_path / "pf"]):
+        code, _, err = cli(*argv)
+        assert_contract(code, err)
+        assert code == 2 and "1_results.pftrace" in err, err
