@@ -240,13 +240,17 @@ def read_counter_collection(src: CounterSource) -> CounterSource:
     with open_table(
         src.path,
         {"name": NAME, "counter": ("Counter_Name",), "value": ("Counter_Value",)},
-        {"dispatch": ("Dispatch_Id", "Correlation_Id"), "start": START, "end": END},
+        {"dispatch": ("Dispatch_Id", "Correlation_Id"), "start": START, "end": END,
+         "guid": ("Guid",), "pid": ("Process_Id", "Pid")},
     ) as table:
         idx = table.index
         i_dispatch = idx["dispatch"]
+        # a dispatch is its id within its process (ids restart per process in a merged file)
+        key_columns = [i for i in (idx["guid"], idx["pid"], i_dispatch) if i is not None]
         has_times = idx["start"] is not None and idx["end"] is not None
-        # dispatch id -> [kernel name, End - Start or None, ncu duration or None]
-        dispatches: dict[str, list] = {}
+        # dispatch key -> [kernel name, End - Start or None, ncu duration or None]
+        dispatches: dict[tuple[str, ...], list] = {}
+        spans: dict[tuple[str, ...], tuple[str, ...]] = {}  # the timestamps' text, to see a dispatch's rows agree
         for row in table.rows():
             kernel, counter = row[idx["name"]], row[idx["counter"]]
             value = parse_number(table, row[idx["value"]], "Counter_Value")
@@ -254,8 +258,14 @@ def read_counter_collection(src: CounterSource) -> CounterSource:
             src.by_kernel.setdefault((kernel, counter), CounterStats()).add(value)
             if i_dispatch is None:
                 continue
-            entry = dispatches.get(row[i_dispatch])
+            key = tuple(row[i] for i in key_columns)
+            span = tuple(row[i] for i in (idx["start"], idx["end"]) if i is not None)
+            entry = dispatches.get(key)
+            if entry is not None and (entry[0] != kernel or spans[key] != span):  # which of the two would count?
+                raise table.error(f"dispatch {row[i_dispatch]} appears with another kernel or other timestamps "
+                                  f"than on its first row", fix="the file is corrupt; re-run the profiler")
             if entry is None:
+                spans[key] = span
                 duration = None
                 if has_times:
                     duration = parse_time(table, row[idx["end"]], "End_Timestamp") - parse_time(
@@ -265,14 +275,14 @@ def read_counter_collection(src: CounterSource) -> CounterSource:
                         raise table.error(
                             "End_Timestamp is before Start_Timestamp", fix="the file is corrupt; re-run the profiler"
                         )
-                entry = dispatches[row[i_dispatch]] = [kernel, duration, None]
+                entry = dispatches[key] = [kernel, duration, None]
             if counter == NCU_DURATION:
                 entry[2] = value
     _collect_dispatches(src, dispatches)
     return src
 
 
-def _collect_dispatches(src: CounterSource, dispatches: dict[str, list]) -> None:
+def _collect_dispatches(src: CounterSource, dispatches: dict[tuple[str, ...], list]) -> None:
     """Per kernel name: calls and durations (the ncu duration where present, else End - Start)."""
     uses_ncu = any(ncu is not None for _, _, ncu in dispatches.values())
     timed = all(ncu is not None or span is not None for _, span, ncu in dispatches.values())

@@ -342,3 +342,28 @@ def test_pftrace_name_that_is_not_utf8_is_exit_2(tmp_path):
         code, _, err = cli(*argv)
         assert_contract(code, err)
         assert code == 2 and "1_results.pftrace" in err, err
+
+
+# ---------------------------------------------------------------- counter_collection.csv: one dispatch, one meaning
+
+COUNTER_HEAD = "Dispatch_Id,Process_Id,Agent_Id,Kernel_Name,Counter_Name,Counter_Value,Start_Timestamp,End_Timestamp\n"
+
+
+@pytest.mark.parametrize("second", ['1,77,4,"kB",GRBM_COUNT,3,100,150', '1,77,4,"kA",GRBM_COUNT,3,100,190'])
+def test_counter_rows_of_one_dispatch_disagreeing_are_exit_2(tmp_path, second):
+    """A dispatch's rows naming another kernel or other timestamps: the first row counted, silently."""
+    run = tmp_path / "run"
+    _write(run / "node0" / "77_counter_collection.csv", COUNTER_HEAD + '1,77,4,"kA",SQ_WAVES,12,100,150\n' + second)
+    code, report, err = report_json(run, tmp_path / "r.json")
+    assert code == 2 and "77_counter_collection.csv:3" in err and "dispatch 1" in err, err
+
+
+def test_counter_dispatch_ids_of_two_processes_in_one_file_are_two_dispatches(tmp_path):
+    """Dispatch ids restart per process: a file holding two processes (Process_Id) had their dispatch 1 merged into
+    one (calls 1, the second's time lost), exit 0."""
+    run = tmp_path / "run"
+    _write(run / "node0" / "77_counter_collection.csv", COUNTER_HEAD + '1,77,4,"kA",SQ_WAVES,12,100,150\n'
+           '1,78,4,"kA",SQ_WAVES,12,100,170\n')
+    code, report, err = report_json(run, tmp_path / "r.json")
+    assert code == 0 and report is not None, err
+    assert report_kernels(report) == {"kA": (2, 50 + 70)}
