@@ -36,7 +36,10 @@ STREAM_LIMIT = 1024 * 1024 * MiB
 LIMIT_ENV = "MADENGINE_ROCPROF_MAX_INPUT_MB"  # raises (or lowers) every limit above, for the unusual case
 
 MAX_JSON_DEPTH = 200  # real files nest < 20 levels; Python's parser recurses and dies near 1000
-INT64_MAX = 2**63 - 1  # the reports compute in signed 64-bit columns (polars Int64)
+INT64_MAX = 2**63 - 1  # counts and ids: what SQLite and the reports' integer columns hold
+# Timestamps are unsigned 64-bit nanoseconds (rocprofiler-sdk's and the tracers' uint64): every value in [0, 2^64)
+# is valid, and the reports compute with them exactly (Python ints; polars Int128 where a column holds one >= 2^63).
+UINT64_MAX = 2**64 - 1
 INT_DIGITS = 40  # a JSON integer longer than this is no count or timestamp any profiler writes
 
 _KIND_OF_MODE = (

@@ -83,21 +83,61 @@ class CounterCatalog:
         return out
 
 
-def parse_counter_defs(text: str, source: str) -> CounterCatalog:
+FIX = "point ROCPROFILER_METRICS_PATH (or --counter-defs) at the counter_defs.yaml shipped with ROCm, unedited"
+_TEXT = (str, None)
+# What this module reads of rocprofiler-sdk's counter_defs.yaml (inputs.check_shape; other fields are not looked at)
+SHAPE = {"rocprofiler-sdk": {"counters": [{
+    "name": str, "description?": _TEXT,
+    "definitions?": ([{"architectures?": ([str], None), "block?": _TEXT, "expression?": _TEXT}], None),
+}]}}
+
+
+def _load_yaml(text: str, source: str):
+    """yaml.safe_load without anchors and aliases: rocprofiler-sdk's file has none, and a few aliases can stand for
+    billions of entries (a walk over them never ends). Deep nesting is refused, not a RecursionError."""
     import yaml  # only needed when a real counter_defs.yaml is read
 
+    class NoAliases(yaml.SafeLoader):
+        def compose_node(self, parent, index):  # noqa: ANN001, ANN202 (PyYAML's signature)
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark
+                raise UserError("YAML aliases (*name) are not allowed in counter definitions", file=source,
+                                line=mark.line + 1, column=mark.column + 1, fix=FIX)
+            return super().compose_node(parent, index)
+
     try:
-        data = yaml.safe_load(text)
-        counters = data["rocprofiler-sdk"]["counters"]
-    except (yaml.YAMLError, KeyError, TypeError) as err:
-        raise UserError(f"not a rocprofiler-sdk counter_defs.yaml ({type(err).__name__}: {err})", file=source,
-                        fix="point ROCPROFILER_METRICS_PATH at the counter_defs.yaml shipped with ROCm") from None
+        return yaml.load(text, Loader=NoAliases)  # noqa: S506 (a SafeLoader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        raise UserError(f"not valid YAML: {getattr(err, 'problem', None) or err}", file=source,
+                        line=mark.line + 1 if mark else None, column=mark.column + 1 if mark else None,
+                        fix=FIX) from None
+    except RecursionError:
+        raise UserError("YAML nested too deeply to read", file=source, fix=FIX) from None
+    except ValueError as err:  # a number beyond Python's int/str conversion limit, and similar
+        raise UserError(f"not valid YAML: {err}", file=source, fix=FIX) from None
+
+
+def parse_counter_defs(text: str, source: str) -> CounterCatalog:
+    from madengine_rocprof import inputs
+
+    data = _load_yaml(text, source)
+    inputs.check_shape(data, SHAPE, source, fix=FIX)
     catalog = CounterCatalog(source=source)
-    for entry in counters:
-        for d in entry.get("definitions", []):
-            cdef = CounterDef(entry["name"], d.get("block"), d.get("expression"), entry.get("description", ""))
-            for arch in d.get("architectures", []):
-                catalog.by_arch.setdefault(arch, {})[entry["name"]] = cdef
+    for i, entry in enumerate(data["rocprofiler-sdk"]["counters"]):
+        name = entry["name"]
+        where = f"rocprofiler-sdk.counters[{i}]"
+        if not _IDENT.fullmatch(name):
+            raise UserError(f"counter name {name[:60]!r} is not an identifier", file=source, where=f"{where}.name",
+                            fix=FIX)
+        for j, d in enumerate(entry.get("definitions") or []):
+            cdef = CounterDef(name, d.get("block"), d.get("expression"), entry.get("description") or "")
+            for arch in d.get("architectures") or []:
+                defs = catalog.by_arch.setdefault(arch, {})
+                if name in defs and defs[name] != cdef:  # which one would rocprofv3 use?
+                    raise UserError(f"counter {name} is defined twice for {arch}", file=source,
+                                    where=f"{where}.definitions[{j}]", fix=FIX)
+                defs[name] = cdef
     return catalog
 
 
@@ -136,6 +176,9 @@ def load_catalog(path: str | os.PathLike[str] | None = None) -> CounterCatalog:
     chosen = Path(path) if path is not None else find_counter_defs()
     if chosen is None:
         return _fallback_catalog()
+    from madengine_rocprof import inputs
+
+    inputs.check_regular(chosen, "counter_defs.yaml")  # before resolve(): a symlink loop is exit 2, not RuntimeError
     key = str(chosen.resolve())
     if key not in _cache:
         from madengine_rocprof.models._common import read_text_file

@@ -13,9 +13,8 @@ from typing import NamedTuple
 import polars as pl
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.inputs import INT64_MAX
 from madengine_rocprof.reports import cpu_ops, dispatches
-from madengine_rocprof.reports.csv_tables import open_table, parse_int, parse_number
+from madengine_rocprof.reports.csv_tables import open_table, parse_int, parse_number, parse_time
 from madengine_rocprof.reports.model import CopyStats, CounterSource, CounterStats, KernelStats, TimingSource
 
 NAME = ("Kernel_Name", "KernelName")
@@ -154,8 +153,8 @@ def _stdlib_table(path: Path, layout: _Layout, tracks: bool, device_key: str) ->
         i_name, i_start, i_end, i_agent, i_queue = (table.index[k] for k in ("name", "start", "end", "agent", "queue"))
         i_device = table.index[device_key]
         for row in table.rows():
-            start = parse_int(table, row[i_start], "Start_Timestamp")
-            end = parse_int(table, row[i_end], "End_Timestamp")
+            start = parse_time(table, row[i_start], "Start_Timestamp")
+            end = parse_time(table, row[i_end], "End_Timestamp")
             if end < start:
                 raise table.error(
                     f"End_Timestamp {end} is before Start_Timestamp {start}",
@@ -173,19 +172,11 @@ def _stdlib_table(path: Path, layout: _Layout, tracks: bool, device_key: str) ->
 
 
 def check_dispatches(table: pl.DataFrame, source: str) -> None:
-    """What every per-dispatch table (CSV, JSON, rocpd) must satisfy before it is aggregated in Int64 columns: the
-    sum of all durations fits (every per-kernel and per-device sum is at most that sum), computed in Int128 so the
-    check itself cannot wrap."""
-    if not table.height:
-        return
-    if table["device"].null_count():
+    """What every per-dispatch table (CSV, JSON, rocpd) must satisfy before it is aggregated: every dispatch has a
+    device. (Sums of durations cannot overflow: `dispatches.aggregate` adds them in Int128.)"""
+    if table.height and table["device"].null_count():
         raise UserError("a dispatch has no agent (device)", file=source,
                         fix="the file is corrupt; re-run the profiler")
-    total = table.select((pl.col("end").cast(pl.Int128) - pl.col("start").cast(pl.Int128)).sum()).item()
-    if total is not None and int(total) > INT64_MAX:
-        raise UserError(
-            f"the dispatches' durations add up to {int(total):,} ns, more than 2^63 ns (292 years)",
-            file=source, fix="the timestamps are corrupt; re-run the profiler")
 
 
 def iter_kernel_trace(path: Path) -> Iterator[tuple[str, int, int, str]]:
@@ -211,13 +202,28 @@ def read_kernel_stats(src: TimingSource) -> TimingSource:
                 min_ns=parse_number(table, row[idx["min"]], "MinNs") if idx["min"] is not None else None,
                 max_ns=parse_number(table, row[idx["max"]], "MaxNs") if idx["max"] is not None else None,
             )
-            if stats.calls < 0 or stats.total_ns < 0:
-                raise table.error("negative Calls or TotalDurationNs", fix="the file is corrupt; re-run the profiler")
+            _check_stats(table, stats)
             if name in src.kernels:  # the same name twice cannot come from one stats file
                 raise table.error(f"kernel {name!r} appears twice", fix="the file is corrupt; re-run the profiler")
             src.kernels[name] = stats
             src.dispatches += stats.calls
     return src
+
+
+def _check_stats(table, stats: KernelStats) -> None:
+    """One kernel's aggregated row is consistent: no negative value (each column on its own), MinNs <= MaxNs, and
+    a maximum within the total (one call's duration is part of it)."""
+    fix = "the file is corrupt; re-run the profiler"
+    for column, value in (("Calls", stats.calls), ("TotalDurationNs", stats.total_ns), ("MinNs", stats.min_ns),
+                          ("MaxNs", stats.max_ns)):
+        if value is not None and value < 0:
+            raise table.error(f"column {column}: {value:g} is negative", fix=fix)
+    if stats.min_ns is not None and stats.max_ns is not None and stats.min_ns > stats.max_ns:
+        raise table.error(f"MinNs {stats.min_ns:g} is above MaxNs {stats.max_ns:g}", fix=fix)
+    if stats.calls and stats.max_ns is not None and stats.max_ns > stats.total_ns:
+        raise table.error(f"MaxNs {stats.max_ns:g} is above TotalDurationNs {stats.total_ns:g}", fix=fix)
+    if not stats.calls and stats.total_ns:
+        raise table.error(f"TotalDurationNs {stats.total_ns:g} with 0 Calls", fix=fix)
 
 
 # ncu's per-dispatch kernel duration (ns); the wrapper's ncu conversion carries it as a counter, and its
@@ -234,13 +240,17 @@ def read_counter_collection(src: CounterSource) -> CounterSource:
     with open_table(
         src.path,
         {"name": NAME, "counter": ("Counter_Name",), "value": ("Counter_Value",)},
-        {"dispatch": ("Dispatch_Id", "Correlation_Id"), "start": START, "end": END},
+        {"dispatch": ("Dispatch_Id", "Correlation_Id"), "start": START, "end": END,
+         "guid": ("Guid",), "pid": ("Process_Id", "Pid")},
     ) as table:
         idx = table.index
         i_dispatch = idx["dispatch"]
+        # a dispatch is its id within its process (ids restart per process in a merged file)
+        key_columns = [i for i in (idx["guid"], idx["pid"], i_dispatch) if i is not None]
         has_times = idx["start"] is not None and idx["end"] is not None
-        # dispatch id -> [kernel name, End - Start or None, ncu duration or None]
-        dispatches: dict[str, list] = {}
+        # dispatch key -> [kernel name, End - Start or None, ncu duration or None]
+        dispatches: dict[tuple[str, ...], list] = {}
+        spans: dict[tuple[str, ...], tuple[str, ...]] = {}  # the timestamps' text, to see a dispatch's rows agree
         for row in table.rows():
             kernel, counter = row[idx["name"]], row[idx["counter"]]
             value = parse_number(table, row[idx["value"]], "Counter_Value")
@@ -248,25 +258,31 @@ def read_counter_collection(src: CounterSource) -> CounterSource:
             src.by_kernel.setdefault((kernel, counter), CounterStats()).add(value)
             if i_dispatch is None:
                 continue
-            entry = dispatches.get(row[i_dispatch])
+            key = tuple(row[i] for i in key_columns)
+            span = tuple(row[i] for i in (idx["start"], idx["end"]) if i is not None)
+            entry = dispatches.get(key)
+            if entry is not None and (entry[0] != kernel or spans[key] != span):  # which of the two would count?
+                raise table.error(f"dispatch {row[i_dispatch]} appears with another kernel or other timestamps "
+                                  f"than on its first row", fix="the file is corrupt; re-run the profiler")
             if entry is None:
+                spans[key] = span
                 duration = None
                 if has_times:
-                    duration = parse_int(table, row[idx["end"]], "End_Timestamp") - parse_int(
+                    duration = parse_time(table, row[idx["end"]], "End_Timestamp") - parse_time(
                         table, row[idx["start"]], "Start_Timestamp"
                     )
                     if duration < 0:
                         raise table.error(
                             "End_Timestamp is before Start_Timestamp", fix="the file is corrupt; re-run the profiler"
                         )
-                entry = dispatches[row[i_dispatch]] = [kernel, duration, None]
+                entry = dispatches[key] = [kernel, duration, None]
             if counter == NCU_DURATION:
                 entry[2] = value
     _collect_dispatches(src, dispatches)
     return src
 
 
-def _collect_dispatches(src: CounterSource, dispatches: dict[str, list]) -> None:
+def _collect_dispatches(src: CounterSource, dispatches: dict[tuple[str, ...], list]) -> None:
     """Per kernel name: calls and durations (the ncu duration where present, else End - Start)."""
     uses_ncu = any(ncu is not None for _, _, ncu in dispatches.values())
     timed = all(ncu is not None or span is not None for _, span, ncu in dispatches.values())
@@ -296,8 +312,8 @@ def copy_intervals(path: Path, devices: set[str]) -> pl.DataFrame:
     ) as table:
         idx = table.index
         for row in table.rows():
-            start = parse_int(table, row[idx["start"]], "Start_Timestamp")
-            end = parse_int(table, row[idx["end"]], "End_Timestamp")
+            start = parse_time(table, row[idx["start"]], "Start_Timestamp")
+            end = parse_time(table, row[idx["end"]], "End_Timestamp")
             if end < start:
                 raise table.error(
                     f"End_Timestamp {end} is before Start_Timestamp {start}",
@@ -323,7 +339,7 @@ def read_memory_copies(path: Path) -> dict[str, CopyStats]:
             direction = direction.replace("MEMORY_COPY_", "").replace("_", " ").lower() or "unknown"
             stats = copies.setdefault(direction, CopyStats())
             stats.calls += 1
-            span = parse_int(table, row[idx["end"]], "End_Timestamp") - parse_int(
+            span = parse_time(table, row[idx["end"]], "End_Timestamp") - parse_time(
                 table, row[idx["start"]], "Start_Timestamp"
             )
             if span < 0:

@@ -145,7 +145,7 @@ def parse_number(table: Table, text: str, column: str) -> float:
 
 
 def parse_int(table: Table, text: str, column: str, low: int = 0, high: int = inputs.INT64_MAX) -> int:
-    """A whole number in [low, high] (timestamps, counts: 0 .. 2^63-1, what the reports' Int64 columns hold).
+    """A whole number in [low, high] (counts: 0 .. 2^63-1; timestamps pass high=UINT64_MAX, see `parse_time`).
     Decimal notation ("1000.0", "1e3", a float writer's timestamp) is read exactly and truncated toward zero."""
     if INTEGER.fullmatch(text):
         value = int(text)
@@ -157,7 +157,12 @@ def parse_int(table: Table, text: str, column: str, low: int = 0, high: int = in
     if not low <= value <= high:
         raise table.error(
             f"column {column}: {text.strip()[:60]} is outside [{low}, {high}]" + (
-                " (over 2^63-1 ns, 292 years, the largest timestamp the reports compute with)"
-                if value > high == inputs.INT64_MAX else ""),
+                " (over 2^64-1 ns, the largest unsigned 64-bit timestamp)" if value > high == inputs.UINT64_MAX
+                else ""),
             fix="the file is corrupt; re-run the profiler")
     return value
+
+
+def parse_time(table: Table, text: str, column: str) -> int:
+    """A timestamp in ns: any unsigned 64-bit value, exactly."""
+    return parse_int(table, text, column, high=inputs.UINT64_MAX)

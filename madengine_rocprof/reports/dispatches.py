@@ -6,6 +6,9 @@ calls, total, min and max per kernel name, first start and last end, and per dev
 and of the same process's copies and memsets (a second table of the same schema), under two sets of definitions
 (ours and Holistic Trace Analysis's; docs/reports.md, "Busy, idle and overlap").
 
+Timestamps are unsigned 64-bit ns. Columns are Int64 (fast) while every value fits, else Int128 (`time_dtype`); sums
+of durations are always taken in Int128, so two dispatches of 2^62 ns add up to exactly 2^63 ns.
+
 Busy time of intervals sorted by start: each interval adds what it extends past the latest end seen before it,
 max(0, end - max(start, latest earlier end)); the sum is the length of the union.
 """
@@ -16,6 +19,7 @@ import re
 
 import polars as pl
 
+from madengine_rocprof.inputs import INT64_MAX
 from madengine_rocprof.reports.categories import categorize
 from madengine_rocprof.reports.model import BusyTime, DeviceTime, IterationTime, KernelStats, TimingSource
 
@@ -29,9 +33,23 @@ HTA_COMMUNICATION = re.compile(r"^nccl.*Kernel")
 HTA_MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
 
 
+def time_dtype(*values: int) -> type[pl.Int64] | type[pl.Int128]:
+    """Int64 while the given timestamps (lowest and highest) fit it, else Int128 (uint64 timestamps >= 2^63)."""
+    return pl.Int64 if all(-INT64_MAX - 1 <= v <= INT64_MAX for v in values) else pl.Int128
+
+
 def frame(rows: dict[str, list]) -> pl.DataFrame:
     """A dispatch table from Python lists (the JSON reader, the stdlib CSV path)."""
-    return pl.DataFrame(rows, schema=DISPATCH_SCHEMA)
+    wide = time_dtype(max(rows["end"], default=0), max(rows["start"], default=0))
+    return pl.DataFrame(rows, schema=DISPATCH_SCHEMA | {"start": wide, "end": wide})
+
+
+def _same_time_dtype(frames: list[pl.DataFrame], *bounds: int) -> list[pl.DataFrame]:
+    """Int128 time columns for all frames if one of them (or a bound to compare with) needs it."""
+    if all(f.schema["start"] == pl.Int64 and f.schema["end"] == pl.Int64 for f in frames) and \
+            time_dtype(*bounds) == pl.Int64:
+        return frames
+    return [f.with_columns(pl.col("start", "end").cast(pl.Int128)) for f in frames]
 
 
 def union_ns(start: pl.Series, end: pl.Series) -> int:
@@ -116,7 +134,10 @@ def aggregate(src: TimingSource, table: pl.DataFrame, copies: pl.DataFrame | Non
     towards device busy time and the span (see docs/reports.md), not towards kernel statistics.
     Readers set src.iterations (and src.rank) before calling: per-iteration device time is computed here.
     """
-    duration = pl.col("end") - pl.col("start")
+    iteration_bounds = [t for it in src.iterations for t in (it.start_ns, it.end_ns)]
+    table, *rest = _same_time_dtype([table] + ([copies] if copies is not None else []), *iteration_bounds)
+    copies = rest[0] if rest else None
+    duration = (pl.col("end") - pl.col("start")).cast(pl.Int128)  # sums never wrap
     per_name = table.group_by("name").agg(
         pl.len().alias("calls"),
         duration.sum().alias("total"),
@@ -168,7 +189,7 @@ def aggregate(src: TimingSource, table: pl.DataFrame, copies: pl.DataFrame | Non
             dispatches=kernels.height,
             copies=part.height - kernels.height,
             span_ns=int(part["end"].max() - part["start"][0]),
-            kernel_time_sum_ns=int((kernels["end"] - kernels["start"]).sum()),
+            kernel_time_sum_ns=int((kernels["end"] - kernels["start"]).cast(pl.Int128).sum()),
         )
         busy_time(part, row)
         if src.iterations:

@@ -42,7 +42,7 @@ def _kernel_names(path: Path, tool: dict, where: str) -> dict[int, str]:
         raise UserError(f"kernel_symbols is {inputs.json_type(symbols)}, expected an object or an array",
                         file=str(path), where=f"{where}.kernel_symbols", fix=FIX)
     items = symbols.values() if isinstance(symbols, dict) else symbols
-    names = {}
+    names: dict[int, str] = {}
     for n, sym in enumerate(items):
         place = f"{where}.kernel_symbols[{n}]"
         if not isinstance(sym, dict) or "kernel_id" not in sym:
@@ -52,6 +52,9 @@ def _kernel_names(path: Path, tool: dict, where: str) -> dict[int, str]:
         if not isinstance(name, str):
             raise UserError(f"the kernel name is {inputs.json_type(name)}, expected a string", file=str(path),
                             where=place, fix=FIX)
+        if names.get(kernel_id, name) != name:  # which name would its dispatches count under?
+            raise UserError(f"kernel_id {kernel_id} names two kernels: {names[kernel_id][:60]!r} and {name[:60]!r}",
+                            file=str(path), where=place, fix=FIX)
         names[kernel_id] = name
     return names
 
@@ -79,8 +82,9 @@ def _records(path: Path, tool: dict, n: int, kind: str, what: str) -> Iterator[t
         for key in ("start_timestamp", "end_timestamp"):
             if key not in rec:
                 raise UserError(f"{what} record lacks {key}", file=str(path), where=place, fix=FIX)
-        start = inputs.int_in_range(rec["start_timestamp"], str(path), f"{place}.start_timestamp")
-        end = inputs.int_in_range(rec["end_timestamp"], str(path), f"{place}.end_timestamp")
+        start = inputs.int_in_range(rec["start_timestamp"], str(path), f"{place}.start_timestamp",
+                                    high=inputs.UINT64_MAX)
+        end = inputs.int_in_range(rec["end_timestamp"], str(path), f"{place}.end_timestamp", high=inputs.UINT64_MAX)
         if end < start:
             raise UserError("end_timestamp is before start_timestamp", file=str(path), where=place, fix=FIX)
         yield rec, place, start, end

@@ -291,6 +291,7 @@ def _last_block(stream: _Stream, head: bytes, handle, seen: int) -> _Meta:
         except msgspec.DecodeError as err:
             error = error or err
             continue
+        _no_repeated_keys(stream, head + b"]" + rest[close + 1:])
         handle(events, seen)
         return meta
     try:  # say where the events stop being JSON (a truncated file: at its end)
@@ -303,6 +304,20 @@ def _last_block(stream: _Stream, head: bytes, handle, seen: int) -> _Meta:
     if pos is None:  # "Input data was truncated": the file ends early, so the place is its end
         pos = len(rest) + 1
     raise stream.error(f"not valid JSON: {error or 'no end of the traceEvents list'}", max(0, pos - 1))
+
+
+def _no_repeated_keys(stream: _Stream, outside: bytes) -> None:
+    """The top-level object around the events (its keys are a few kB): a key given twice, "traceEvents" above all,
+    would make the trace two traces, of which the decoder would read one. The strict JSON loader refuses it."""
+    try:
+        text = outside.decode("utf-8")
+    except UnicodeDecodeError:
+        return  # the decoder has read it; a non-UTF-8 byte there is msgspec's to judge
+    try:
+        inputs.loads(text, str(stream.path), "trace")
+    except UserError as err:  # its line and column would count in the keys alone: name the top level instead
+        raise UserError(err.what.replace("invalid JSON: ", ""), file=str(stream.path),
+                        where="$ (the keys around traceEvents)", fix=FIX) from None
 
 
 def _validation(stream: _Stream, err: msgspec.ValidationError, seen: int) -> UserError:
@@ -351,11 +366,13 @@ class _Columns:
         """The dispatch table (dispatches.DISPATCH_SCHEMA, names categorical), times from baseTimeNanoseconds."""
         name_list = pl.Series(list(names), dtype=pl.String).cast(pl.Categorical)
         device_list = pl.Series([f"GPU {d}" for d in devices], dtype=pl.String)
+        # base + a time past 2^63 (a uint64 timestamp) needs Int128 columns; _read has checked [0, 2^64)
+        wide = dispatches.time_dtype(base + min(self.start, default=0), base + max(self.end, default=0))
         return pl.DataFrame(
             {
                 "name": name_list.gather(pl.Series(self.name, dtype=pl.Int64)),
-                "start": pl.Series(self.start, dtype=pl.Int64) + base,
-                "end": pl.Series(self.end, dtype=pl.Int64) + base,
+                "start": pl.Series(self.start, dtype=pl.Int64).cast(wide) + pl.Series([base], dtype=wide),
+                "end": pl.Series(self.end, dtype=pl.Int64).cast(wide) + pl.Series([base], dtype=wide),
                 "device": device_list.gather(pl.Series(self.device, dtype=pl.Int64)),
             }
         )
@@ -409,9 +426,13 @@ class _Collected:
                 code = names.get(name)
                 if code is None:
                     code = names[name] = len(names)
+                try:
+                    table.start.append(start)
+                    table.end.append(end)
+                except OverflowError:  # beyond +-2^63 ns relative to baseTimeNanoseconds: no uint64 timestamp
+                    del table.start[len(table.name):]
+                    raise self._out_of_range(event, events, first) from None
                 table.name.append(code)
-                table.start.append(start)
-                table.end.append(end)
                 code = devices.get(device)
                 if code is None:
                     code = devices[device] = len(devices)
@@ -427,6 +448,12 @@ class _Collected:
                     self.steps.setdefault(int(match.group(1)), (start, end))
             elif kind is _CPU and self.cpu is not None:
                 self.cpu.append((self.strings.setdefault(name, name), (event.pid, event.tid), start, end))
+
+    def _out_of_range(self, event: _Event, events: list[_Event], first: int) -> UserError:
+        index = first + next(i for i, e in enumerate(events) if e is event)
+        return UserError(f"{event.cat} event {event.name!r}: ts {event.ts!r} / dur {event.dur!r} are out of range "
+                         f"(a time must lie in [0, 2^64) ns)", file=str(self.path),
+                         where=f"$.traceEvents[{index}]", fix=FIX)
 
     def _times(self, event: _Event, events: list[_Event], first: int) -> tuple[int, int]:
         """Start and end in ns of an event whose fields are not the common case; an error names the event."""
@@ -490,7 +517,21 @@ def _read(path: Path, *, want_tracks: bool = False) -> tuple[_Collected, int, in
     elif type(base) is not int or base < 0:
         raise UserError(f"baseTimeNanoseconds is {base!r}, not a non-negative integer", file=str(path),
                         where="$.baseTimeNanoseconds", fix=FIX)
+    _check_absolute(path, got, base)
     return got, base, _rank(path, meta.distributedInfo)
+
+
+def _check_absolute(path: Path, got: _Collected, base: int) -> None:
+    """Every time, baseTimeNanoseconds added, is a uint64 timestamp: in [0, 2^64) ns."""
+    times = [t for columns in (got.kernels, got.copies) if len(columns) for t in (min(columns.start),
+                                                                                  max(columns.end))]
+    times += [t for step in got.steps.values() for t in step]
+    if got.cpu:
+        times += [min(c[2] for c in got.cpu), max(c[3] for c in got.cpu)]
+    if times and not (base + min(times) >= 0 and base + max(times) <= inputs.UINT64_MAX):
+        raise UserError(f"event times (ts plus baseTimeNanoseconds {base}) reach {base + min(times)} .. "
+                        f"{base + max(times)} ns, outside [0, 2^64)", file=str(path), where="$.traceEvents",
+                        fix=FIX)
 
 
 def read_kineto(src: TimingSource) -> TimingSource:

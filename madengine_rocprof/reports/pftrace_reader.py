@@ -149,9 +149,18 @@ def _clock_snapshot(snapshot, seq: _Sequence) -> None:
             seq.incremental[clock.clock_id] = [clock.timestamp * unit, unit, offset]
 
 
+def _text(value, path: Path, where: str) -> str:
+    """A protobuf string field: some protobuf builds hand over a field that is not UTF-8 as bytes."""
+    if isinstance(value, bytes):
+        raise UserError("a name in the trace is not UTF-8 text", file=str(path), where=where, fix=_FIX)
+    return value
+
+
 def _annotation(event, seq: _Sequence, wanted: str) -> str | None:
     for note in event.debug_annotations:
         name = note.name if note.HasField("name") else seq.annotation_names.get(note.name_iid, "")
+        if isinstance(name, bytes):
+            return None  # not UTF-8: not the annotation wanted
         if name == wanted:
             kind = note.WhichOneof("value")
             return str(getattr(note, kind)) if kind else None
@@ -182,14 +191,14 @@ def read_slices(path: Path, categories: tuple[str, ...] = (KERNEL_CATEGORY, COPY
                 seq.default_track = defaults.track_event_defaults.track_uuid
         if packet.HasField("interned_data"):
             interned = packet.interned_data
-            seq.names.update((e.iid, e.name) for e in interned.event_names)
-            seq.categories.update((e.iid, e.name) for e in interned.event_categories)
-            seq.annotation_names.update((e.iid, e.name) for e in interned.debug_annotation_names)
+            seq.names.update((e.iid, _text(e.name, path, where)) for e in interned.event_names)
+            seq.categories.update((e.iid, _text(e.name, path, where)) for e in interned.event_categories)
+            seq.annotation_names.update((e.iid, _text(e.name, path, where)) for e in interned.debug_annotation_names)
         if packet.HasField("clock_snapshot"):
             _clock_snapshot(packet.clock_snapshot, seq)
         if packet.HasField("track_descriptor"):
             desc = packet.track_descriptor
-            track_names[desc.uuid] = desc.name or desc.static_name or str(desc.uuid)
+            track_names[desc.uuid] = _text(desc.name or desc.static_name or str(desc.uuid), path, where)
         if not packet.HasField("track_event"):
             continue
         event = packet.track_event
@@ -202,9 +211,9 @@ def read_slices(path: Path, categories: tuple[str, ...] = (KERNEL_CATEGORY, COPY
             raise UserError("a track event on no track", file=str(path), where=where, fix=_FIX)
         kind = event.type
         if kind == pb.TrackEvent.TYPE_SLICE_BEGIN:
-            category = (seq.categories.get(event.category_iids[0], "") if event.category_iids
-                        else (event.categories[0] if event.categories else ""))
-            name = event.name if event.HasField("name") else seq.names.get(event.name_iid)
+            category = _text(seq.categories.get(event.category_iids[0], "") if event.category_iids
+                             else (event.categories[0] if event.categories else ""), path, where)
+            name = _text(event.name, path, where) if event.HasField("name") else seq.names.get(event.name_iid)
             if name is None:
                 raise UserError(f"event name id {event.name_iid} was never interned", file=str(path),
                                 where=where, fix=_FIX)

@@ -24,16 +24,34 @@ from madengine_rocprof.reports.sqlite_frames import fetch_rows, read_columns, ur
 FIX = "the database is truncated or corrupt, or not a rocpd file; re-run rocprofv3 with -f rocpd"
 
 
+# Work SQLite may do per byte of the file (virtual-machine instructions), plus a fixed allowance. Reading rocpd's
+# tables and views costs a few instructions per byte; a view that recurses or cross-joins without end (a crafted or
+# corrupt schema) would run forever: it is stopped at this budget, not hung on.
+STEPS_PER_BYTE = 200
+STEPS_BASE = 500_000_000
+_STEP_CHECK = 100_000  # instructions between two looks at the budget
+
+
 @contextmanager
 def _connect(path: Path):
-    inputs.check_regular(path, "rocpd database", inputs.STREAM_LIMIT)
+    size = inputs.check_regular(path, "rocpd database", inputs.STREAM_LIMIT)
     try:
         con = sqlite3.connect(uri(path), uri=True)
     except sqlite3.Error as err:
         raise UserError(f"cannot open SQLite database: {err}", file=str(path), fix=FIX) from None
+    budget = [STEPS_BASE + STEPS_PER_BYTE * size]
+
+    def spend() -> int:
+        budget[0] -= _STEP_CHECK
+        return budget[0] < 0  # non-zero: SQLite interrupts the statement
+
+    con.set_progress_handler(spend, _STEP_CHECK)
     try:
         yield con
     except sqlite3.Error as err:
+        if budget[0] < 0:
+            raise UserError("the database's views compute far more rows than the file holds (a view that recurses "
+                            "or joins without end)", file=str(path), fix=FIX) from None
         raise UserError(f"SQLite error: {err}", file=str(path), fix=FIX) from None
     finally:
         con.close()
@@ -54,49 +72,93 @@ def _sql_type(value: object) -> str:
 RAW_DISPATCH = ("kernel_id", "agent_id", "start", "end")  # rocpd_kernel_dispatch columns of rocpd 7.x
 
 
-def _dispatch_table(con, path: Path, objects: set[str]) -> pl.DataFrame:
-    """Per-dispatch (name, start, end, device). From rocpd_kernel_dispatch's integer columns, named by joining
-    the small symbol and agent tables in polars (categorical: 10M rows share ~100 names), where present; else
-    from the `kernels` view (a schema whose dispatch table lacks these columns)."""
+def _bounded(con, name: str) -> None:
+    """Before a view is read by the Arrow reader (its own connections, outside _connect's work budget): walk it once
+    here, within the budget. A table holds what the file holds; a view may compute without end."""
+    if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = ?", (name,)).fetchone():
+        con.execute(f"SELECT count(*) FROM `{name}`").fetchone()
+
+
+def _dispatch_table(con, path: Path, objects: set[str], tracks: bool = False) -> pl.DataFrame:
+    """Per-dispatch (name, start, end, device, and with `tracks` "agent A queue Q"). From rocpd_kernel_dispatch's
+    integer columns, named by joining the small symbol and agent tables in polars (categorical: 10M rows share ~100
+    names), where present; else from the `kernels` view (a schema whose dispatch table lacks these columns). The one
+    table builder of report, report --perfetto and compare."""
+    raw_columns = _columns(con, "rocpd_kernel_dispatch") if "rocpd_kernel_dispatch" in objects else set()
     if {"rocpd_kernel_dispatch", "rocpd_info_kernel_symbol", "rocpd_info_agent"} <= objects and set(
         RAW_DISPATCH
-    ) <= _columns(con, "rocpd_kernel_dispatch"):
+    ) <= raw_columns:
+        _bounded(con, "rocpd_kernel_dispatch")
         ids = {"guid": pl.String, "id": pl.Int64}
         symbols = fetch_rows(
             con, "SELECT guid, id, display_name FROM rocpd_info_kernel_symbol", ids | {"name": pl.String}
         )
         agents = fetch_rows(con, "SELECT guid, id, absolute_index FROM rocpd_info_agent", ids | {"agent": pl.Int64})
         on = ["guid"] if symbols["guid"].n_unique() > 1 else []  # a merged database: ids repeat per process (guid)
+        symbols = _unique_ids(symbols, on, path, "rocpd_info_kernel_symbol")
+        agents = _unique_ids(agents, on, path, "rocpd_info_agent")
+        queue = ["queue_id"] if tracks and "queue_id" in raw_columns else []
         table = read_columns(
             con,
             path,
             "rocpd_kernel_dispatch",
-            on + ["kernel_id", "agent_id", "start", "`end`"],
-            ({"guid": pl.String} if on else {}) | {c: pl.Int64 for c in RAW_DISPATCH},
+            on + ["kernel_id", "agent_id", "start", "`end`"] + queue,
+            ({"guid": pl.String} if on else {}) | {c: pl.Int64 for c in RAW_DISPATCH} | {c: pl.Int64 for c in queue},
             key="id",
         )
         names = symbols.select(*on, pl.col("id").alias("kernel_id"), pl.col("name").cast(pl.Categorical))
         devices = agents.select(
             *on, pl.col("id").alias("agent_id"), pl.format("agent {}", "agent").cast(pl.Categorical).alias("device")
         )
+        track = pl.format("{} queue {}", "device", pl.col("queue_id") if queue else pl.lit(None)).alias("track")
         return (
             table.lazy()
             .join(names.lazy(), on=[*on, "kernel_id"], how="left", maintain_order="left")
             .join(devices.lazy(), on=[*on, "agent_id"], how="left", maintain_order="left")
-            .select("name", "start", "end", "device")
+            .select("name", "start", "end", "device", *([track] if tracks else []))
             .collect()
         )
-    # a number among the names would be read as text by the Arrow reader (and refused by iter_rocpd): refuse it here
+    _bounded(con, "kernels")
+    # a number among the names would be read as text by the Arrow reader: refuse it here
     if con.execute("SELECT 1 FROM kernels WHERE typeof(name) NOT IN ('text', 'null') LIMIT 1").fetchone():
         raise UserError("a kernel name in the kernels view is not text", file=str(path), where="kernels", fix=FIX)
+    columns = _columns(con, "kernels")
+    stream = "queue_id" if "queue_id" in columns else ("stream_id" if "stream_id" in columns else "NULL")
     return read_columns(
         con,
         path,
         "kernels",
-        ["name", "start", "`end`", "'agent ' || agent_abs_index"],
-        dispatches.DISPATCH_SCHEMA,
+        ["name", "start", "`end`", "'agent ' || agent_abs_index"]
+        + ([f"'agent ' || agent_abs_index || ' queue ' || coalesce({stream}, 'None')"] if tracks else []),
+        dispatches.DISPATCH_SCHEMA | ({"track": pl.String} if tracks else {}),
         None,
     )
+
+
+def _checked_dispatches(con, path: Path, objects: set[str], tracks: bool = False) -> pl.DataFrame:
+    table = _dispatch_table(con, path, objects, tracks)
+    bad = pl.any_horizontal(pl.col("name", "start", "end").is_null()) | (pl.col("end") < pl.col("start")) | (
+        pl.col("start") < 0)
+    if table.select(bad.any()).item():
+        raise UserError(
+            "a kernel dispatch has no kernel symbol, a NULL time, or ends before it starts",
+            file=str(path),
+            where="kernels",
+            fix=FIX,
+        )
+    check_dispatches(table, str(path))
+    return table
+
+
+def _unique_ids(info: pl.DataFrame, on: list[str], path: Path, name: str) -> pl.DataFrame:
+    """A rocpd info table keyed by (guid,) id: a row listed twice is one row; one id with two different rows would
+    join each dispatch twice (calls and time doubled, silently), so it is refused."""
+    info = info.unique(maintain_order=True)
+    clash = info.filter(pl.struct(*on, "id").is_duplicated())
+    if clash.height:
+        raise UserError(f"id {clash['id'][0]} appears in {name} with different values; every dispatch of it would "
+                        f"count twice", file=str(path), where=name, fix=FIX)
+    return info
 
 
 COPY_COLUMNS = {"name", "start", "end", "dst_agent_abs_index", "src_agent_abs_index"}  # rocpd's memory_copies view
@@ -128,17 +190,7 @@ def read_rocpd_kernels(src: TimingSource) -> TimingSource:
     with _connect(src.path) as con:
         objects = _objects(con)
         if "kernels" in objects or "rocpd_kernel_dispatch" in objects:
-            table = _dispatch_table(con, src.path, objects)
-            bad = pl.any_horizontal(pl.col("name", "start", "end").is_null()) | (pl.col("end") < pl.col("start")) | (
-                pl.col("start") < 0)
-            if table.select(bad.any()).item():
-                raise UserError(
-                    "a kernel dispatch has no kernel symbol, a NULL time, or ends before it starts",
-                    file=str(src.path),
-                    where="kernels",
-                    fix=FIX,
-                )
-            check_dispatches(table, str(src.path))
+            table = _checked_dispatches(con, src.path, objects)
             copies = _copy_table(con, objects, {str(d) for d in table["device"].unique().to_list()})
             dispatches.aggregate(src, table, copies)
         elif "top_kernels" in objects:
@@ -164,21 +216,14 @@ def read_rocpd_kernels(src: TimingSource) -> TimingSource:
 
 
 def iter_rocpd(path: Path) -> Iterator[tuple[str, int, int, str]]:
+    """Each dispatch as (name, start, end, track), for the Perfetto writer and compare: the report's table."""
     with _connect(path) as con:
-        if "kernels" not in _objects(con):
+        objects = _objects(con)
+        if "kernels" not in objects and "rocpd_kernel_dispatch" not in objects:
             return
-        columns = _columns(con, "kernels")
-        agent = "agent_abs_index" if "agent_abs_index" in columns else "NULL"
-        queue = "queue_id" if "queue_id" in columns else ("stream_id" if "stream_id" in columns else "NULL")
-        for n, (name, start, end, a, q) in enumerate(con.execute(
-            f"SELECT name, start, `end`, {agent}, {queue} FROM kernels ORDER BY start"
-        )):
-            where = f"kernels row {n + 1}"
-            if not isinstance(name, str):
-                raise UserError(f"{where}: name is {_sql_type(name)}, expected text", file=str(path), fix=FIX)
-            start = inputs.int_in_range(start, str(path), f"{where}: start")
-            end = inputs.int_in_range(end, str(path), f"{where}: end", low=start)
-            yield name, start, end, f"agent {a} queue {q}"
+        table = _checked_dispatches(con, path, objects, tracks=True)
+    yield from table.sort("start", maintain_order=True).select(
+        pl.col("name").cast(pl.String), "start", "end", "track").iter_rows()
 
 
 def read_rocpd_counters(src: CounterSource) -> CounterSource:

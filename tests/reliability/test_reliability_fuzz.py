@@ -191,19 +191,17 @@ def oracle_kernel_trace(text: str) -> dict[str, tuple[int, int]] | None:
         return None
     i_name, i_start, i_end = found
     out: dict[str, tuple[int, int]] = {}
-    total = 0
     for row in rows[1:]:
         if not row:
             continue
         if len(row) != len(header):
             return None
         start, end = _int_or_none(row[i_start]), _int_or_none(row[i_end])
-        if start is None or end is None or not 0 <= start <= end <= 2**63 - 1:
+        if start is None or end is None or not 0 <= start <= end <= 2**64 - 1:  # uint64 timestamps
             return None
         calls, ns = out.get(row[i_name], (0, 0))
         out[row[i_name]] = (calls + 1, ns + end - start)
-        total += end - start
-    return None if total > 2**63 - 1 else out
+    return out
 
 
 def _report(run: Path, *extra: str) -> tuple[int, dict | None, str]:
@@ -421,7 +419,7 @@ def test_fuzz_rocpd_values_of_any_type(kernels, top):
             write_rocpd(db, kernels=kernels)
         code, report, err = _report(run)
         valid = all(isinstance(n, str) and all(type(v) is int for v in (s, e)) and 0 <= s <= e and a is not None
-                    for n, s, e, a, _ in kernels) and sum(e - s for _, s, e, _, _ in kernels) < 2**63
+                    for n, s, e, a, _ in kernels)
         if not top and code == 0:
             expected: dict[str, tuple[int, int]] = {}
             for n, s, e, _, _ in kernels:

@@ -92,12 +92,14 @@ def test_ragged_kernel_traces_are_refused_alike(tmp_path, label, text):
 
 
 def test_durations_of_2_62_ns_do_not_wrap(tmp_path):
-    """Two dispatches of 2^62 ns each: the sum 2^63 does not fit the reports' Int64; it was -9,223,372,036,854 ms."""
+    """Two dispatches of 2^62 ns each: the sum is exactly 2^63 ns (it was -9,223,372,036,854 ms, then refused)."""
     rows = [kt_row("kA", 0, 2**62, n=1), kt_row("kA", 0, 2**62, n=2)]
     run = tmp_path / "run"
     write_kernel_trace(run, rows)
     code, report, err = report_json(run, tmp_path / "r.json")
-    assert code == 2 and "more than 2^63 ns" in err and report is None
+    assert code == 0 and report is not None, err
+    assert report_kernels(report) == {"kA": (2, 2**63)}
+    assert report["runs"][0]["summary"]["gpu_time_ns"] == 2**63
 
 
 def test_one_2_62_duration_is_exact(tmp_path):
@@ -111,12 +113,15 @@ def test_one_2_62_duration_is_exact(tmp_path):
 
 
 @pytest.mark.parametrize("start, end", [(2**63, 2**63 + 10), (5, 2**63), (5, 2**64 - 1)])
-def test_timestamps_at_or_over_2_63_are_a_clear_error(tmp_path, start, end):
-    """A uint64 timestamp of 2^63 or more was a traceback."""
+def test_timestamps_at_or_over_2_63_are_exact(tmp_path, start, end):
+    """A uint64 timestamp of 2^63 or more was a traceback, then refused: it is valid, and read exactly."""
     run = tmp_path / "run"
-    write_kernel_trace(run, [kt_row("kA", start, end)])
+    rows = [kt_row("kA", start, end)]
+    write_kernel_trace(run, rows)
     for code, err in _three_readers(tmp_path, run):
-        assert code == 2 and "4242_kernel_trace.csv:2" in err and "2^63" in err, err
+        assert code in (0, 2) and "4242_kernel_trace.csv" not in err, err  # compare: one run, nothing to judge
+    code, report, err = report_json(run, tmp_path / "r.json")
+    assert code == 0 and report is not None and report_kernels(report) == expected_kernels(rows), err
 
 
 def _stats_file(run: Path, value: str, column: str) -> None:
@@ -129,10 +134,8 @@ def _stats_file(run: Path, value: str, column: str) -> None:
 
 
 @pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-Infinity", "1e400", "-3"])
-@pytest.mark.parametrize("column", ["Calls", "TotalDurationNs", "MinNs"])
+@pytest.mark.parametrize("column", ["Calls", "TotalDurationNs", "MinNs", "MaxNs"])
 def test_kernel_stats_refuse_nan_infinity_and_negatives(tmp_path, value, column):
-    if column == "MinNs" and value == "-3":
-        pytest.skip("a negative minimum is not checked on its own (TotalDurationNs and Calls are)")
     run = tmp_path / "run"
     _stats_file(run, value, column)
     code, report, err = report_json(run, tmp_path / "r.json")
@@ -192,7 +195,6 @@ def test_a_report_never_writes_nan_tokens(tmp_path):
     ([("kA", "five", 10, 1, 1)], ""),
     ([("kA", 5, "ten", 1, 1)], ""),
     ([("kA", 5.5, 10, 1, 1)], ""),
-    ([("kA", 5, 2**63 - 1, 1, 1), ("kA", 0, 2**63 - 1, 1, 1)], "2^63"),
 ])
 def test_rocpd_kernels_with_null_or_text_values_are_exit_2(tmp_path, kernels, what):
     run = tmp_path / "run"
