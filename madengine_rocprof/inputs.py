@@ -19,8 +19,9 @@ import io
 import json
 import math
 import os
+import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import IO, Any
 
@@ -414,3 +415,53 @@ def check_shape(value: Any, shape: Shape, source: str | None, where: str = "", f
             return
     wanted = " or ".join(_describe(alt) for alt in (shape if isinstance(shape, tuple) else (shape,)))
     raise InputError(f"expected {wanted}, got {json_type(value)}", file=source, where=where or None, fix=fix)
+
+
+# ---------------------------------------------------------------- settings from environment variables
+
+# Decimal notation only: float() would also take "nan", "inf", "1_000" and non-ASCII digits.
+_ENV_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_ON = ("1", "yes", "true", "on")
+_OFF = ("0", "no", "false", "off")
+
+
+def env_number(env: Mapping[str, str], name: str, default: float, *, low: float = 0, high: float = 1e15,
+               integer: bool = False) -> float:
+    """Environment variable `name` as a number in [low, high] (a whole number when `integer`); unset or blank gives
+    `default`. Anything else (text, NaN, Infinity, out of range) is an InputError naming the variable. Stdlib only:
+    the embedded tracer reads its settings with this inside the user's workload."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    kind = "a whole number" if integer else "a number"
+    value = float(raw) if _ENV_NUMBER.fullmatch(raw) and len(raw) < 40 else math.nan
+    if not math.isfinite(value) or (integer and not value.is_integer()):
+        raise InputError(f"{raw[:60]!r} is not {kind}", where=name,
+                         fix=f"set it to {kind} from {low:g} to {high:g}, or unset it (default {default:g})")
+    if not low <= value <= high:
+        raise InputError(f"{raw[:60]!r} is outside [{low:g}, {high:g}]", where=name,
+                         fix=f"set it to {kind} from {low:g} to {high:g}, or unset it (default {default:g})")
+    return int(value) if integer else value
+
+
+def env_flag(env: Mapping[str, str], name: str, default: bool = False) -> bool:
+    """Environment variable `name` as on/off (1/0, yes/no, true/false, on/off, any case); unset or blank gives
+    `default`; anything else is an InputError naming the variable."""
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in _ON or raw in _OFF:
+        return raw in _ON
+    raise InputError(f"{raw[:60]!r} is not on or off", where=name,
+                     fix=f"set it to 1 or 0 (yes/no, true/false, on/off), or unset it (default {int(default)})")
+
+
+def env_choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    """Environment variable `name` as one of `choices` (any case); unset or blank gives `default`."""
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in choices:
+        return raw
+    raise InputError(f"{raw[:60]!r} is not one of {', '.join(choices)}", where=name,
+                     fix=f"set it to one of {', '.join(choices)}, or unset it (default {default})")

@@ -28,6 +28,17 @@ def tracer_probes(env) -> list[str]:
     return [select.describe(env, detect.nvidia_present(env)), api_recorder.describe(env), native_rows.describe(env)]
 
 
+def tracer_settings_error(env) -> str | None:
+    """The wrapper's refusal of the user's MADENGINE_ROCPROF_TRACER_* values, or None when they are fine."""
+    from madengine_rocprof.wrapper import tracer_settings as settings
+
+    try:
+        settings.check(env)
+    except UserError as err:
+        return str(err)
+    return None
+
+
 def run(args) -> int:
     import os
 
@@ -51,9 +62,11 @@ def run(args) -> int:
         chosen["probes"] = [*chosen.get("probes", []), *probes]
         chosen["why"] += f"; {probes[0]}"
     torch = select.torch_version()
+    settings_error = tracer_settings_error(env)
     if args.json:
         print(json.dumps({"profile": profile, "profile_kind": kind, "found": found, "chosen": chosen, "error": error,
-                          "torch": torch, "python": sys.executable}, indent=2, allow_nan=False))
+                          "torch": torch, "python": sys.executable, "tracer_settings_error": settings_error},
+                         indent=2, allow_nan=False))
         return 0 if chosen else 127
     for row in found:
         if row["found"]:
@@ -71,6 +84,8 @@ def run(args) -> int:
         print(f"chosen: {chosen['name']} -- {chosen['why']}")
         if chosen["name"] == "embedded" and torch is None:
             print("warning: " + select.NO_TORCH.format(python=sys.executable), file=sys.stderr)
+        if chosen["name"] == "embedded" and settings_error:
+            print(f"warning: the wrapper will refuse these tracer settings:\n{settings_error}", file=sys.stderr)
         return 0
     print(f"error: {error}", file=sys.stderr)
     return 127

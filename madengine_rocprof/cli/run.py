@@ -41,6 +41,10 @@ def register(subparsers) -> None:
     p.set_defaults(func=_run)
 
 
+# a year: longer is no limit, and Infinity or NaN would reach run.json (strict JSON refuses them)
+MAX_TIMEOUT_S = 366 * 24 * 3600
+
+
 def _run(args: argparse.Namespace) -> int:
     from madengine_rocprof import resources
     from madengine_rocprof.errors import UserError
@@ -48,8 +52,9 @@ def _run(args: argparse.Namespace) -> int:
 
     for name in ("timeout", "hook_timeout"):
         value = getattr(args, name)
-        if value is not None and value <= 0:
-            raise UserError(f"must be a positive number of seconds, got {value:g}", where=f"--{name.replace('_', '-')}")
+        if value is not None and not 0 < value <= MAX_TIMEOUT_S:  # NaN fails this too
+            raise UserError(f"must be a positive number of seconds up to {MAX_TIMEOUT_S:g}, got {value:g}",
+                            where=f"--{name.replace('_', '-')}", fix="give the limit in seconds, e.g. 3600")
     selection = None
     if args.escalate:
         from madengine_rocprof.cli.escalate import check_selection

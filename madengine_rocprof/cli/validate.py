@@ -55,7 +55,9 @@ def detect_kind(path: str, text: str) -> str:
         return "context"  # the JSON reader then reports line and column, or the nesting
     if isinstance(data, dict) and "json-schema.org" in str(data.get("$schema", "")):
         return "schema"
-    if isinstance(data, dict) and "name" in data and "tools" not in data and TOOL_ONLY_KEYS & data.keys():
+    # a top-level "name" is no context key: a tool file, checked as `tools register` will check it (a file with
+    # only a name validated as a context, then failed to register)
+    if isinstance(data, dict) and "tools" not in data and ("name" in data or TOOL_ONLY_KEYS & data.keys()):
         return "tool"
     return "context"
 

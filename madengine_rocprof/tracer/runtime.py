@@ -54,21 +54,10 @@ from typing import Any
 from madengine_rocprof.atomic import write_json
 from madengine_rocprof.tracer import api_recorder, convert, native_rows, select
 from madengine_rocprof.wrapper import rocprof_csv
+from madengine_rocprof.wrapper import tracer_settings as settings
 
 TAG = "[madengine-rocprof tracer]"
 _LAUNCHERS = ("torch.distributed.run", "torch.distributed.launch")
-
-
-def _env_float(name: str, default: float = 0.0) -> float:
-    try:
-        return float(os.environ.get(name, default) or default)
-    except ValueError:
-        print(f"{TAG} warning: {name}={os.environ.get(name)!r} is not a number; using {default}", file=sys.stderr)
-        return default
-
-
-def _env_on(name: str, default: str = "") -> bool:
-    return os.environ.get(name, default).strip().lower() in ("1", "yes", "true", "on")
 
 
 def gpu_activity_names(text: str) -> list[str]:
@@ -82,31 +71,27 @@ def gpu_activity_names(text: str) -> list[str]:
 class _Tracer:
     def __init__(self) -> None:
         self.out = os.environ.get("MADENGINE_ROCPROF_TRACER_OUT", "")
-        self.skip_steps = int(_env_float("MADENGINE_ROCPROF_TRACER_SKIP_STEPS"))
-        self.steps = int(_env_float("MADENGINE_ROCPROF_TRACER_STEPS"))
-        self.delay_s = _env_float("MADENGINE_ROCPROF_TRACER_DELAY_S")
-        self.max_seconds = _env_float("MADENGINE_ROCPROF_TRACER_MAX_SECONDS")
-        self.max_kernels = int(_env_float("MADENGINE_ROCPROF_TRACER_MAX_KERNELS", 2_000_000))
-        self.want_cpu = _env_on("MADENGINE_ROCPROF_TRACER_CPU")
-        self.truncate = _env_on("MADENGINE_ROCPROF_TRACER_TRUNCATE")
-        self.correlation = _env_on("MADENGINE_ROCPROF_TRACER_CORRELATION", "0")
+        # one table, the input layer's checks; a bad value is a warning and the default, never the app's failure
+        values = settings.read(warn=lambda text: print(f"{TAG} warning: {text}", file=sys.stderr))
+        self.skip_steps: int = values["skip_steps"]
+        self.steps: int = values["steps"]
+        self.delay_s: float = values["delay_s"]
+        self.max_seconds: float = values["max_seconds"]
+        self.max_kernels: int = values["max_kernels"]
+        self.buffer_mb: float = values["buffer_mb"]
+        self.want_cpu: bool = values["want_cpu"]
+        self.truncate: bool = values["truncate"]
+        self.correlation: bool = values["correlation"]
         self.gpu_activities = gpu_activity_names(os.environ.get("MADENGINE_ROCPROF_TRACER_GPU_ACTIVITIES", ""))
-        self.api = _env_on("MADENGINE_ROCPROF_TRACER_API")
-        self.memcpy = _env_on("MADENGINE_ROCPROF_TRACER_MEMCPY")
-        self.stats = _env_on("MADENGINE_ROCPROF_TRACER_STATS")
-        self.mangled = _env_on("MADENGINE_ROCPROF_TRACER_MANGLED")
-        self.api_domain = os.environ.get("MADENGINE_ROCPROF_TRACER_API_DOMAIN", "").strip().lower() or "runtime"
-        if self.api_domain not in ("runtime", "driver"):
-            print(f"{TAG} warning: MADENGINE_ROCPROF_TRACER_API_DOMAIN={self.api_domain!r} is not `runtime` or"
-                  " `driver`; using runtime", file=sys.stderr)
-            self.api_domain = "runtime"
-        self.api_recorder = os.environ.get(api_recorder.ENV_RECORDER, "").strip().lower() or api_recorder.DEFAULT
-        if self.api_recorder not in api_recorder.CHOICES:
-            print(f"{TAG} warning: {api_recorder.ENV_RECORDER}={self.api_recorder!r} is not one of"
-                  f" {', '.join(api_recorder.CHOICES)}; using {api_recorder.DEFAULT}", file=sys.stderr)
-            self.api_recorder = api_recorder.DEFAULT
-        if self.api_domain == "driver" and not os.environ.get(api_recorder.ENV_RECORDER, "").strip():
-            self.api_recorder = "activity"  # the interposer records runtime calls only; no warning for a default
+        self.api: bool = values["api"]
+        self.memcpy: bool = values["memcpy"]
+        self.stats: bool = values["stats"]
+        self.mangled: bool = values["mangled"]
+        self.backend: str = values["backend"]
+        self.api_domain: str = values["api_domain"]
+        # unset: the interposer, except for the driver domain (it records runtime calls only)
+        self.api_recorder: str = values["api_recorder"] or ("activity" if self.api_domain == "driver"
+                                                            else api_recorder.DEFAULT)
         self.pid = os.getpid()
         self.prof: Any = None  # the running backend (TorchBackend or cupti_backend.CuptiBackend)
         self.sync: Callable[[], None] | None = None  # waits for the GPU before the window closes
@@ -154,7 +139,7 @@ class _Tracer:
                 module = cupti_backend.load()
             except Exception as exc:  # ImportError, or a libcupti that does not load
                 error = f"{type(exc).__name__}: {exc}"
-        name, self.why, warning = select.choose(os.environ.get(select.ENV_BACKEND), cuda=cuda,
+        name, self.why, warning = select.choose(self.backend, cuda=cuda,
                                                 cupti_error=error if cuda else "not CUDA")
         if warning:
             print(f"{TAG} warning: {warning}", file=sys.stderr)
@@ -163,8 +148,7 @@ class _Tracer:
             from madengine_rocprof.tracer import cupti_backend
 
             try:
-                mib = _env_float("MADENGINE_ROCPROF_TRACER_BUFFER_MB", 0)
-                size = int(mib * (1 << 20)) or cupti_backend.BUFFER_BYTES
+                size = int(self.buffer_mb * (1 << 20)) or cupti_backend.BUFFER_BYTES
                 buffers, buffer_warning = cupti_backend.make_buffers(size)
                 backend = cupti_backend.CuptiBackend(module, api=self.api, buffers=buffers,
                                                      api_domain=self.api_domain,

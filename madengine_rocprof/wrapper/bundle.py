@@ -36,7 +36,9 @@ def _sources() -> list[tuple[str, str]]:
         raise FileNotFoundError(f"{_PACKAGE_DIR} is not a directory: build the bundle from a source checkout")
     files = [("madengine_rocprof/__init__.py", os.path.join(_PACKAGE_DIR, "__init__.py")),
              ("madengine_rocprof/errors.py", os.path.join(_PACKAGE_DIR, "errors.py")),
-             ("madengine_rocprof/atomic.py", os.path.join(_PACKAGE_DIR, "atomic.py"))]
+             ("madengine_rocprof/atomic.py", os.path.join(_PACKAGE_DIR, "atomic.py")),
+             # the input layer: the wrapper and the tracer check their settings with its rules
+             ("madengine_rocprof/inputs.py", os.path.join(_PACKAGE_DIR, "inputs.py"))]
     for sub in ("wrapper", "tracer", os.path.join("tracer", "inject")):
         folder = os.path.join(_PACKAGE_DIR, sub)
         for name in sorted(os.listdir(folder)):

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
 
+from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
 
 NAMES = ("rocprofv3", "rocprof", "ncu", "nsys", "embedded")
@@ -66,13 +67,12 @@ def rocm_info_version(executable: str, env) -> str | None:
     """`<root>/.info/version`, root = dirname(dirname(realpath(exe))), else $ROCM_PATH or /opt/rocm."""
     roots = [os.path.dirname(os.path.dirname(os.path.realpath(executable))), env.get("ROCM_PATH"), "/opt/rocm"]
     for root in filter(None, roots):
-        try:
-            with open(os.path.join(root, ".info", "version"), encoding="utf-8") as fh:
-                text = fh.read().strip()
-            if text:
-                return text.split("-")[0]
-        except OSError:
+        try:  # the input layer: a FIFO or device planted there cannot hang detection
+            text = inputs.read_text(os.path.join(root, ".info", "version"), kind="ROCm version file", limit=4096)
+        except (UserError, OSError):
             continue
+        if text.strip():
+            return text.strip().split("-")[0]
     return None
 
 

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 from collections.abc import Mapping
 
+from madengine_rocprof import inputs
 from madengine_rocprof.wrapper import rocprof_csv
 from madengine_rocprof.wrapper.options import Parsed
 
@@ -51,14 +52,15 @@ ENV_METRICS = "MADENGINE_ROCPROF_NCU_METRICS"  # comma list replacing the profil
 
 def ncu_argv(path: str, profile: str, out: str, parsed: Parsed, env: Mapping[str, str]) -> list[str]:
     host_dir = os.path.join(out, socket.gethostname())
-    argv = [path, "--clock-control", env.get(ENV_CLOCK, "none"), "--target-processes", "all",
+    clock = inputs.env_choice(env, ENV_CLOCK, ("none", "base", "reset"), "none")
+    argv = [path, "--clock-control", clock, "--target-processes", "all",
             "--kernel-name-base", "demangled", "--export", os.path.join(host_dir, "ncu_%p"), "--force-overwrite"]
     if profile in NCU_SECTIONS:
         for section in NCU_SECTIONS[profile]:
             argv += ["--section", section]
         argv += ["--metrics", ",".join(LAUNCH_METRICS)]
     else:
-        chosen = [m for m in env.get(ENV_METRICS, "").split(",") if m.strip()] or NCU_METRICS[profile]
+        chosen = [m.strip() for m in env.get(ENV_METRICS, "").split(",") if m.strip()] or NCU_METRICS[profile]
         argv += ["--metrics", ",".join(chosen + LAUNCH_METRICS)]
     include = parsed.last("--kernel-include-regex")
     exclude = parsed.last("--kernel-exclude-regex")
@@ -66,10 +68,13 @@ def ncu_argv(path: str, profile: str, out: str, parsed: Parsed, env: Mapping[str
         # ncu has only an include filter: an exclusion becomes a negative lookahead.
         pattern = "^" + (f"(?=.*(?:{include}))" if include else "") + (f"(?!.*(?:{exclude}))" if exclude else "")
         argv += ["--kernel-name", f"regex:{pattern}"]
-    if env.get(ENV_LAUNCH_SKIP):
-        argv += ["--launch-skip", env[ENV_LAUNCH_SKIP]]
-    if env.get(ENV_LAUNCH_COUNT):
-        argv += ["--launch-count", env[ENV_LAUNCH_COUNT]]
+    # checked here: ncu's own refusal would come only after the app started, hidden in its log
+    skip = inputs.env_number(env, ENV_LAUNCH_SKIP, 0, high=1e12, integer=True)
+    count = inputs.env_number(env, ENV_LAUNCH_COUNT, 0, high=1e12, integer=True)
+    if skip:
+        argv += ["--launch-skip", str(skip)]
+    if count:
+        argv += ["--launch-count", str(count)]
     return argv
 
 

@@ -88,16 +88,24 @@ def _truthy(value) -> bool:
     return str(value or "").strip().lower() in opts.TRUE_WORDS
 
 
+def _read_input_file(full: str) -> str:
+    """An -i file through the input layer: a regular UTF-8 file within the config limit (a FIFO or /dev/zero given
+    as -i hung the wrapper before the app started)."""
+    from madengine_rocprof import inputs
+
+    try:
+        return inputs.read_text(full, kind="profiler input file (-i)")
+    except UserError as err:
+        err.where = err.where or "--input"
+        raise
+
+
 def counters_requested(parsed: opts.Parsed, cwd: str) -> list[str]:
     """Counter names from --pmc and from an -i file (any format; names are upper-case words)."""
     names = list(parsed.values("--pmc"))
     for path in parsed.values("--input"):
         full = os.path.join(cwd, path)
-        try:
-            with open(full, encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise UserError(f"cannot read the input file: {exc.strerror}", file=full, where="--input") from None
+        text = _read_input_file(full)
         if path.endswith(".txt"):
             text = "\n".join(line.split("#", 1)[0].split("pmc:", 1)[1] for line in text.splitlines()
                              if "pmc:" in line.split("#", 1)[0])
@@ -337,11 +345,9 @@ def _check_input_output_keys(parsed: opts.Parsed, cwd: str) -> None:
         if not path.endswith((".json", ".yaml", ".yml")):
             continue
         full = os.path.join(cwd, path)
-        try:
-            with open(full, encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError:
+        if not os.path.lexists(full):
             continue  # rocprofv3 reports a missing input file itself
+        text = _read_input_file(full)
         keys = [k for k in WRAPPER_SET_KEYS if re.search(rf"(?<!\w){k}[\"']?\s*:", text)]
         if keys:
             raise UserError(f"the input file sets {', '.join(keys)}, which the wrapper sets on the command line"
@@ -433,6 +439,7 @@ def _split_nvidia(plan: Plan, parsed: opts.Parsed, meaningful: set, drop: bool, 
 
 def _embedded(plan: Plan, parsed: opts.Parsed, drop: bool, env: Mapping[str, str]) -> None:
     from madengine_rocprof.wrapper import bundle
+    from madengine_rocprof.wrapper import tracer_settings as settings
 
     needs = PROFILE_KINDS[plan.core_profile]
     if needs != "trace":
@@ -440,6 +447,7 @@ def _embedded(plan: Plan, parsed: opts.Parsed, drop: bool, env: Mapping[str, str
                         " tracer records kernel traces only", where=ENV_PROFILE,
                         fix="install ncu (NVIDIA) or rocprofv3 (AMD), or use the lightweight profile")
     _split_nvidia(plan, parsed, MEANINGFUL_ON_NVIDIA_TRACE, drop, "the embedded tracer")
+    settings.check(env)  # the user's own MADENGINE_ROCPROF_TRACER_* values: refused here, before the app starts
     inject = bundle.inject_dir()
     added = {
         "PYTHONPATH": inject + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""),

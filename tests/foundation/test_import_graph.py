@@ -1,6 +1,7 @@
 """The package's import graph, built from the source with ast: no cycles anywhere (lazy imports inside functions
 and TYPE_CHECKING imports count too: they are cycles all the same), and the wrapper, which runs inside containers
-from a zipapp, imports only the standard library, itself and the two modules the zipapp carries with it."""
+from a zipapp, imports only the standard library, itself and the three modules the zipapp carries with it
+(errors, atomic, inputs)."""
 from __future__ import annotations
 
 import ast
@@ -10,7 +11,7 @@ from pathlib import Path
 PACKAGE = "madengine_rocprof"
 ROOT = Path(__file__).resolve().parents[2] / PACKAGE
 # bundle.py puts these beside the wrapper in the zipapp (madengine_rocprof_wrapper.pyz)
-WRAPPER_CARRIES = {f"{PACKAGE}", f"{PACKAGE}.errors", f"{PACKAGE}.atomic"}
+WRAPPER_CARRIES = {f"{PACKAGE}", f"{PACKAGE}.errors", f"{PACKAGE}.atomic", f"{PACKAGE}.inputs"}
 # bundle.script_source runs on the host only (installing the script), never in the zipapp: its one import is allowed
 HOST_ONLY = {(f"{PACKAGE}.wrapper.bundle", f"{PACKAGE}.resources")}
 

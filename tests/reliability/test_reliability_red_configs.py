@@ -1,0 +1,76 @@
+"""Cases a red-team pass over the configs, the registry, the runner and the wrapper found (2026-11-26), kept so they
+stay fixed. Each failed on main before its fix; the pass and its counts: docs/architecture.md, "Red-team passes"."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from madengine_rocprof import wrapper
+from madengine_rocprof.errors import UserError
+
+from .contract_helpers import assert_contract, cli, time_limit
+
+
+@pytest.mark.parametrize("option", ["--timeout", "--hook-timeout"])
+@pytest.mark.parametrize("value", ["nan", "inf", "1e309", "-inf", "1e12"])
+def test_a_time_limit_that_is_not_a_finite_number_of_seconds_is_refused(models, tmp_path, option, value):
+    """`run --timeout nan` reached run.json's strict JSON writer: an internal error instead of a clear refusal."""
+    code, _out, err = cli("run", "--tags", "ok_model", "--runner", "local", "--repo", models.parent,
+                          "--output-dir", tmp_path / "out", f"{option}={value}")
+    assert_contract(code, err, allowed=(2,))
+    assert option in err and "fix:" in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture
+def special_inputs(tmp_path):
+    fifo = tmp_path / "fifo.txt"
+    os.mkfifo(fifo)
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes(b"pmc: SQ_WAVES \xe9\n")
+    return {"/dev/zero": "/dev/zero", "fifo": str(fifo), "latin1": str(latin1), "folder": str(tmp_path)}
+
+
+@pytest.mark.parametrize("which", ["/dev/zero", "fifo", "latin1", "folder"])
+def test_the_wrappers_input_file_goes_through_the_input_layer(special_inputs, tmp_path, which):
+    """`rocprof_wrapper.sh -i /dev/zero -- app` (or a FIFO) hung before the app started; a non-UTF-8 file was a
+    traceback."""
+    with time_limit(30), pytest.raises(UserError) as caught:
+        wrapper.plan(["-i", special_inputs[which]], ["true"], str(tmp_path / "out"), profiler="embedded")
+    assert caught.value.where == "--input" and caught.value.file == special_inputs[which]
+    assert caught.value.fix
+
+
+def test_a_json_input_file_that_is_a_fifo_is_refused_too(tmp_path):
+    fifo = tmp_path / "job.json"
+    os.mkfifo(fifo)
+    with time_limit(30), pytest.raises(UserError, match="FIFO"):
+        wrapper.plan(["-i", str(fifo)], ["true"], str(tmp_path / "out"), profiler="embedded")
+
+
+def test_a_missing_input_file_is_named(tmp_path):
+    with pytest.raises(UserError, match="not found") as caught:
+        wrapper.plan(["-i", str(tmp_path / "absent.json")], ["true"], str(tmp_path / "out"), profiler="embedded")
+    assert caught.value.where == "--input"
+
+
+@pytest.mark.parametrize("tool", [{"name": "bare"}, {"name": "mytool", "description": "only a name"}])
+def test_validate_checks_a_tool_file_as_register_will(tmp_path, tool):
+    """A tool file with a name and nothing to collect validated as a context (exit 0), then failed to register."""
+    path = tmp_path / "tool.json"
+    path.write_text(json.dumps(tool))
+    v_code, _out, v_err = cli("validate", path)
+    r_code, _out, r_err = cli("tools", "register", path)
+    assert_contract(v_code, v_err, allowed=(2,))
+    assert_contract(r_code, r_err, allowed=(2,))
+    assert "needs something to collect" in v_err and "needs something to collect" in r_err
+
+
+def test_doctor_names_tracer_settings_the_wrapper_will_refuse(monkeypatch):
+    monkeypatch.setenv("MADENGINE_ROCPROF_TRACER_STEPS", "abc")
+    monkeypatch.setenv("MADENGINE_ROCPROF_PROFILER", "embedded")
+    code, out, err = cli("doctor", "--json")
+    assert_contract(code, err, allowed=(0,))
+    assert "MADENGINE_ROCPROF_TRACER_STEPS" in json.loads(out)["tracer_settings_error"]
