@@ -75,10 +75,13 @@ def job_settings(ctx: AdditionalContext, timeout_s: float, partition_has_gpus: b
             value = ",".join(str(v) for v in value)
         if not isinstance(value, (str, int)) or not str(value).strip():
             raise UserError(f"expected a string, got {value!r}", where=f"slurm.{key}")
+        _sbatch(key, value, f"slurm.{key}")  # checked here, before anything runs
         extra[key] = str(value)
     network = (ctx.slurm.model_extra or {}).get("network_interface") if ctx.slurm else None
     if network is not None and not (isinstance(network, str) and re.match(r"^[\w.-]+$", network)):
         raise UserError(f"'{network}' is not a network interface name", where="slurm.network_interface")
+    if slurm.get("partition"):
+        _sbatch("partition", slurm["partition"], "slurm.partition")
     return JobSettings(
         nodes=nodes,
         ranks_per_node=ranks,
@@ -98,21 +101,33 @@ def _q(value: object) -> str:
     return shlex.quote(str(value))
 
 
+def _sbatch(option: str, value: object, where: str) -> str:
+    """One `#SBATCH --option=value` header line. A line break in the value would end the header there and make the
+    rest of the value a shell line of the script (the `#` comments out only the first line, so quoting cannot help):
+    refused."""
+    text = str(value)
+    if any(ch in text for ch in "\n\r\x0b\x0c\x85\u2028\u2029") or any(ord(ch) < 32 for ch in text):
+        raise UserError(f"{text[:60]!r} contains a line break or control character: it cannot be an sbatch option",
+                        where=where, fix="write it on one line, without control characters")
+    return f"#SBATCH --{option}={_q(text)}"
+
+
 def batch_script(job: JobSettings, *, name: str, workspace: str, plugin: str, env: dict[str, str],
                  title: str) -> str:
     """The sbatch script: resources, the rendezvous address (first node), the environment, one task per node."""
-    lines = ["#!/bin/bash", f"#SBATCH --job-name={_q(name)}"]
+    lines = ["#!/bin/bash", _sbatch("job-name", name, "model name")]
     if job.partition:
-        lines.append(f"#SBATCH --partition={_q(job.partition)}")
+        lines.append(_sbatch("partition", job.partition, "slurm.partition"))
     lines += [f"#SBATCH --nodes={job.nodes}", "#SBATCH --ntasks-per-node=1"]
     if job.gpus_per_node:
         lines.append(f"#SBATCH --gpus-per-node={job.gpus_per_node}")
     lines.append(f"#SBATCH --time={job.time}")
     if job.exclusive:
         lines.append("#SBATCH --exclusive")
-    lines += [f"#SBATCH --{key}={_q(value)}" for key, value in job.extra.items()]
-    lines += [f"#SBATCH --chdir={_q(workspace)}", f"#SBATCH --output={_q(workspace + '/logs/slurm-%j.out')}", "",
-              f"# {title}", "# Written by `madengine-rocprof run --runner slurm`; each node runs task.sh (srun).",
+    lines += [_sbatch(key, value, f"slurm.{key}") for key, value in job.extra.items()]
+    lines += [_sbatch("chdir", workspace, "--output-dir"), _sbatch("output", workspace + "/logs/slurm-%j.out",
+                                                                   "--output-dir"), "",
+              "# " + " ".join(title.split()), "# Written by `madengine-rocprof run --runner slurm`; each node runs task.sh (srun).",
               "set -uo pipefail"]
     lines += [f"module load {_q(m)}" for m in job.modules]
     lines += [

@@ -74,3 +74,31 @@ def test_doctor_names_tracer_settings_the_wrapper_will_refuse(monkeypatch):
     code, out, err = cli("doctor", "--json")
     assert_contract(code, err, allowed=(0,))
     assert "MADENGINE_ROCPROF_TRACER_STEPS" in json.loads(out)["tracer_settings_error"]
+
+
+@pytest.mark.parametrize(("slurm", "where"), [({"partition": "gpu\ntouch /tmp/pwned #"}, "slurm.partition"),
+                                              ({"account": "a\rb"}, "slurm.account"),
+                                              ({"constraint": "x\x0by"}, "slurm.constraint")])
+def test_a_line_break_in_an_sbatch_option_cannot_inject_shell_code(slurm, where):
+    """`#SBATCH --partition='gpu<newline>touch /tmp/pwned #'`: the `#` comments out the first line only, so the rest
+    of the quoted value ran as a line of the batch script."""
+    from madengine_rocprof.models.context import AdditionalContext
+    from madengine_rocprof.runner import slurm_jobs
+
+    ctx = AdditionalContext.model_validate({"slurm": {"nodes": 1, **slurm}})
+    with pytest.raises(UserError) as caught:
+        slurm_jobs.job_settings(ctx, 600, None)
+    assert caught.value.where == where and caught.value.fix
+
+
+def test_every_sbatch_header_line_is_one_line():
+    from madengine_rocprof.models.context import AdditionalContext
+    from madengine_rocprof.runner import slurm_jobs
+
+    job = slurm_jobs.job_settings(AdditionalContext.model_validate({"slurm": {"nodes": 1, "qos": "high"}}), 600, None)
+    with pytest.raises(UserError, match="line break"):
+        slurm_jobs.batch_script(job, name="m", workspace="/shared/a\nb", plugin="/p", env={}, title="t")
+    script = slurm_jobs.batch_script(job, name="m", workspace="/shared/run", plugin="/p", env={}, title="a\nb")
+    header = script.split("\n\n")[0].splitlines()
+    assert all(line.startswith(("#!", "#SBATCH --")) for line in header), header
+    assert "#SBATCH --qos=high" in header and "# a b" in script
