@@ -57,10 +57,10 @@ class InputError(UserError):
 
 
 def limit_for(default: int) -> int:
-    override = os.environ.get(LIMIT_ENV, "").strip()
-    if override.isdigit() and int(override) > 0:
-        return int(override) * MiB
-    return default
+    """`default`, or MADENGINE_ROCPROF_MAX_INPUT_MB when set (a whole number of MiB; anything else is refused: a
+    huge value overflowed the read, text was ignored without a word)."""
+    override = env_number(os.environ, LIMIT_ENV, 0, high=2**40, integer=True)
+    return int(override) * MiB if override > 0 else default
 
 
 def _not_regular(mode: int) -> str | None:
@@ -434,14 +434,17 @@ def env_number(env: Mapping[str, str], name: str, default: float, *, low: float 
     if not raw:
         return default
     kind = "a whole number" if integer else "a number"
+    span = f"from {_plain(low)} to {_plain(high)}, or unset it (default {_plain(default)})"
     value = float(raw) if _ENV_NUMBER.fullmatch(raw) and len(raw) < 40 else math.nan
     if not math.isfinite(value) or (integer and not value.is_integer()):
-        raise InputError(f"{raw[:60]!r} is not {kind}", where=name,
-                         fix=f"set it to {kind} from {low:g} to {high:g}, or unset it (default {default:g})")
+        raise InputError(f"{raw[:60]!r} is not {kind}", where=name, fix=f"set it to {kind} {span}")
     if not low <= value <= high:
-        raise InputError(f"{raw[:60]!r} is outside [{low:g}, {high:g}]", where=name,
-                         fix=f"set it to {kind} from {low:g} to {high:g}, or unset it (default {default:g})")
+        raise InputError(f"{raw[:60]!r} is out of range", where=name, fix=f"set it to {kind} {span}")
     return int(value) if integer else value
+
+
+def _plain(number: float) -> str:
+    return f"{number:,.0f}" if float(number).is_integer() and abs(number) < 1e16 else f"{number:g}"
 
 
 def env_flag(env: Mapping[str, str], name: str, default: bool = False) -> bool:

@@ -54,3 +54,25 @@ def test_every_option_is_documented(docs):
 def test_every_wrapper_option_is_documented(docs):
     missing = sorted(name for name in options.WRAPPER_VALUE | options.WRAPPER_FLAGS if name not in docs)
     assert not missing, f"wrapper options missing from README.md/docs: {missing}"
+
+
+def test_every_guarantee_names_tests_that_exist(repo: Path):
+    """Each row of the README's Guarantees table names the tests behind its promise (a test function or a test file),
+    and each named test exists: a promise without a test is how docs and behaviour drift apart."""
+    import re
+
+    readme = (repo / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Guarantees", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| what happens")]
+    sources = "\n".join(p.read_text(encoding="utf-8") for p in (repo / "tests").rglob("test_*.py"))
+    assert len(rows) >= 10
+    for row in rows:
+        names = re.findall(r"`(test_\w+(?:\.py)?|tests/[\w/]+\.py)`", row)
+        assert names, f"a guarantee names no test: {row[:120]}"
+        for name in names:
+            if name.startswith("tests/"):
+                assert (repo / name).is_file(), name
+            elif name.endswith(".py"):
+                assert list((repo / "tests").rglob(name)), name
+            else:
+                assert re.search(rf"^def {name}\(", sources, re.M), f"no test named {name}"

@@ -55,9 +55,9 @@ def run(args) -> int:
         if row["name"] == "embedded":
             row["probes"] = [*row.get("probes", []), *probes]
     try:
-        chosen, error = detect.choose(args.profiler, kind, env).to_json(), None
-    except UserError as err:
-        chosen, error = None, str(err)
+        chosen, error, code = detect.choose(args.profiler, kind, env).to_json(), None, 0
+    except UserError as err:  # 127: no profiler fits; 2: a bad --profiler or MADENGINE_ROCPROF_PROFILER
+        chosen, error, code = None, str(err), err.exit_code
     if chosen and chosen["name"] == "embedded":
         chosen["probes"] = [*chosen.get("probes", []), *probes]
         chosen["why"] += f"; {probes[0]}"
@@ -67,7 +67,7 @@ def run(args) -> int:
         print(json.dumps({"profile": profile, "profile_kind": kind, "found": found, "chosen": chosen, "error": error,
                           "torch": torch, "python": sys.executable, "tracer_settings_error": settings_error},
                          indent=2, allow_nan=False))
-        return 0 if chosen else 127
+        return code
     for row in found:
         if row["found"]:
             extra = f" {row.get('version') or ''}".rstrip()
@@ -88,4 +88,4 @@ def run(args) -> int:
             print(f"warning: the wrapper will refuse these tracer settings:\n{settings_error}", file=sys.stderr)
         return 0
     print(f"error: {error}", file=sys.stderr)
-    return 127
+    return code

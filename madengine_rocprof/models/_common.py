@@ -90,8 +90,9 @@ def parse_json_object(text: str, source: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise UserError(
             f"top level must be a JSON object {{...}}, got {type(data).__name__ if data is not None else 'null'}",
-            file=source, fix='wrap the content in {...}: a config is {"tools": [{"name": "rocprofv3_compute"}]}, a tool file '
-            '{"name": "my_tool", "trace": ["kernel"]}',
+            file=source,
+            fix='wrap the content in {...}: a config is {"tools": [{"name": "rocprofv3_compute"}]}, a tool file '
+                '{"name": "my_tool", "trace": ["kernel"]}',
         )
     return data
 

@@ -125,9 +125,10 @@ def batch_script(job: JobSettings, *, name: str, workspace: str, plugin: str, en
     if job.exclusive:
         lines.append("#SBATCH --exclusive")
     lines += [_sbatch(key, value, f"slurm.{key}") for key, value in job.extra.items()]
-    lines += [_sbatch("chdir", workspace, "--output-dir"), _sbatch("output", workspace + "/logs/slurm-%j.out",
-                                                                   "--output-dir"), "",
-              "# " + " ".join(title.split()), "# Written by `madengine-rocprof run --runner slurm`; each node runs task.sh (srun).",
+    lines += [_sbatch("chdir", workspace, "--output-dir"),
+              _sbatch("output", workspace + "/logs/slurm-%j.out", "--output-dir"), "",
+              "# " + " ".join(title.split()),
+              "# Written by `madengine-rocprof run --runner slurm`; each node runs task.sh (srun).",
               "set -uo pipefail"]
     lines += [f"module load {_q(m)}" for m in job.modules]
     lines += [

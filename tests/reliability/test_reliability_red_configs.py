@@ -102,3 +102,38 @@ def test_every_sbatch_header_line_is_one_line():
     header = script.split("\n\n")[0].splitlines()
     assert all(line.startswith(("#!", "#SBATCH --")) for line in header), header
     assert "#SBATCH --qos=high" in header and "# a b" in script
+
+
+@pytest.mark.parametrize("value", ["99999999999999999999999", "abc", "-5", "1.5"])
+def test_a_bad_input_size_limit_is_named(tmp_path, monkeypatch, value):
+    """MADENGINE_ROCPROF_MAX_INPUT_MB=99999999999999999999999 overflowed the read (an internal error); text was
+    ignored without a word."""
+    monkeypatch.setenv("MADENGINE_ROCPROF_MAX_INPUT_MB", value)
+    config = tmp_path / "c.json"
+    config.write_text('{"tools": [{"name": "rocprofv3_lightweight"}]}')
+    code, _out, err = cli("validate", config)
+    assert_contract(code, err, allowed=(2,))
+    assert "MADENGINE_ROCPROF_MAX_INPUT_MB" in err
+
+
+def test_a_good_input_size_limit_applies(tmp_path, monkeypatch):
+    config = tmp_path / "c.json"
+    config.write_text('{"tools": [{"name": "rocprofv3_lightweight"}], "_pad": "' + "x" * (2 << 20) + '"}')
+    monkeypatch.setenv("MADENGINE_ROCPROF_MAX_INPUT_MB", "1")
+    code, _out, err = cli("validate", config)
+    assert code == 2 and "over the limit" in err
+    monkeypatch.setenv("MADENGINE_ROCPROF_MAX_INPUT_MB", "3")
+    assert cli("validate", config)[0] == 0
+
+
+@pytest.mark.parametrize("how", ["--profiler=abc", "env"])
+def test_doctor_with_an_unknown_profiler_name_is_bad_input_not_no_profiler(monkeypatch, how):
+    """doctor answered every refusal with 127 (no profiler fits), a bad name too."""
+    argv = ["doctor"]
+    if how == "env":
+        monkeypatch.setenv("MADENGINE_ROCPROF_PROFILER", "abc")
+    else:
+        argv.append(how)
+    code, _out, err = cli(*argv)
+    assert_contract(code, err, allowed=(2,))
+    assert "unknown profiler" in err
