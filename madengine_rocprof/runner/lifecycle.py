@@ -31,7 +31,10 @@ from madengine_rocprof.runner.planning import (
     RunOptions,
     check_run_dir,
     plan_runs,
+    put_back,
     run_dir_name,
+    set_aside,
+    settle_previous,
 )
 from madengine_rocprof.runner.record import RunRecord, git_commit, say, write_results
 from madengine_rocprof.runner.results import count_lines
@@ -212,15 +215,18 @@ def run_one(item: Planned, ctx: AdditionalContext, opts: RunOptions, target: Tar
         say(f"[run] error: {type(err).__name__}: {err}")
     finally:
         status = _clean_up_and_write(record, executor if started else None, executor, ctx, opts)
+        note = settle_previous(ws, status)
+        if note:
+            say(note)
     if record.interrupted or stopping.received() is not None:
         raise stopping.Interrupted(stopping.received() or signal.SIGINT)
     return status
 
 
 def _prepare_run_dir(item: Planned, opts: RunOptions, ws: Path) -> None:
+    kept = None
     try:
-        if ws.exists():
-            shutil.rmtree(ws)  # a rerun replaces the previous run directory (perf.csv keeps every row)
+        kept = set_aside(ws)  # a rerun keeps the previous run in <out>/.previous until it succeeds itself
         for sub in (ws / "logs", ws / "profiler", ws / "samplers"):
             sub.mkdir(parents=True, exist_ok=True)
         # symlinks=True: a link in the script folder is copied as a link, never followed out of it
@@ -230,6 +236,7 @@ def _prepare_run_dir(item: Planned, opts: RunOptions, ws: Path) -> None:
             shutil.copy2(path, ws / SCRIPTS_DIR / path.name)
     except OSError as err:  # a full disk or a read-only tree before the run starts: no half-made run directory
         shutil.rmtree(ws, ignore_errors=True)
+        put_back(ws, kept)
         if isinstance(err, shutil.Error) and err.args and isinstance(err.args[0], list) and err.args[0]:
             _src, dst, why = err.args[0][0]  # copytree gathers (source, destination, reason) per file
             reason = str(why).split("] ", 1)[-1].split(": '", 1)[0]

@@ -3,7 +3,9 @@ tool chains, timeouts and hook scripts, and the run directory names. Every runne
 and local runs, slurm.py for SLURM jobs) starts from plan_runs; this module imports none of them."""
 from __future__ import annotations
 
+import contextlib
 import shlex
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,3 +137,59 @@ def check_run_dir(out_dir: Path, name: str) -> None:
                         fix="move it away, or choose another --output-dir")
     if ws.resolve().parent != out_dir or ws.name != name:
         raise UserError(f"run directory '{name}' would lie outside {out_dir}", where="models.json name")
+
+
+PREVIOUS_DIR = ".previous"  # hidden: report discovery skips it, so a kept run is never counted twice
+
+
+def previous_of(ws: Path) -> Path:
+    return ws.parent / PREVIOUS_DIR / ws.name
+
+
+def _succeeded(ws: Path) -> bool:
+    from madengine_rocprof import inputs
+    from madengine_rocprof.errors import UserError
+
+    try:
+        return inputs.load_json_object(ws / "run.json", kind="run.json").get("status") == "SUCCESS"
+    except (UserError, OSError):
+        return False
+
+
+def set_aside(ws: Path) -> Path | None:
+    """Before a rerun: the previous run directory is moved to <out>/.previous/<name> (a rename: no space needed), so a
+    rerun that fails loses no profile already recorded. One is kept per run name: the newest, except that a failed
+    rerun never pushes out a successful run kept there. Returns where it went (None: nothing to keep)."""
+    if not ws.exists():
+        return None
+    kept = previous_of(ws)
+    if kept.is_symlink() or (kept.exists() and not kept.is_dir()):
+        raise UserError(f"{kept} is not a folder: the previous run is kept there", fix="move it away")
+    if kept.exists() and not _succeeded(ws):
+        shutil.rmtree(ws)  # a failed rerun; the run kept before it stays
+        return None
+    if kept.exists():
+        shutil.rmtree(kept)
+    kept.parent.mkdir(exist_ok=True)
+    ws.rename(kept)
+    return kept
+
+
+def put_back(ws: Path, kept: Path | None) -> None:
+    """Undo set_aside when the new run directory could not even be made (a full disk, a read-only tree)."""
+    if kept is not None and kept.exists() and not ws.exists():
+        kept.rename(ws)
+
+
+def settle_previous(ws: Path, status: str) -> str | None:
+    """After the rerun: a successful one supersedes the run kept before it; after a failed one, a message saying
+    where that run is."""
+    kept = previous_of(ws)
+    if not kept.is_dir():
+        return None
+    if status == "SUCCESS":
+        shutil.rmtree(kept, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            kept.parent.rmdir()  # only when no other run is kept there
+        return None
+    return f"[run] the previous run of {ws.name} is kept in {kept}"

@@ -29,6 +29,8 @@ from madengine_rocprof.runner.planning import (
     check_run_dir,
     plan_runs,
     run_dir_name,
+    set_aside,
+    settle_previous,
 )
 from madengine_rocprof.runner.record import chain_summary, git_commit, now, profiler_outcomes, say
 from madengine_rocprof.runner.results import append_perf_row, parse_performance
@@ -73,8 +75,7 @@ def run_slurm(opts: RunOptions) -> int:
 
 def _stage(item: Planned, opts: RunOptions, ws: Path) -> Path:
     """The run directory as the nodes need it: model scripts and our plugin (wrapper, counters), nothing else."""
-    if ws.exists():
-        shutil.rmtree(ws)  # a rerun replaces the previous run directory (perf.csv keeps every row)
+    set_aside(ws)  # a rerun keeps the previous run in <out>/.previous until it succeeds itself
     (ws / "logs").mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree((opts.model_root / item.card.scripts).parent, ws / SCRIPTS_DIR, ignore=ignore)
@@ -128,6 +129,9 @@ def run_job(item: Planned, job: JobSettings, ctx: AdditionalContext, opts: RunOp
         interrupted = True
     status = _finish(item, job, ctx, opts, ws, job_id, final, cancelled_for, interrupted, failures, started_at,
                      time.monotonic() - t0, warnings, out_dir)
+    note = settle_previous(ws, status)
+    if note:
+        say(note)
     if interrupted:
         raise stopping.Interrupted(stopping.received() or signal.SIGINT)
     return status

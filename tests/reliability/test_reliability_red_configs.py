@@ -137,3 +137,42 @@ def test_doctor_with_an_unknown_profiler_name_is_bad_input_not_no_profiler(monke
     code, _out, err = cli(*argv)
     assert_contract(code, err, allowed=(2,))
     assert "unknown profiler" in err
+
+
+def test_a_failed_rerun_never_deletes_the_run_recorded_before_it(models, tmp_path):
+    """A rerun replaced its run directory before it started: a rerun that failed (a pre-script, a bad cmd) had
+    already deleted the profile recorded by the run before it. The previous run now waits in <out>/.previous until
+    a rerun succeeds, and report discovery does not count it twice."""
+    out = tmp_path / "out"
+    fail = models.parent / "scripts" / "fail_pre.sh"
+    fail.write_text("exit 7\n")
+    base = ("run", "--tags", "ok_model", "--runner", "local", "--repo", models.parent, "--output-dir", out, "--quiet")
+    failing = ("--additional-context", json.dumps({"pre_scripts": [{"path": "scripts/fail_pre.sh"}]}))
+    assert cli(*base)[0] == 0
+    ws = next(p for p in out.iterdir() if p.is_dir())
+    (ws / "profiler" / "recorded.csv").write_text("a profile\n")
+    for _ in range(2):  # the second failed rerun does not push the recorded run out either
+        code, _out, err = cli(*base, *failing)
+        assert_contract(code, err, allowed=(1,))
+        kept = out / ".previous" / ws.name
+        assert (kept / "profiler" / "recorded.csv").read_text() == "a profile\n"
+    assert cli(*base)[0] == 0  # a successful rerun supersedes it
+    assert not (out / ".previous").exists() and not (ws / "profiler" / "recorded.csv").exists()
+
+
+def test_a_rerun_that_cannot_make_its_run_directory_puts_the_previous_one_back(models, tmp_path, monkeypatch):
+    from madengine_rocprof.runner import lifecycle
+
+    out = tmp_path / "out"
+    base = ("run", "--tags", "ok_model", "--runner", "local", "--repo", models.parent, "--output-dir", out, "--quiet")
+    assert cli(*base)[0] == 0
+    ws = next(p for p in out.iterdir() if p.is_dir())
+    (ws / "profiler" / "recorded.csv").write_text("a profile\n")
+
+    def full_disk(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(lifecycle.shutil, "copytree", full_disk)
+    code, _out, err = cli(*base)
+    assert_contract(code, err, allowed=(2,))
+    assert (ws / "profiler" / "recorded.csv").read_text() == "a profile\n"
