@@ -10,6 +10,7 @@ from madengine_rocprof.models._common import parse_json_object, read_text_file
 from madengine_rocprof.models.context import validate_context
 from madengine_rocprof.registry import resolve_tools
 from madengine_rocprof.registry.store import check_tool_references, tool_from_data
+from madengine_rocprof.runner.planning import check_context
 
 TOOL_ONLY_KEYS = {
     "profiler",
@@ -93,6 +94,7 @@ def validate_file(path: str, archs: list[str] | None = None, counter_defs: str |
         check_tool_references(tool, path)
         return f"OK {path}: tool '{tool.name}' ({tool.profiler}, overhead {tool.overhead})"
     ctx, warnings = validate_context(data, path, text)
+    check_context(ctx, path)  # the checks `run` makes before it starts
     resolved = resolve_tools(ctx, source=path)
     problems = []
     for i, r in enumerate(resolved):

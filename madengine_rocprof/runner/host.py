@@ -51,7 +51,7 @@ def docker_client(timeout: int = 10, why: list[str] | None = None) -> Any | None
         return None
 
 
-def parse_gpu_list(spec: str, where: str = "docker_gpus") -> list[int] | None:
+def parse_gpu_list(spec: str, where: str = "docker_gpus", file: str | None = None) -> list[int] | None:
     """'0,2-4' -> [0, 2, 3, 4]; 'all' or '' -> None (every GPU)."""
     spec = spec.strip().lower()
     if spec in ("", "all"):
@@ -60,8 +60,9 @@ def parse_gpu_list(spec: str, where: str = "docker_gpus") -> list[int] | None:
     for part in spec.split(","):
         lo, _, hi = part.strip().partition("-")
         if not lo.isdigit() or (hi and not hi.isdigit()) or (hi and int(hi) < int(lo)):
-            raise UserError(f"'{part.strip()}' is not a GPU index or range", where=where,
-                            fix='write indices and ranges such as "0,2-4", or "all"')
+            what = "GPU" if where == "docker_gpus" else "CPU"
+            raise UserError(f"'{part.strip()}' is not a {what} index or range", file=file, where=where,
+                            fix='write indices and ranges such as "0,2-4"' + (', or "all"' if what == "GPU" else ""))
         out.extend(i for i in range(int(lo), int(hi or lo) + 1) if i not in out)
     return out
 

@@ -59,6 +59,25 @@ def _words(text: str, where: str, file: str | None = None) -> list[str]:
                         fix="close the quote, or quote the argument that contains it") from None
 
 
+def check_context(ctx: AdditionalContext, source: str | None = None) -> None:
+    """What the context model cannot check alone and every runner needs; `validate` calls it too, so a context it
+    passes is not refused by `run` later."""
+    host.parse_gpu_list(ctx.docker_gpus or "", file=source)
+    if ctx.docker_cpus:  # docker's cpuset syntax: "0-3,6"
+        if ctx.docker_cpus.strip().lower() == "all":
+            raise UserError("'all' is not a CPU set", file=source, where="docker_cpus", fix='write "0-3,6", or drop it')
+        host.parse_gpu_list(ctx.docker_cpus, where="docker_cpus", file=source)
+    for inside in ctx.docker_mounts:
+        if not inside.startswith("/"):
+            raise UserError(f"container path '{inside}' is not absolute", file=source, where="docker_mounts",
+                            fix='write {"/container/path": "/host/path"}: the key is the path inside the container')
+    for name in ctx.docker_build_arg:
+        if not name or not (name[0].isalpha() or name[0] == "_") or not all(c.isalnum() or c == "_" for c in name):
+            raise UserError(f"'{name}' is not a build argument name", file=source, where="docker_build_arg",
+                            fix="use letters, digits and _, not starting with a digit")
+    _words(ctx.model_args or "", "model_args", source)
+
+
 def confined(root: Path, relative: str, where: str, file: str | None = None) -> Path:
     """`root/relative`, refused unless it stays inside root once `..` and symbolic links are resolved: a card or a
     context must not reach /etc or another user's files."""
@@ -87,8 +106,7 @@ def plan_runs(opts: RunOptions) -> tuple[AdditionalContext, list[str], list[Plan
     cards = select_models(load_models(opts.models_file), opts.tags, str(opts.models_file))
     if opts.runner != "slurm":  # the SLURM runner validates several nodes itself (runner/slurm_jobs.py)
         distributed_env(ctx)  # validates the distributed block
-    host.parse_gpu_list(ctx.docker_gpus or "")
-    _words(ctx.model_args or "", "model_args")
+    check_context(ctx, source)
     planned = []
     for card in cards:
         script = confined(opts.model_root, card.scripts, f"{card.name}.scripts", str(opts.models_file))

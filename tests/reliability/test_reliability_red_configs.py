@@ -176,3 +176,23 @@ def test_a_rerun_that_cannot_make_its_run_directory_puts_the_previous_one_back(m
     code, _out, err = cli(*base)
     assert_contract(code, err, allowed=(2,))
     assert (ws / "profiler" / "recorded.csv").read_text() == "a profile\n"
+
+
+@pytest.mark.parametrize(("context", "where"), [({"docker_gpus": "abc"}, "docker_gpus"),
+                                                ({"docker_gpus": "1-0"}, "docker_gpus"),
+                                                ({"docker_cpus": "-3"}, "docker_cpus"),
+                                                ({"docker_mounts": {"relative": "/tmp"}}, "docker_mounts"),
+                                                ({"docker_build_arg": {"": "x"}}, "docker_build_arg"),
+                                                ({"model_args": '--a "b'}, "model_args")])
+def test_validate_refuses_what_run_refuses(models, tmp_path, context, where):
+    """`validate` passed contexts that `run` then refused (docker_gpus "abc", an unclosed quote in model_args), or
+    that docker would refuse (a relative container path, an empty build argument name)."""
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps(context))
+    v_code, _out, v_err = cli("validate", config)
+    r_code, _out, r_err = cli("run", "--tags", "ok_model", "--runner", "local", "--repo", models.parent,
+                              "--output-dir", tmp_path / "out", "--additional-context-file", config)
+    assert_contract(v_code, v_err, allowed=(2,))
+    assert_contract(r_code, r_err, allowed=(2,))
+    assert where in v_err and where in r_err and str(config) in v_err
+    assert not (tmp_path / "out").exists()
