@@ -12,8 +12,19 @@ if [ -z "$py" ]; then
     echo "rocprof_wrapper.sh: error: python3 not found on PATH (set MADENGINE_ROCPROF_PYTHON)" >&2
     exit 127
 fi
+resolved="$(command -v -- "$py" 2>/dev/null || true)"
+if [ -z "$resolved" ] || [ -d "$resolved" ] || [ ! -x "$resolved" ]; then
+    echo "rocprof_wrapper.sh: error: MADENGINE_ROCPROF_PYTHON: '$py' is not an executable program" \
+         "(fix: set it to the path of a python3, or unset it to use python3 from PATH)" >&2
+    exit 127
+fi
 export MADENGINE_ROCPROF_WRAPPER_PROG="${MADENGINE_ROCPROF_WRAPPER_PROG:-bash ${BASH_SOURCE[0]}}"
 if [ -n "${MADENGINE_ROCPROF_WRAPPER:-}" ]; then
+    if [ ! -f "$MADENGINE_ROCPROF_WRAPPER" ]; then
+        echo "rocprof_wrapper.sh: error: MADENGINE_ROCPROF_WRAPPER: '$MADENGINE_ROCPROF_WRAPPER' is not a file" \
+             "(fix: point it at a madengine_rocprof_wrapper.pyz, or unset it)" >&2
+        exit 127
+    fi
     exec "$py" "$MADENGINE_ROCPROF_WRAPPER" "$@"
 fi
 if [ -f "$here/madengine_rocprof_wrapper.pyz" ]; then

@@ -196,3 +196,20 @@ def test_validate_refuses_what_run_refuses(models, tmp_path, context, where):
     assert_contract(r_code, r_err, allowed=(2,))
     assert where in v_err and where in r_err and str(config) in v_err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("name", "value"), [("MADENGINE_ROCPROF_PYTHON", "/nonexistent/python3"),
+                                             ("MADENGINE_ROCPROF_PYTHON", "/dev/null"),
+                                             ("MADENGINE_ROCPROF_PYTHON", "python3 -u"),
+                                             ("MADENGINE_ROCPROF_WRAPPER", "/nonexistent.pyz")])
+def test_the_wrapper_script_names_a_bad_python_or_wrapper(tmp_path, name, value):
+    """bash's own `exec: /dev/null: cannot execute: Permission denied` (exit 126) or python's `can't open file`
+    named neither the variable nor the fix."""
+    import subprocess
+
+    from .contract_helpers import REPO
+
+    done = subprocess.run(["bash", str(REPO / "scripts" / "rocprof_wrapper.sh"), "--dry-run", "--", "true"],
+                          capture_output=True, text=True, env={**os.environ, name: value}, timeout=60, cwd=tmp_path)
+    assert done.returncode == 127, done.stderr
+    assert f"error: {name}: '{value}'" in done.stderr and "fix:" in done.stderr
