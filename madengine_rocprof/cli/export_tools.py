@@ -42,10 +42,10 @@ def run(args) -> int:
         raise UserError(
             "is a directory, expected a file path", file=str(args.output), fix=f"use {args.output / 'tools.json'}"
         )
-    atomic_write(args.output, json.dumps(data, indent=2, allow_nan=False) + "\n")
-    print(f"wrote {len(data['tools'])} tools to {args.output}")
-    if args.wrapper_dir:
+    if args.wrapper_dir:  # first: a tools.json is not left behind naming a wrapper that could not be placed
         from madengine_rocprof.wrapper import bundle
 
         print("wrote " + ", ".join(bundle.install_into(str(args.wrapper_dir))))
+    atomic_write(args.output, json.dumps(data, indent=2, allow_nan=False) + "\n")
+    print(f"wrote {len(data['tools'])} tools to {args.output}")
     return 0

@@ -111,13 +111,17 @@ def run(args) -> int:
         n += 1
         backup = tools_json.with_name(f"tools.json.bak-{stamp}-{n}")
     shutil.copy2(tools_json, backup)
-    bundle.install_into(str(tools_dir))
-    counter_dir = tools_dir / "counters"
-    counter_dir.mkdir(parents=True, exist_ok=True)
-    for path in counters:
-        atomic_write(counter_dir / Path(path).name, Path(path).read_text(encoding="utf-8"))
-    merged = {**current, "tools": {**current["tools"], **ours}}
-    atomic_write(tools_json, json.dumps(merged, indent=2, allow_nan=False) + "\n")
+    try:
+        bundle.install_into(str(tools_dir))
+        counter_dir = tools_dir / "counters"
+        counter_dir.mkdir(parents=True, exist_ok=True)
+        for path in counters:
+            atomic_write(counter_dir / Path(path).name, Path(path).read_text(encoding="utf-8"))
+        merged = {**current, "tools": {**current["tools"], **ours}}
+        atomic_write(tools_json, json.dumps(merged, indent=2, allow_nan=False) + "\n")
+    except BaseException:
+        backup.unlink(missing_ok=True)  # tools.json was not replaced: its backup is no backup of anything
+        raise
     print(f"installed; backup of the previous tools.json: {backup}")
     print(f"undo: cp {backup} {tools_json}")
     return 0

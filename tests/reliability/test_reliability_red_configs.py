@@ -213,3 +213,27 @@ def test_the_wrapper_script_names_a_bad_python_or_wrapper(tmp_path, name, value)
                           capture_output=True, text=True, env={**os.environ, name: value}, timeout=60, cwd=tmp_path)
     assert done.returncode == 127, done.stderr
     assert f"error: {name}: '{value}'" in done.stderr and "fix:" in done.stderr
+
+
+def test_export_tools_writes_no_tools_json_when_the_wrapper_cannot_be_placed(tmp_path):
+    """`export-tools --wrapper-dir DIR OUT` wrote OUT, then failed on DIR: exit 2 with a tools.json naming a wrapper
+    that was never placed."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where the wrapper folder should be")
+    out = tmp_path / "tools.json"
+    code, _out, err = cli("export-tools", "--wrapper-dir", blocker / "tools", out)
+    assert_contract(code, err, allowed=(2,))
+    assert not out.exists()
+
+
+def test_install_that_cannot_place_the_wrapper_changes_nothing(tmp_path):
+    """A failed install left a tools.json.bak-* beside an unchanged tools.json."""
+    root = tmp_path / "madengine"
+    tools_json = root / "scripts" / "common" / "tools.json"
+    tools_json.parent.mkdir(parents=True)
+    tools_json.write_text('{"tools": {"trace": {"cmd": "bash trace.sh"}}}')
+    (tools_json.parent / "tools").write_text("a file where the tools folder should be")
+    code, _out, err = cli("install", "--madengine", root)
+    assert_contract(code, err, allowed=(2,))
+    assert sorted(p.name for p in tools_json.parent.iterdir()) == ["tools", "tools.json"]
+    assert tools_json.read_text() == '{"tools": {"trace": {"cmd": "bash trace.sh"}}}'
