@@ -4,6 +4,7 @@ and local runs, slurm.py for SLURM jobs) starts from plan_runs; this module impo
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
 import shutil
 from dataclasses import dataclass, field
@@ -59,6 +60,21 @@ def _words(text: str, where: str, file: str | None = None) -> list[str]:
                         fix="close the quote, or quote the argument that contains it") from None
 
 
+def _only_copyable(folder: Path, where: str) -> None:
+    """The script folder is copied into every run directory: a FIFO, device or socket in it would stop the copy
+    (reading a FIFO blocks), so it is refused here, before anything is written. Links are copied as links."""
+    import stat
+
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            mode = os.lstat(path).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+                raise UserError("is a FIFO, device or socket in the model's script folder, which is copied into "
+                                "each run directory", file=path, where=where,
+                                fix="remove it, or move it out of the script's folder")
+
+
 def check_context(ctx: AdditionalContext, source: str | None = None) -> None:
     """What the context model cannot check alone and every runner needs; `validate` calls it too, so a context it
     passes is not refused by `run` later."""
@@ -111,7 +127,9 @@ def plan_runs(opts: RunOptions) -> tuple[AdditionalContext, list[str], list[Plan
     for card in cards:
         script = confined(opts.model_root, card.scripts, f"{card.name}.scripts", str(opts.models_file))
         if not script.is_file():
-            raise UserError("the model's script does not exist", file=str(script), where=f"{card.name}.scripts")
+            problem = "is not a regular file" if script.exists() else "does not exist"
+            raise UserError(f"the model's script {problem}", file=str(script), where=f"{card.name}.scripts")
+        _only_copyable(script.parent, f"{card.name}.scripts")
         if script.resolve().parent == opts.model_root.resolve():
             raise UserError("the model's script is in the folder of models.json itself: that whole folder would be "
                             f"copied as {SCRIPTS_DIR}", file=str(opts.models_file), where=f"{card.name}.scripts",

@@ -237,3 +237,15 @@ def test_install_that_cannot_place_the_wrapper_changes_nothing(tmp_path):
     assert_contract(code, err, allowed=(2,))
     assert sorted(p.name for p in tools_json.parent.iterdir()) == ["tools", "tools.json"]
     assert tools_json.read_text() == '{"tools": {"trace": {"cmd": "bash trace.sh"}}}'
+
+
+def test_a_fifo_in_the_script_folder_is_refused_before_anything_is_written(models, tmp_path):
+    """The script folder is copied into the run directory; a FIFO in it stopped the copy with the fix for a full
+    disk, after the output folder was made."""
+    os.mkfifo(models.parent / "scripts" / "ok" / "pipe")
+    out = tmp_path / "out"
+    code, _out, err = cli("run", "--tags", "ok_model", "--runner", "local", "--repo", models.parent,
+                          "--output-dir", out)
+    assert_contract(code, err, allowed=(2,))
+    assert "pipe" in err and "free space" not in err
+    assert not out.exists()
