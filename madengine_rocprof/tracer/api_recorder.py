@@ -64,6 +64,16 @@ def compiler(env=None) -> str | None:
     return None
 
 
+def _ours(place: Path) -> bool:
+    """A folder this user owns and no one else can write. The library found there is loaded into the workload: a
+    folder in the shared /tmp made by another user first could hold any code."""
+    try:
+        st = os.stat(place)
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
 def build(source: Path = SOURCE, folder: Path | None = None) -> Path:
     """Path of the compiled native library (the recorder, or another C file of native/), compiling it if this source
     version has no build yet (raises Unavailable)."""
@@ -72,7 +82,8 @@ def build(source: Path = SOURCE, folder: Path | None = None) -> Path:
     name = f"{source.stem}-{key}.so"
     places = [folder] if folder else [cache_dir(), Path(tempfile.gettempdir()) / f"madengine-rocprof-{os.getuid()}"]
     for place in places:
-        if (place / name).exists():  # built before (or put there for a machine without a compiler)
+        # built before (or put there for a machine without a compiler); only from a folder no one else can write
+        if _ours(place) and (place / name).is_file():
             return place / name
     cc = compiler()
     if cc is None:
@@ -81,7 +92,10 @@ def build(source: Path = SOURCE, folder: Path | None = None) -> Path:
     for place in places:
         target = place / name
         try:
-            place.mkdir(parents=True, exist_ok=True)
+            place.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not _ours(place):
+                tried.append(f"{place}: not a folder of this user that only this user can write")
+                continue
             fd, tmp = tempfile.mkstemp(prefix=f".{source.stem}-", suffix=".so", dir=place)
             os.close(fd)
         except OSError as exc:

@@ -71,7 +71,8 @@ def read(env: Mapping[str, str] | None = None, warn: Callable[[str], None] | Non
             if warn is None:
                 raise
             values[attr] = default
-            warn(f"{err.where}={err.what}: using the default ({default!r}); fix: {err.fix}")
+            shown = f" ({default!r})" if default != "" else ""
+            warn(f"{err.where}={err.what}: using the default{shown}; fix: {err.fix}")
     return values
 
 

@@ -249,3 +249,21 @@ def test_a_fifo_in_the_script_folder_is_refused_before_anything_is_written(model
     assert_contract(code, err, allowed=(2,))
     assert "pipe" in err and "free space" not in err
     assert not out.exists()
+
+
+def test_the_tracer_loads_no_native_library_from_a_folder_others_can_write(tmp_path, monkeypatch):
+    """The native recorder's fallback cache is /tmp/madengine-rocprof-<uid>, in a folder everyone can write: a
+    library planted there by another user first was loaded into the workload as it was."""
+    from madengine_rocprof.tracer import api_recorder
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    source = api_recorder.SOURCE
+    first = api_recorder.build(source, folder=tmp_path / "mine")  # the real build, in a folder of ours
+    planted = shared / first.name
+    planted.write_bytes(b"not the recorder")
+    monkeypatch.setattr(api_recorder, "compiler", lambda env=None: None)  # nothing could be built there either
+    with pytest.raises(api_recorder.Unavailable):
+        api_recorder.build(source, folder=shared)
+    assert api_recorder.build(source, folder=tmp_path / "mine") == first  # ours is still used

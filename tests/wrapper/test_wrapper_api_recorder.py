@@ -127,8 +127,8 @@ def test_runtime_rejects_an_unknown_recorder_choice(monkeypatch, tmp_path, capsy
     t, _torch = _traced(monkeypatch, tmp_path, MADENGINE_ROCPROF_TRACER_API="1",
                         MADENGINE_ROCPROF_TRACER_API_RECORDER="fast")
     try:
-        assert "MADENGINE_ROCPROF_TRACER_API_RECORDER='fast' is not one of interpose, activity; using interpose" in \
-            capsys.readouterr().err
+        assert "MADENGINE_ROCPROF_TRACER_API_RECORDER='fast' is not one of interpose, activity: using the default" \
+            in capsys.readouterr().err
         assert t.prof.api_recorder_choice == "interpose"
     finally:
         t.finish()

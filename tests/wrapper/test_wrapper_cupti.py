@@ -326,7 +326,8 @@ def test_runtime_driver_domain_writes_driver_calls_to_the_api_trace(monkeypatch,
 def test_runtime_unknown_api_domain_warns_and_records_runtime_calls(monkeypatch, tmp_path, capsys):
     t, _torch = _traced(monkeypatch, tmp_path, MADENGINE_ROCPROF_TRACER_API="1",
                         MADENGINE_ROCPROF_TRACER_API_DOMAIN="hsa")
-    assert "MADENGINE_ROCPROF_TRACER_API_DOMAIN='hsa' is not `runtime` or `driver`" in capsys.readouterr().err
+    assert "MADENGINE_ROCPROF_TRACER_API_DOMAIN='hsa' is not one of runtime, driver: using the default ('runtime')" \
+        in capsys.readouterr().err
     assert fake_cupti.record(5, **launch(1, 1000))
     t.finish()
 
