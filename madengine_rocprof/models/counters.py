@@ -23,10 +23,13 @@ _PMC_LIKE = re.compile(r"pmc\s*:", re.IGNORECASE)
 _HEADER = re.compile(r"^#\s*(description|architectures)\s*:\s*(.*)$", re.IGNORECASE)
 
 
+PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
 class CounterProfile(BaseModel):
     """A named set of counters: the pass plan (one list per pmc line) and the architectures it was checked for."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    name: str = Field(pattern=PROFILE_NAME.pattern)
     description: str = ""
     architectures: list[str] = Field(default_factory=list, description="gfx names the file claims to support")
     passes: list[list[str]] = Field(min_length=1, description="pass plan: one list of counters per pmc line")
@@ -78,6 +81,10 @@ def parse_counter_text(text: str, name: str, source: str | None = None) -> tuple
     Raises UserErrors listing every bad line.
     """
     errors: list[UserError] = []
+    if not PROFILE_NAME.match(name):  # the profile is known by this name (tools, `counters check NAME`, the registry)
+        errors.append(UserError(f"'{name}' (the file's name) cannot name a counter profile", file=source,
+                                fix="rename the file: letters, digits, '_', '.' and '-', starting with a letter "
+                                    "or digit, e.g. my_counters.txt"))
     passes: list[list[str]] = []
     lines_of: dict[str, int] = {}
     description = ""

@@ -267,3 +267,15 @@ def test_the_tracer_loads_no_native_library_from_a_folder_others_can_write(tmp_p
     with pytest.raises(api_recorder.Unavailable):
         api_recorder.build(source, folder=shared)
     assert api_recorder.build(source, folder=tmp_path / "mine") == first  # ours is still used
+
+
+@pytest.mark.parametrize("command", [("counters", "register"), ("counters", "check"), ("validate",)])
+@pytest.mark.parametrize("stem", ["we ird;name", "-x", "ü", ".hidden"])
+def test_a_counter_file_whose_name_cannot_name_a_profile_is_bad_input(tmp_path, command, stem):
+    """A counter file named `my counters.txt` (or `ü.txt`) reached the profile model unchecked: a pydantic
+    ValidationError, an internal error."""
+    path = tmp_path / f"{stem}.txt"
+    path.write_text("# architectures: gfx942\npmc: SQ_WAVES\n")
+    code, _out, err = cli(*command, "--", path)
+    assert_contract(code, err, allowed=(2,))
+    assert "cannot name a counter profile" in err and "rename the file" in err
