@@ -66,7 +66,8 @@ def _run(args: argparse.Namespace) -> int:
     code = run_models(RunOptions(
         tags=args.tags, context_file=context_file, context_json=args.additional_context,
         runner=args.runner, output_dir=Path(args.output_dir), timeout=args.timeout, hook_timeout=args.hook_timeout,
-        models_file=Path(args.repo) / args.models, first_outermost=args.first_tool_outermost, echo=not args.quiet))
+        models_file=Path(args.repo) / args.models, first_outermost=args.first_tool_outermost, echo=not args.quiet,
+        require_profilers=True))
     if selection is None:
         return code
     return max(code, _escalate_new_runs(args, Path(args.output_dir), started, selection))

@@ -10,7 +10,7 @@ from madengine_rocprof.models._common import parse_json_object, read_text_file
 from madengine_rocprof.models.context import validate_context
 from madengine_rocprof.registry import resolve_tools
 from madengine_rocprof.registry.store import check_tool_references, tool_from_data
-from madengine_rocprof.runner.planning import check_context
+from madengine_rocprof.runner.planning import check_context, unrunnable_here
 
 TOOL_ONLY_KEYS = {
     "profiler",
@@ -112,6 +112,11 @@ def validate_file(path: str, archs: list[str] | None = None, counter_defs: str |
                             "as an option value (add ' --' at the end)")
     if problems:
         raise UserErrors(problems)
+    import os
+
+    # about this machine, not the file (the config may be meant for a container or a cluster): a note on stderr
+    for err in unrunnable_here([r.name for r in resolved if not r.cmd_overridden], dict(os.environ)):
+        print(f"note: {path}: {err.what}: `run --runner local` refuses it here; {err.fix}", file=sys.stderr)
     summary = f"OK {path}: config, tools: {', '.join(r.name for r in resolved) or '(none)'}"
     return "\n".join([summary] + [f"  warning: {w}" for w in warnings])
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from madengine_rocprof.errors import UserError, from_os_error
+from madengine_rocprof.errors import UserError, UserErrors, from_os_error
 from madengine_rocprof.models import AdditionalContext, ScriptRef
 from madengine_rocprof.registry.store import BUILTIN_COUNTERS_DIR
 from madengine_rocprof.runner import host, stopping
@@ -35,6 +35,7 @@ from madengine_rocprof.runner.planning import (
     run_dir_name,
     set_aside,
     settle_previous,
+    unrunnable_here,
 )
 from madengine_rocprof.runner.record import RunRecord, git_commit, say, write_results
 from madengine_rocprof.runner.results import count_lines
@@ -97,6 +98,11 @@ def run_models(opts: RunOptions) -> int:
     if runner == "docker" and not ctx.MAD_CONTAINER_IMAGE:
         for item in planned:  # a missing Dockerfile is bad input: refuse before anything is written
             select_dockerfile(opts.model_root, item.card.dockerfile, vendor, ctx.guest_os if vendor != "CPU" else None)
+    if runner == "local" and opts.require_profilers:  # refused before anything runs or is written
+        problems = [p for item in planned for p in unrunnable_here(item.chain.profiler_tools,
+                                                                   {**os.environ, **item.chain.env})]
+        if problems:
+            raise UserErrors(list({str(p): p for p in problems}.values()))
     out_dir = opts.output_dir.resolve()
     for item in planned:
         check_run_dir(out_dir, run_dir_name(item))

@@ -36,6 +36,9 @@ class RunOptions:
     first_outermost: bool = False
     echo: bool = True
     repo: Path = field(default_factory=lambda: PACKAGE_ROOT)  # the plugin: wrapper script, counters
+    # local runner: refuse, before anything runs, a tool whose profiler this machine lacks (the `run` command);
+    # escalation passes run anyway and record the wrapper's no_profiler outcome in their report
+    require_profilers: bool = False
 
     @property
     def model_root(self) -> Path:
@@ -229,3 +232,27 @@ def settle_previous(ws: Path, status: str) -> str | None:
             kept.parent.rmdir()  # only when no other run is kept there
         return None
     return f"[run] the previous run of {ws.name} is kept in {kept}"
+
+
+def unrunnable_here(tool_names: list[str], env: dict[str, str]) -> list[UserError]:
+    """Tools whose profile needs a profiler this machine lacks (counters or PC sampling without rocprofv3 or ncu):
+    the wrapper would refuse them inside the run (no_profiler). One error per tool, with the reason."""
+    from madengine_rocprof.registry import get_tool
+    from madengine_rocprof.wrapper import detect, planner
+
+    problems = []
+    for name in tool_names:
+        tool = get_tool(name)
+        if tool.profiler != "rocprofv3":
+            continue
+        core = planner.PROFILE_ALIASES.get(tool.core_profile or "", tool.core_profile)
+        kind = planner.PROFILE_KINDS.get(core or "") or (
+            "counters" if tool.counters else "pc_sampling" if tool.pc_sampling else "trace")
+        try:
+            detect.choose(None, kind, env)
+        except UserError as err:
+            problems.append(UserError(f"tool '{name}' cannot run on this machine: {err.what}", where="tools",
+                                      fix="run it where rocprofv3 or ncu is installed (--runner docker uses the "
+                                          "container's, --runner slurm the nodes'), or choose a trace tool such as "
+                                          "rocprofv3_lightweight"))
+    return problems

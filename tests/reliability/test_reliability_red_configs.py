@@ -279,3 +279,25 @@ def test_a_counter_file_whose_name_cannot_name_a_profile_is_bad_input(tmp_path, 
     code, _out, err = cli(*command, "--", path)
     assert_contract(code, err, allowed=(2,))
     assert "cannot name a counter profile" in err and "rename the file" in err
+
+
+def test_a_local_run_of_a_tool_this_machine_cannot_run_is_refused_before_anything_runs(models, tmp_path,
+                                                                                       monkeypatch):
+    """A counters tool on a machine without rocprofv3 or ncu: `validate` said OK, and `run --runner local` ran the
+    workload, made a run directory and failed with no_profiler (exit 1). Now validate notes it, run refuses it."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no profiler on PATH
+    monkeypatch.setenv("MADENGINE_ROCPROF_PROFILER", "")
+    from madengine_rocprof.wrapper import detect
+
+    if any(detect.find(name, os.environ) for name in ("rocprofv3", "rocprof", "ncu")):
+        pytest.skip("a counter profiler is installed here")
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"tools": [{"name": "rocprofv3_compute"}]}))
+    v_code, _out, v_err = cli("validate", config)
+    assert v_code == 0 and "rocprofv3_compute' cannot run on this machine" in v_err
+    out = tmp_path / "out"
+    code, _out, err = cli("run", "--tags", "ok_model", "--runner", "local", "--repo", models.parent,
+                          "--output-dir", out, "--additional-context-file", config)
+    assert_contract(code, err, allowed=(2,))
+    assert "cannot run on this machine" in err and "--runner docker" in err
+    assert not out.exists()
