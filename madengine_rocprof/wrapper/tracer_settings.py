@@ -52,6 +52,7 @@ TABLE: dict[str, tuple[str, Callable[[Mapping[str, str], str], Any], Any]] = {
     "memcpy": ("MEMCPY", _flag(), False),
     "stats": ("STATS", _flag(), False),
     "mangled": ("MANGLED", _flag(), False),
+    "native_rows": ("NATIVE_ROWS", _flag(True), True),  # read by tracer/native_rows.enabled; checked here
     "backend": ("BACKEND", _choice(BACKENDS, "auto"), "auto"),
     "api_domain": ("API_DOMAIN", _choice(API_DOMAINS, "runtime"), "runtime"),
     # "" (unset): the tracer picks (interpose, or activity records for the driver domain)

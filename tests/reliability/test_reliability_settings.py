@@ -22,7 +22,7 @@ from madengine_rocprof.wrapper.options import parse
 from .contract_helpers import REPO
 
 NUMBERS = ["SKIP_STEPS", "STEPS", "DELAY_S", "MAX_SECONDS", "MAX_KERNELS", "BUFFER_MB"]
-FLAGS = ["CPU", "TRUNCATE", "CORRELATION", "API", "MEMCPY", "STATS", "MANGLED"]
+FLAGS = ["CPU", "TRUNCATE", "CORRELATION", "API", "MEMCPY", "STATS", "MANGLED", "NATIVE_ROWS"]
 CHOICES = ["BACKEND", "API_DOMAIN", "API_RECORDER"]
 BAD_NUMBERS = ["abc", "nan", "inf", "-inf", "1e400", "-1", "1_000", "٣", "0x10", "99999999999999999999999"]
 
@@ -30,10 +30,10 @@ BAD_NUMBERS = ["abc", "nan", "inf", "-inf", "1e400", "-1", "1_000", "٣", "0x10"
 def test_the_table_names_every_variable_the_tracer_documents():
     suffixes = {suffix for suffix, _r, _d in settings.TABLE.values()}
     assert set(NUMBERS) | set(FLAGS) | set(CHOICES) == suffixes
-    from madengine_rocprof.tracer import runtime
+    from madengine_rocprof.tracer import native_rows, runtime
 
     for suffix in suffixes:
-        assert settings.PREFIX + suffix in runtime.__doc__, suffix
+        assert settings.PREFIX + suffix in (runtime.__doc__ or "") + (native_rows.__doc__ or ""), suffix
 
 
 @pytest.mark.parametrize("bad", BAD_NUMBERS)
