@@ -239,7 +239,9 @@ class _Tracer:
                     self.t_stopped = time.monotonic()
                     self._write()
             except Exception as exc:  # broad: at exit the app's result must stand; the error is printed
-                print(f"{TAG} error: could not write the trace: {exc!r}{_disk_full_hint(self.out)}", file=sys.stderr)
+                where = f" ({exc.strerror}: {exc.filename})" if isinstance(exc, OSError) and exc.filename else ""
+                print(f"{TAG} error: could not write the trace: {exc!r}{where}{_disk_full_hint(self.out)}",
+                      file=sys.stderr)
             finally:
                 self.writer = None
         if self.deferred:
