@@ -16,6 +16,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.models import AdditionalContext, ScriptRef
 from madengine_rocprof.registry import counter_profile_path, resolve_tools
@@ -79,6 +80,12 @@ def build_chain(ctx: AdditionalContext, model_command: str, *, workspace: str, p
         chain.env.update(tool.env_vars)
         if definition.profiler == "sampler":
             mode = sampler_mode(tool.name, tool.env_vars)
+            # checked here, before anything runs: the sampler would fail alone in the background (NaN, Infinity)
+            try:
+                inputs.env_number(tool.env_vars, f"{mode.upper()}_SAMPLING_RATE", 0.1, low=0.001, high=3600)
+            except UserError as err:
+                err.where = f"tools.{tool.name}.env_vars.{err.where}"
+                raise
             name = Path(tool.env_vars.get(f"{mode.upper()}_OUTPUT_FILE") or f"{tool.name}_output.csv").name
             chain.samplers.append(Sampler(tool.name, mode, {k: v for k, v in tool.env_vars.items()
                                                             if k.startswith(mode.upper() + "_")}, name))

@@ -35,8 +35,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             args.rate = float(raw)
         except ValueError:
             p.error(f"{env}_SAMPLING_RATE='{raw}' is not a number of seconds")
-    if args.rate <= 0:
-        p.error(f"sampling period must be > 0 seconds, got {args.rate}")
+    if not 0 < args.rate <= 3600:  # NaN fails this too (time.sleep refuses it, Infinity never wakes)
+        p.error(f"sampling period must be a number of seconds in (0, 3600], got {args.rate}")
     args.output = args.output or os.environ.get(f"{env}_OUTPUT_FILE", f"gpu_info_{args.mode}_profiler_output.csv")
     return args
 

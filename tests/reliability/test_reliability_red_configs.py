@@ -301,3 +301,20 @@ def test_a_local_run_of_a_tool_this_machine_cannot_run_is_refused_before_anythin
     assert_contract(code, err, allowed=(2,))
     assert "cannot run on this machine" in err and "--runner docker" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("rate", ["nan", "inf", "abc", "0"])
+def test_a_sampling_rate_the_sampler_cannot_use_is_refused_before_the_run(models, tmp_path, rate):
+    """POWER_SAMPLING_RATE=nan passed the sampler's `<= 0` check: time.sleep(nan) killed it in the background (inf:
+    it never woke), and the run went on without samples."""
+    context = {"tools": [{"name": "gpu_info_power_profiler", "env_vars": {"POWER_SAMPLING_RATE": rate}}]}
+    out = tmp_path / "out"
+    code, _out, err = cli("run", "--tags", "ok_model", "--runner", "local", "--repo", models.parent,
+                          "--output-dir", out, "--additional-context", json.dumps(context))
+    assert_contract(code, err, allowed=(2,))
+    assert "gpu_info_power_profiler" in err and "POWER_SAMPLING_RATE" in err
+    assert not out.exists()
+    from madengine_rocprof.samplers.__main__ import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["power", "--rate", rate if rate != "abc" else "nan"])
