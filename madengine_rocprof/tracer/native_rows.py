@@ -28,8 +28,16 @@ why_not = ""  # why the native converter is not used (for tests and the summary)
 
 
 def enabled(env=None) -> bool:
-    env = os.environ if env is None else env
-    return env.get(ENV_SWITCH, "1").strip().lower() not in ("0", "no", "off", "false")
+    """MADENGINE_ROCPROF_TRACER_NATIVE_ROWS read by the tracer settings' rules (on/off words); a bad value keeps the
+    default, on (the wrapper refuses it before the app starts)."""
+    from madengine_rocprof.errors import UserError
+    from madengine_rocprof.wrapper import tracer_settings as settings
+
+    suffix, reader, default = settings.TABLE["native_rows"]
+    try:
+        return bool(reader(os.environ if env is None else env, settings.PREFIX + suffix))
+    except UserError:
+        return bool(default)
 
 
 def describe(env) -> str:

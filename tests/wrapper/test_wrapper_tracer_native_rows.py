@@ -374,3 +374,10 @@ def test_the_cupti_backends_chrome_trace_is_read_natively_with_the_dicts_rows(tm
     assert native_rows.why_not == "" and count == 300
     from_dict = convert.write_files(convert.from_dict(trace), str(tmp_path / "dict"), "1_", cpu=False, stats=True)
     assert [Path(p).read_bytes() for p in native] == [Path(p).read_bytes() for p in from_dict]
+
+
+@pytest.mark.parametrize("value,expected", [("0", False), ("off", False), ("false", False), ("1", True),
+                                            ("on", True), ("", True), ("maybe", True)])
+def test_the_switch_is_read_by_the_tracer_settings_rules(value, expected):
+    """The words the wrapper accepts turn the native converter off; a value it refuses keeps the default (on)."""
+    assert native_rows.enabled({native_rows.ENV_SWITCH: value}) is expected
