@@ -23,6 +23,7 @@ from __future__ import annotations
 import array
 import contextlib
 import gzip
+import json
 import queue
 import re
 import threading
@@ -233,6 +234,7 @@ def _events(stream: _Stream, handle) -> _Meta:
         if events is None:
             stream.fill()  # no candidate end decoded (a string holding `}, {`, or a huge event): take in more
             continue
+        _no_repeated_event_keys(stream, stream.buffer[:cut], len(events), seen)
         handle(events, seen)
         seen += len(events)
         comma = stream.buffer.index(b",", cut)  # the comma between this block's last event and the next one
@@ -292,6 +294,7 @@ def _last_block(stream: _Stream, head: bytes, handle, seen: int) -> _Meta:
             error = error or err
             continue
         _no_repeated_keys(stream, head + b"]" + rest[close + 1:])
+        _no_repeated_event_keys(stream, rest[:close], len(events), seen)
         handle(events, seen)
         return meta
     try:  # say where the events stop being JSON (a truncated file: at its end)
@@ -318,6 +321,40 @@ def _no_repeated_keys(stream: _Stream, outside: bytes) -> None:
     except UserError as err:  # its line and column would count in the keys alone: name the top level instead
         raise UserError(err.what.replace("invalid JSON: ", ""), file=str(stream.path),
                         where="$ (the keys around traceEvents)", fix=FIX) from None
+
+
+# The keys whose repetition inside one event would change a number: the decoder keeps the last of two. Counting a
+# key costs about 0.5 s per GB of trace, so only the two times are counted (a repeated name stays unchecked).
+_COUNTED_KEYS = (b'"ts"', b'"dur"')
+_EVENT_KEYS = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
+_REPEATED = "\0repeated"  # a key no JSON text gives: marks an object that gave one of _EVENT_KEYS twice
+
+
+def _mark_repeats(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _v in items]
+    twice = [k for k in _EVENT_KEYS if keys.count(k) > 1]
+    return {**dict(items), _REPEATED: twice[0]} if twice else dict(items)
+
+
+def _no_repeated_event_keys(stream: _Stream, block: bytes, count: int, seen: int) -> None:
+    """An event that gives `ts` or `dur` twice is refused (exit 2), and any of its own keys once the block is parsed:
+    the decoder would read the last silently.
+
+    Cheap in the common case: `"ts"` appears in the raw text only as a key or a whole string value (a quote inside
+    a string is escaped), so while each counted key appears at most once per event nothing is repeated. A higher
+    count (a repeat, or the same word as an args key or a value) sends the block to the standard parser, which names
+    the event that repeats a key of its own (args are not checked)."""
+    if all(block.count(key) <= count for key in _COUNTED_KEYS):
+        return
+    try:
+        events = json.loads(b"[" + block + b"]", object_pairs_hook=_mark_repeats)
+    except ValueError:
+        return  # msgspec decoded it; what the stricter parser refuses is not a repeated key
+    for index, event in enumerate(events):
+        if isinstance(event, dict) and _REPEATED in event:
+            raise UserError(f'an event gives "{event[_REPEATED]}" twice', file=str(stream.path),
+                            where=f"$.traceEvents[{seen + index}]",
+                            fix="write each key once per event (was the trace edited, or two traces joined?)")
 
 
 def _validation(stream: _Stream, err: msgspec.ValidationError, seen: int) -> UserError:

@@ -317,6 +317,27 @@ def test_kineto_trace_events_given_twice_is_exit_2(tmp_path):
     assert "traceEvents" in err and "twice" in err, err
 
 
+@pytest.mark.parametrize("key,first,second", [("dur", "2.0", "7.0"), ("ts", "1.0", "9.0")])
+def test_kineto_event_giving_a_key_twice_is_exit_2(tmp_path, key, first, second):
+    """`"dur": 2.0, "dur": 7.0` in one event: msgspec keeps the last, Python's json too; the number is ambiguous, so
+    every reader refuses it and names the event. A key of the same name inside args is not a repeat."""
+    event = {"ph": "X", "cat": "kernel", "name": "kA", "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0,
+             "args": {"device": 0, "stream": 7, "name": "not a repeat", "ts": "nor this"}}
+    text = json.dumps(event)
+    twice = text.replace(f'"{key}": {json.dumps(event[key])}', f'"{key}": {first}, "{key}": {second}', 1)
+    assert twice != text
+    run = tmp_path / "run"
+    _write(run / "rank0.pt.trace.json", json.dumps({"schemaVersion": 1, "traceEvents": [event, event]})
+           .replace(text, twice, 1))
+    assert _decisions(tmp_path, run, "rank0.pt.trace.json") == [True, True, True]
+    _, _, err = cli("report", run, "-q")
+    assert f'"{key}" twice' in err and "traceEvents[0]" in err, err
+    ok = tmp_path / "ok"  # args keys named like event keys: read as before
+    _write(ok / "rank0.pt.trace.json", json.dumps({"schemaVersion": 1, "traceEvents": [event, event]}))
+    code, out, err = cli("report", ok, "-q")
+    assert code == 0, err
+
+
 def test_results_json_kernel_id_naming_two_kernels_is_exit_2(tmp_path):
     """kernel_symbols listing one kernel_id twice with two names: its dispatches counted under the last, exit 0."""
     doc = json.loads(_results_json([(100, 400)]))
