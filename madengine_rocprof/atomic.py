@@ -1,6 +1,10 @@
 """Write a file so that readers see either the old file or the whole new one: a temporary file beside the target,
 then a rename. On any error the target is untouched and the temporary file is removed.
 
+A target that is a device or a pipe (`--json /dev/null`, `/dev/stdout`, a FIFO, or a link to one) is written
+straight through: there is no file to replace, and renaming over it would replace the device node itself (as root,
+/dev/null became a regular file). A FIFO without a reader is an error rather than a wait.
+
 Standard library only: the wrapper bundle (zipapp) carries this module into containers.
 """
 from __future__ import annotations
@@ -23,16 +27,43 @@ def _final_mode(path: str) -> int:
         return 0o666 & ~umask
 
 
+def _stream_target(path: str) -> bool:
+    """True when `path` (followed through links) is a character device, a FIFO or a socket: written, not replaced."""
+    try:
+        kind = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(kind) or stat.S_ISFIFO(kind) or stat.S_ISSOCK(kind)
+
+
+def _open_stream(path: str, mode: str, kwargs: dict[str, Any]):
+    flags = os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
+    if stat.S_ISFIFO(os.stat(path).st_mode):
+        try:  # no reader: ENXIO now, instead of blocking until one comes
+            fd = os.open(path, flags | os.O_NONBLOCK)
+        except OSError as err:
+            raise OSError(err.errno, f"{path} is a pipe with no reader (start the reader first, or write to a file)",
+                          path) from None
+        os.set_blocking(fd, True)
+    else:
+        fd = os.open(path, flags)
+    return os.fdopen(fd, mode, **kwargs)
+
+
 @contextlib.contextmanager
 def atomic_file(path, mode: str = "w"):
     """`with atomic_file(p) as fh: ...`; text mode writes UTF-8 with newlines as given."""
     path = os.fspath(path)
+    kwargs: dict[str, Any] = {} if "b" in mode else {"encoding": "utf-8", "newline": ""}
+    if _stream_target(path):
+        with _open_stream(path, mode, kwargs) as stream:
+            yield stream
+        return
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     final_mode = _final_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
     try:
-        kwargs: dict[str, Any] = {} if "b" in mode else {"encoding": "utf-8", "newline": ""}
         with os.fdopen(fd, mode, **kwargs) as fh:
             os.fchmod(fh.fileno(), final_mode)
             yield fh

@@ -151,3 +151,62 @@ def test_generated_commands_quote_the_output_folder(tmp_path, monkeypatch):
     assert code == 0, json.loads((ws / "run.json").read_text())["failures"]
     assert (ws / "profiler" / "manifest.json").is_file()
     assert not list(Path(tmp_path).rglob("INJECTED"))
+
+
+# ---------------------------------------------------------------- outputs that are devices or pipes
+def _null_device(folder: Path) -> Path:
+    """A private /dev/null (character device 1,3) in `folder`: the real one is never put at risk by a test."""
+    import stat as stat_
+
+    import pytest
+
+    node = folder / "null"
+    try:
+        os.mknod(node, stat_.S_IFCHR | 0o666, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("making a device node needs root (CI and the dev machine run as root)")
+    return node
+
+
+def test_an_output_that_is_a_device_is_written_through_not_replaced(tmp_path):
+    """`--json /dev/null` as root replaced /dev/null with a regular file (the atomic writer renamed its temporary
+    file over the device node); later readers of /dev/null got that file's text. A device, or a link to one, is now
+    written straight through."""
+    import stat as stat_
+
+    from madengine_rocprof.atomic import write_json
+
+    node = _null_device(tmp_path)
+    link = tmp_path / "out.json"
+    link.symlink_to(node)
+    for target in (node, link):
+        write_json(target, {"a": 1})
+        assert stat_.S_ISCHR(os.stat(node).st_mode) and node.read_bytes() == b""
+    assert link.is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == ["null", "out.json"]  # no temp file
+    run = tmp_path / "run"
+    (run / "n").mkdir(parents=True)
+    (run / "n" / "1_kernel_trace.csv").write_bytes((FIXTURES / "kernel_trace.csv").read_bytes())
+    code = cli_main(["report", str(run), "-q", "--json", str(node)])
+    assert code == 0 and stat_.S_ISCHR(os.stat(node).st_mode)
+
+
+def test_an_output_that_is_a_pipe_is_written_to_its_reader_and_refused_without_one(tmp_path):
+    import pytest
+
+    from madengine_rocprof.atomic import write_json
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="no reader"):  # not a wait for a reader that never comes
+        write_json(fifo, {"a": 1})
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    for _ in range(200):  # the reader must have opened its end before the writer opens its own
+        try:
+            write_json(fifo, {"a": 1})
+            break
+        except OSError:
+            threading.Event().wait(0.01)
+    reader.join(10)
+    assert json.loads(got[0]) == {"a": 1}
