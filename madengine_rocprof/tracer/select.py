@@ -32,30 +32,27 @@ def choose(setting: str | None, *, cuda: bool, cupti_error: str | None) -> tuple
                      "CUDA GPU and cupti-python importable"), warning
 
 
-def cupti_python_version() -> str | None:
-    """Installed cupti-python's version in this Python (without importing it), or None."""
+def _installed_version(module: str, distribution: str) -> str | None:
+    """`distribution`'s version when `module` is importable in this Python (found, not imported), else None."""
     import importlib.metadata
     import importlib.util
 
     try:
-        if importlib.util.find_spec("cupti") is None:
+        if importlib.util.find_spec(module) is None:
             return None
-        return importlib.metadata.version("cupti-python")
+        return importlib.metadata.version(distribution)
     except (ImportError, ValueError, importlib.metadata.PackageNotFoundError):
         return None
+
+
+def cupti_python_version() -> str | None:
+    """Installed cupti-python's version in this Python (without importing it), or None."""
+    return _installed_version("cupti", "cupti-python")
 
 
 def torch_version() -> str | None:
     """torch's version in this Python (without importing it), or None when torch is not installed."""
-    import importlib.metadata
-    import importlib.util
-
-    try:
-        if importlib.util.find_spec("torch") is None:
-            return None
-        return importlib.metadata.version("torch")
-    except (ImportError, ValueError, importlib.metadata.PackageNotFoundError):
-        return None
+    return _installed_version("torch", "torch")
 
 
 NO_TORCH = ("torch is not installed in this Python ({python}): the embedded tracer runs inside the traced Python "
