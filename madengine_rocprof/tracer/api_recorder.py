@@ -118,6 +118,16 @@ def build(source: Path = SOURCE, folder: Path | None = None) -> Path:
     raise Unavailable(f"no writable folder for the native {source.stem}: " + "; ".join(tried))
 
 
+def load(source: Path, version_symbol: str, version: int, what: str, native_path: Path | None = None):
+    """`source` built with the system's C compiler (or the library at `native_path`) and loaded, checked to be the
+    version this module reads: its `version_symbol()` returns `version`. Raises Unavailable otherwise."""
+    lib = ctypes.CDLL(str(native_path or build(source)))
+    got = getattr(lib, version_symbol)()
+    if got != version:
+        raise Unavailable(f"{what} version {got}, this module reads {version}")
+    return lib
+
+
 def read_source(source: Path) -> bytes:
     """The C source's bytes, also from the wrapper's zip archive (madengine_rocprof_wrapper.pyz), where the package's
     files are no files on disk; raises Unavailable when it is in neither place."""

@@ -151,9 +151,7 @@ class NativeBuffers:
     own cost with). The C state is one per process, like CUPTI's registration."""
 
     def __init__(self, size: int = BUFFER_BYTES, *, keep: bool = True, native_path: Path | None = None) -> None:
-        n = self.native = ctypes.CDLL(str(native_path or api_recorder.build(BUFFERS_SOURCE)))
-        if n.cupti_buffers_version() != 1:
-            raise api_recorder.Unavailable(f"native buffers version {n.cupti_buffers_version()}, this module reads 1")
+        n = self.native = api_recorder.load(BUFFERS_SOURCE, "cupti_buffers_version", 1, "native buffers", native_path)
         n.cupti_buffers_configure.argtypes = [ctypes.c_size_t, ctypes.c_int]
         n.cupti_buffers_configure.restype = ctypes.c_int
         n.cupti_buffers_prefill.argtypes = [ctypes.c_size_t]

@@ -54,10 +54,7 @@ class Writer:
     """The compiled C writer (raises api_recorder.Unavailable where it cannot be built)."""
 
     def __init__(self, native_path: Path | None = None) -> None:
-        n = self.native = ctypes.CDLL(str(native_path or api_recorder.build(SOURCE)))
-        if n.cupti_json_version() != VERSION:
-            raise api_recorder.Unavailable(f"native trace writer version {n.cupti_json_version()}, this module reads"
-                                           f" {VERSION}")
+        n = self.native = api_recorder.load(SOURCE, "cupti_json_version", VERSION, "native trace writer", native_path)
         n.cupti_json_new.argtypes = [ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t, ctypes.c_void_p]
         n.cupti_json_new.restype = ctypes.c_void_p
         n.cupti_json_free.argtypes = [ctypes.c_void_p]
