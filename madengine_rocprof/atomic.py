@@ -27,18 +27,19 @@ def _final_mode(path: str) -> int:
         return 0o666 & ~umask
 
 
-def _stream_target(path: str) -> bool:
-    """True when `path` (followed through links) is a character device, a FIFO or a socket: written, not replaced."""
+def _stream_kind(path: str) -> int | None:
+    """The st_mode of `path` (followed through links) when it is a character device, a FIFO or a socket (written,
+    not replaced); None for anything else, or nothing there."""
     try:
         kind = os.stat(path).st_mode
     except OSError:
-        return False
-    return stat.S_ISCHR(kind) or stat.S_ISFIFO(kind) or stat.S_ISSOCK(kind)
+        return None
+    return kind if stat.S_ISCHR(kind) or stat.S_ISFIFO(kind) or stat.S_ISSOCK(kind) else None
 
 
-def _open_stream(path: str, mode: str, kwargs: dict[str, Any]):
+def _open_stream(path: str, kind: int, mode: str, kwargs: dict[str, Any]):
     flags = os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
-    if stat.S_ISFIFO(os.stat(path).st_mode):
+    if stat.S_ISFIFO(kind):
         try:  # no reader: ENXIO now, instead of blocking until one comes
             fd = os.open(path, flags | os.O_NONBLOCK)
         except OSError as err:
@@ -55,8 +56,9 @@ def atomic_file(path, mode: str = "w"):
     """`with atomic_file(p) as fh: ...`; text mode writes UTF-8 with newlines as given."""
     path = os.fspath(path)
     kwargs: dict[str, Any] = {} if "b" in mode else {"encoding": "utf-8", "newline": ""}
-    if _stream_target(path):
-        with _open_stream(path, mode, kwargs) as stream:
+    kind = _stream_kind(path)
+    if kind is not None:
+        with _open_stream(path, kind, mode, kwargs) as stream:
             yield stream
         return
     folder = os.path.dirname(os.path.abspath(path))

@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 
+from madengine_rocprof.atomic import atomic_write
 from madengine_rocprof.samplers.backends import NoBackend, open_backend
 from madengine_rocprof.samplers.sampler import MODES, StopFlag, parse_devices, run
 
@@ -41,13 +42,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def write_atomically_empty(path: str, columns: list[str]) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", newline="") as f:
-        f.write(",".join(columns) + "\n")
-    os.replace(tmp, path)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     stop = StopFlag(args.stop_file)
@@ -56,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         backend = open_backend(args.backend)
     except NoBackend as err:
-        write_atomically_empty(args.output, ["time"])
+        atomic_write(args.output, "time\n")  # the header only: readers see a CSV, never a half-written one
         print(f"gpu_info_{args.mode}_profiler: {err}", file=sys.stderr)
         return EXIT_NO_TELEMETRY
     try:
