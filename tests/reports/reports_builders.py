@@ -159,3 +159,15 @@ def make_tt_run(root: Path, version: str, steps: int = 3, tool: str = "rocprofv3
         )
     )
     return run_dir
+
+
+def exact_union(intervals) -> int:
+    """Exact length of a union of [start, end) integer intervals, by a sweep over sorted starts: the independent
+    computation the readers' busy, self and inclusive times are checked against."""
+    total, reach = 0, None
+    for start, end in sorted(intervals):
+        if reach is None or start >= reach:
+            total, reach = total + end - start, end
+        elif end > reach:
+            total, reach = total + end - reach, end
+    return total

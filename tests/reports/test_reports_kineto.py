@@ -21,6 +21,8 @@ from madengine_rocprof.reports import load_runs
 from madengine_rocprof.reports.discover import classify
 from madengine_rocprof.reports.kineto_reader import to_ns
 
+from .reports_builders import exact_union
+
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "kineto"
 HTA = json.loads((FIXTURES / "hta_values.json").read_text())
 FOLDERS = sorted(HTA["folders"])
@@ -47,16 +49,6 @@ def events(trace: dict, *categories: str) -> list[dict]:
 def interval(trace: dict, event: dict) -> tuple[int, int]:
     start = int(trace.get("baseTimeNanoseconds") or 0) + exact_ns(event["ts"])
     return start, start + exact_ns(event["dur"])
-
-
-def union(intervals) -> int:
-    total, until = 0, None
-    for start, end in sorted(intervals):
-        if until is None or start >= until:
-            total, until = total + end - start, end
-        elif end > until:
-            total, until = total + end - until, end
-    return total
 
 
 def merged_groups(intervals) -> int:
@@ -108,7 +100,7 @@ def busy_per_device(trace: dict, *categories: str) -> dict[str, int]:
     for e in events(trace, *categories):
         device = (e.get("args") or {}).get("device", e.get("pid"))
         per.setdefault(f"GPU {device}", []).append(interval(trace, e))
-    return {device: union(spans) for device, spans in per.items()}
+    return {device: exact_union(spans) for device, spans in per.items()}
 
 
 def run_of(folder: str):
@@ -257,11 +249,11 @@ def test_cpu_only_trace_reports_operators_with_self_time():
         for o in ops:
             if o[0] == name:
                 per_thread.setdefault(o[1], []).append((o[2], o[3]))
-        assert stats.total_ns == sum(union(v) for v in per_thread.values())
+        assert stats.total_ns == sum(exact_union(v) for v in per_thread.values())
     threads: dict = {}
     for o in ops:
         threads.setdefault(o[1], []).append((o[2], o[3]))
-    assert sum(k.self_ns or 0 for k in source.kernels.values()) == sum(union(v) for v in threads.values())
+    assert sum(k.self_ns or 0 for k in source.kernels.values()) == sum(exact_union(v) for v in threads.values())
 
 
 # --- exact time

@@ -19,7 +19,7 @@ from madengine_rocprof.reports import build_report, load_runs
 from madengine_rocprof.reports.pftrace_reader import read_slices
 
 from .pftrace_writer import Record, write_pftrace
-from .reports_builders import expected_from_dispatches, random_dispatches, write_trace
+from .reports_builders import exact_union, expected_from_dispatches, random_dispatches, write_trace
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "rocprofv3" / "docs-data"
 
@@ -47,19 +47,6 @@ def real_records() -> list[Record]:
 
 def kernel_table(run) -> dict:
     return {k["name"]: (k["calls"], k["total_ns"], k["min_ns"], k["max_ns"]) for k in run["kernels"]}
-
-
-def union(intervals) -> int:
-    """Exact length of a union of [start, end) intervals, by a sweep over sorted ends."""
-    total, reach = 0, None
-    for start, end in sorted(intervals):
-        if reach is None or start >= reach:
-            total += end - start
-            reach = end
-        elif end > reach:
-            total += end - reach
-            reach = end
-    return total
 
 
 @pytest.mark.parametrize("sdk_encoding", [True, False])
@@ -106,7 +93,7 @@ def test_busy_time_is_an_exact_union_per_device(tmp_path):
     write_pftrace(tmp_path / "run" / "1_results.pftrace", records)
     run = load_runs([tmp_path / "run"])[0]
     devices = {d.device: d for d in run.timing[0].devices}
-    assert devices["agent 1"].busy_ns == union([(0, 100), (50, 180), (300, 400)]) == 280
+    assert devices["agent 1"].busy_ns == exact_union([(0, 100), (50, 180), (300, 400)]) == 280
     assert devices["agent 2"].busy_ns == 1000
 
 

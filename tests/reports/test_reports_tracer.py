@@ -12,6 +12,8 @@ import pytest
 
 from madengine_rocprof.cli import main
 
+from .reports_builders import exact_union
+
 pytest.importorskip("torch")
 
 
@@ -64,16 +66,6 @@ def test_report_matches_the_tracers_own_stats(tracer_run, tmp_path, capsys):
     assert sum(e["ph"] == "X" for e in trace["traceEvents"]) == run["summary"]["dispatches"]
 
 
-def _union(intervals: list[tuple[int, int]]) -> int:
-    total, until = 0, None
-    for start, end in sorted(intervals):
-        if until is None or start >= until:
-            total, until = total + end - start, end
-        elif end > until:
-            total, until = total + end - until, end
-    return total
-
-
 def test_cpu_operators_are_not_double_counted(tracer_run):
     """Inclusive time per name and self time, checked against an exact computation on the tracer's kernel trace."""
     from madengine_rocprof.reports import load_runs
@@ -88,13 +80,13 @@ def test_cpu_operators_are_not_double_counted(tracer_run):
             threads.setdefault(row["Thread_Id"], []).append(interval)
     inclusive: dict[str, int] = {}
     for (name, _), intervals in calls.items():
-        inclusive[name] = inclusive.get(name, 0) + _union(intervals)
+        inclusive[name] = inclusive.get(name, 0) + exact_union(intervals)
     (run,) = load_runs([tracer_run])
     (source,) = run.timing
     assert source.cpu_operators and source.devices == []  # no device timeline for CPU operators
     assert {name: k.total_ns for name, k in source.kernels.items()} == inclusive
     # every instant a thread spends in an operator is the self time of exactly one operator
-    assert sum(k.self_ns or 0 for k in source.kernels.values()) == sum(_union(i) for i in threads.values())
+    assert sum(k.self_ns or 0 for k in source.kernels.values()) == sum(exact_union(i) for i in threads.values())
     assert all(0 <= (k.self_ns or 0) <= k.total_ns for k in source.kernels.values())
 
 
