@@ -107,23 +107,79 @@ def busy_time(part: pl.DataFrame, into: BusyTime) -> None:
 
 
 def _iterations(part: pl.DataFrame, src: TimingSource) -> list[IterationTime]:
-    """Device time inside each marked iteration's window: intervals cut at the window's edges.
+    """Device time inside each marked iteration's window: intervals cut at the window's edges, every window at once.
 
-    Clipping keeps the order by start (max(start, s) does not decrease with start), so no sort is needed.
+    Each interval is repeated for every window it overlaps (when the windows' starts and ends are both in order, those
+    are a contiguous run found by two searches), cut to the window, and the unions of `busy_time` are taken per window
+    in one polars query each: the cost grows with the intervals, not with intervals x windows (1,000 windows of a
+    1M-kernel trace took 9.7 s one window at a time). Windows out of order fall back to one window at a time.
     """
-    out = []
-    starts = part["start"]
-    for it in src.iterations:
-        upto = int(starts.search_sorted(it.end_ns, side="left"))  # rows that start before the window ends
-        window = part.slice(0, upto).filter(pl.col("end") > it.start_ns)
-        row = IterationTime(number=it.number, start_ns=it.start_ns, end_ns=it.end_ns)
-        row.dispatches = int(((window["start"] >= it.start_ns) & ~window["copy_engine"]).sum())
-        window = window.with_columns(
-            pl.col("start").clip(lower_bound=it.start_ns), pl.col("end").clip(upper_bound=it.end_ns)
+    its = src.iterations
+    lo = pl.Series("lo", [it.start_ns for it in its], dtype=part.schema["start"])
+    hi = pl.Series("hi", [it.end_ns for it in its], dtype=part.schema["start"])
+    if not (lo.is_sorted() and hi.is_sorted()):
+        return [_window(part, it) for it in its]
+    base = its[0].start_ns if its else 0
+    cut = (
+        part.with_columns(
+            first=hi.search_sorted(part["start"], side="right"),  # the first window that ends after the start
+            last=lo.search_sorted(part["end"], side="left").cast(pl.Int64) - 1,  # the last that starts before the end
         )
-        busy_time(window, row)
+        .filter(pl.col("first") <= pl.col("last"))
+        .with_columns(it=pl.int_ranges("first", pl.col("last") + 1))
+        .explode("it")
+        .with_columns(lo=pl.lit(lo).gather(pl.col("it")), hi=pl.lit(hi).gather(pl.col("it")))
+        .with_columns(
+            # in the window: relative to the first window's start, so Int64 whatever the timestamps' width
+            s=(pl.max_horizontal("start", "lo") - base).cast(pl.Int64),
+            e=(pl.min_horizontal("end", "hi") - base).cast(pl.Int64),
+            counted=(pl.col("start") >= pl.col("lo")) & ~pl.col("copy_engine"),
+        )
+        .select("it", "s", "e", "ours", "hta", "counted")
+        .sort(["it", "s"], maintain_order=True)
+    )
+
+    def union(mask: pl.Expr) -> dict[int, int]:
+        covered = (
+            cut.filter(mask)
+            .with_columns(latest=pl.col("e").cum_max().shift(1).over("it"))
+            .select("it", (pl.col("e") - pl.max_horizontal("s", pl.col("latest").fill_null(pl.col("s"))))
+                    .clip(lower_bound=0).cast(pl.Int128).alias("covered"))
+            .group_by("it")
+            .agg(pl.col("covered").sum())
+        )
+        return {int(i): int(c) for i, c in covered.iter_rows()}
+
+    counts = {int(i): int(n) for i, n in cut.group_by("it").agg(pl.col("counted").sum()).iter_rows()}
+    busy = union(pl.lit(True))
+    ours = {g: union(pl.col("ours") == g) for g in (COMPUTE, COMMUNICATION, COPY)}
+    hta = {g: union(pl.col("hta") == g) for g in (COMPUTE, COMMUNICATION)}
+    ours_no_copy, hta_no_copy = union(pl.col("ours") != COPY), union(pl.col("hta") != COPY)
+    out = []
+    for i, it in enumerate(its):
+        row = IterationTime(number=it.number, start_ns=it.start_ns, end_ns=it.end_ns, dispatches=counts.get(i, 0))
+        row.busy_ns = busy.get(i, 0)
+        for prefix, groups, no_copy in (("", ours, ours_no_copy), ("hta_", hta, hta_no_copy)):
+            compute, comm = groups[COMPUTE].get(i, 0), groups[COMMUNICATION].get(i, 0)
+            setattr(row, f"{prefix}compute_busy_ns", compute)
+            setattr(row, f"{prefix}comm_busy_ns", comm)
+            setattr(row, f"{prefix}overlap_ns", compute + comm - no_copy.get(i, 0) if comm and compute else 0)
+        row.copy_busy_ns = ours[COPY].get(i, 0)
         out.append(row)
     return out
+
+
+def _window(part: pl.DataFrame, it) -> IterationTime:
+    """One window's device time (windows out of order). Clipping keeps the order by start, so no sort is needed."""
+    upto = int(part["start"].search_sorted(it.end_ns, side="left"))  # rows that start before the window ends
+    window = part.slice(0, upto).filter(pl.col("end") > it.start_ns)
+    row = IterationTime(number=it.number, start_ns=it.start_ns, end_ns=it.end_ns)
+    row.dispatches = int(((window["start"] >= it.start_ns) & ~window["copy_engine"]).sum())
+    window = window.with_columns(
+        pl.col("start").clip(lower_bound=it.start_ns), pl.col("end").clip(upper_bound=it.end_ns)
+    )
+    busy_time(window, row)
+    return row
 
 
 def aggregate(src: TimingSource, table: pl.DataFrame, copies: pl.DataFrame | None = None) -> TimingSource:

@@ -19,8 +19,10 @@ from .test_reports_busy_time import ADD, COPY, ENGINE_COPY, FILL, GEMM, NCCL, nu
 STEP = 10_000  # ns per iteration window
 
 
-def source(rank: int, seed: int, steps: int = 5) -> tuple[TimingSource, list]:
-    """A rank's kernels and copies on one device across `steps` marked iterations (and a bit before and after)."""
+def source(rank: int, seed: int, steps: int = 5, windows: list[tuple[int, int]] | None = None,
+           offset: int = 0) -> tuple[TimingSource, list]:
+    """A rank's kernels and copies on one device across `steps` marked iterations (and a bit before and after);
+    `windows` replaces the iterations' (start, end); `offset` shifts every time (2^63: uint64 timestamps)."""
     rng = random.Random(seed)
     events = []
     t = 500
@@ -30,10 +32,13 @@ def source(rank: int, seed: int, steps: int = 5) -> tuple[TimingSource, list]:
         end = start + rng.randint(0, 900)
         events.append((name, start, end))
         t = max(t, end) + rng.choice([0, 30, 400])
+    events = [(n, s + offset, e + offset) for n, s, e in events]
+    bounds = windows or [(STEP * (i + 1), STEP * (i + 2)) for i in range(steps)]
     src = TimingSource(
         path=Path(f"rank{rank}.json"), rel=f"rank{rank}.json", fmt="kineto", process=f"host/{rank}", pass_id=None,
         rank=rank,
-        iterations=[Iteration(number=10 + i, start_ns=STEP * (i + 1), end_ns=STEP * (i + 2)) for i in range(steps)],
+        iterations=[Iteration(number=10 + i, start_ns=lo + offset, end_ns=hi + offset)
+                    for i, (lo, hi) in enumerate(bounds)],
     )
 
     def table(rows):
@@ -121,3 +126,20 @@ def test_peak_memory_from_the_traces_memory_events():
     text = markdown.render(report)
     assert "peak allocated memory in the trace (memory events): CPU 1.00 GiB, GPU 0 4.00 GiB" in text
     assert "| 4.00 (trace) | 0.50x |" in text
+
+
+@pytest.mark.parametrize("windows,offset", [
+    ([(STEP, 25_000), (20_000, 30_000), (22_000, 50_000)], 0),  # overlapping, in order: a kernel in several windows
+    ([(40_000, 50_000), (STEP, 20_000), (15_000, 60_000)], 0),  # out of order: one window at a time
+    ([(STEP, 11_000), (90_000, 91_000), (10**9, 10**9 + 5)], 0),  # gaps, and a window with nothing in it
+    ([(STEP, 20_000), (20_000, 30_000), (30_000, 60_000)], 2**63),  # uint64 timestamps past the Int64 range
+])
+def test_iteration_windows_of_any_layout_match_a_nanosecond_count(windows, offset):
+    """Windows computed all at once (in order) or one at a time (out of order) equal the independent count."""
+    src, events = source(rank=0, seed=7, windows=windows, offset=offset)
+    [row] = build_report([RunData(label="r", path=Path("."), timing=[src])])["runs"][0]["timeline"]
+    assert len(row["iterations"]) == len(windows)
+    for it, got in zip(src.iterations, row["iterations"], strict=True):
+        want = numbers(events, it.start_ns, it.end_ns)
+        assert subset(got, want) == want, (it, got)
+        assert got["dispatches"] == sum(1 for n, s, _ in events if n != ENGINE_COPY and it.start_ns <= s < it.end_ns)
