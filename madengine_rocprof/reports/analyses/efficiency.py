@@ -1,0 +1,227 @@
+"""How close each operator comes to what the GPU can do: a roofline per (operator, shape) from the trace's shapes.
+
+For a PyTorch profiler trace recorded with `record_shapes=True`:
+1. each GPU kernel is linked to the CPU operator that launched it (kernel correlation id -> runtime call -> its
+   `External id` -> the innermost cpu_op with that id; the kernel's own `External id` where no runtime call is
+   recorded);
+2. the kernel's time is given to one operator on that operator's call stack, so each FLOP and each nanosecond is
+   counted once: the outermost composite operator with a fused model (cross-entropy), else the innermost operator
+   that has a model (aten::addmm, not the aten::linear above it; aten::mm under MmBackward0; the convolution above
+   cudnn_convolution), else the launching operator itself, which is then listed as unmodelled;
+3. an operator call's GPU time is the union of its kernels' intervals (kernels that overlap count once); its FLOPs
+   and bytes come from reports/analyses/op_models.py, evaluated once per distinct (name, dims, types, strides,
+   concrete inputs);
+4. per (operator, shape) group: achieved TFLOP/s and TB/s, arithmetic intensity, the device peak for the dtype and
+   unit (matrix or vector) with its source, the roofline time max(FLOPs / peak FLOP rate, bytes / peak bandwidth),
+   the bound (compute when the FLOP term is the larger, i.e. the intensity is at or above the ridge point), the
+   percent of the roofline reached, and the time that would be saved at `target` of the roofline.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import polars as pl
+
+from madengine_rocprof.insights.peaks import Peak
+from madengine_rocprof.reports.analyses import op_models
+
+DEFAULT_TARGET = 0.8  # the fraction of the roofline a tuned kernel is taken to reach when ranking what to fix first
+# an fp32 GEMM/convolution kernel that ran on tensor cores as TF32 (cuBLAS/CUTLASS name it so; hipBLASLt says xf32)
+TF32_KERNEL = re.compile(r"tf32|xf32", re.IGNORECASE)
+KEY = ("name", "input_dims", "input_types", "input_strides", "concrete_inputs")
+
+
+def _parse(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _parents(ops: pl.DataFrame) -> list[int]:
+    """Each cpu_op's enclosing cpu_op on the same thread (-1 for none), by time nesting."""
+    parent = [-1] * ops.height
+    order = ops.select("pid", "tid", "start", "end").with_row_index("i").sort(
+        ["pid", "tid", "start", "end"], descending=[False, False, False, True], maintain_order=True)
+    stack: list[tuple[int, int]] = []  # (end, index) of the ops still open at this point of the thread
+    thread = None
+    for i, pid, tid, start, end in order.iter_rows():
+        if (pid, tid) != thread:
+            thread, stack = (pid, tid), []
+        while stack and stack[-1][0] <= start:
+            stack.pop()
+        # an op that started earlier and ends within this one overlaps it without enclosing it: no parent
+        parent[i] = stack[-1][1] if stack and stack[-1][0] >= end else -1
+        stack.append((end, i))
+    return parent
+
+
+def _kernel_ops(kernels: pl.DataFrame, runtime: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """The kernels with the index of their launching cpu_op (`op`, null when none is found)."""
+    k = kernels.select("name", "start", "end", "correlation", "external_id")
+    if runtime.height:
+        links = (runtime.filter(pl.col("correlation").is_not_null() & pl.col("external_id").is_not_null())
+                 .select("correlation", pl.col("external_id").alias("_rt_ext")).unique("correlation", keep="first"))
+        k = k.join(links, on="correlation", how="left").with_columns(
+            pl.coalesce("_rt_ext", "external_id").alias("ext"))
+    else:
+        k = k.with_columns(pl.col("external_id").alias("ext"))
+    # the innermost op with that id: Kineto gives each op its own id, so the first is the only one
+    ids = (ops.filter(pl.col("external_id").is_not_null()).select(pl.col("external_id").alias("ext"), "op")
+           .unique("ext", keep="last"))
+    return k.join(ids, on="ext", how="left")
+
+
+def _union_per(frame: pl.DataFrame, by: str) -> pl.DataFrame:
+    """The union of [start, end) intervals per `by` value, in ns."""
+    s = frame.sort([by, "start"]).with_columns(
+        pl.col("end").cum_max().shift(1).over(by).alias("_prev"))
+    s = s.with_columns(((pl.col("_prev").is_null()) | (pl.col("start") > pl.col("_prev"))).cum_sum().over(by)
+                       .alias("_seg"))
+    segs = s.group_by(by, "_seg").agg((pl.col("end").max() - pl.col("start").min()).alias("_len"))
+    return segs.group_by(by).agg(pl.col("_len").sum().cast(pl.Int64).alias("union_ns"))
+
+
+def _peak_for(peak: Peak | None, cost: op_models.Cost, tf32: bool) -> tuple[float | None, str]:
+    """The compute peak (TFLOP/s) for this cost and the words that say which peak it is."""
+    if peak is None:
+        return None, ""
+    dtype = "tf32" if tf32 and cost.dtype == "fp32" and cost.unit == "matrix" else cost.dtype
+    if cost.unit == "matrix":
+        value = peak.matrix_tflops(dtype)
+        if value is not None:
+            return value, f"{dtype} matrix"
+        if dtype == "fp32":  # an FP32 GEMM without tensor cores (NVIDIA): the CUDA cores' rate
+            return peak.vector_tflops("fp32"), "fp32 vector (no fp32 matrix unit)"
+        return None, ""
+    value = peak.vector_tflops(dtype)
+    if value is not None:
+        return value, f"{dtype} vector"
+    return peak.vector_tflops("fp32"), "fp32 vector" + ("" if dtype == "fp32" else f" (no {dtype} vector figure)")
+
+
+def analyse(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, kernels: pl.DataFrame, peak: Peak | None,
+            device: str | None = None, target: float = DEFAULT_TARGET) -> dict | None:
+    """The efficiency table of one trace; None when it has no kernels or no recorded shapes."""
+    if kernels.is_empty() or cpu_ops.is_empty() or "input_dims" not in cpu_ops.columns:
+        return None
+    if cpu_ops["input_dims"].null_count() == cpu_ops.height:
+        return None
+    ops = cpu_ops.with_row_index("op")
+    k = _kernel_ops(kernels, runtime, ops).with_row_index("kernel")
+    total_ns = int(k.select((pl.col("end") - pl.col("start")).cast(pl.Int128).sum()).item() or 0)
+
+    # one cost per distinct (name, dims, types, strides, concrete): shapes are parsed per key, not per event
+    keys = ops.select("op", *KEY)
+    costs: dict[tuple, op_models.Cost | None] = {}
+
+    def cost_of(key: tuple) -> op_models.Cost | None:
+        if key not in costs:
+            name, dims, types, strides, concrete = key
+            costs[key] = (op_models.cost(name, _parse(dims), _parse(types), _parse(strides), _parse(concrete))
+                          if dims is not None and op_models.has_model(name) else None)
+        return costs[key]
+
+    op_keys = keys.select(*KEY).rows()
+    parents = _parents(ops)
+    owner: dict[int, int] = {}  # launching op -> the op the kernel's time goes to
+    for launcher in k["op"].drop_nulls().unique().to_list():
+        chain, i = [], launcher
+        while i != -1 and len(chain) < 512:
+            chain.append(i)
+            i = parents[i]
+        composite = next((j for j in reversed(chain) if op_keys[j][0] in op_models.COMPOSITES
+                          and cost_of(op_keys[j]) is not None), None)
+        owner[launcher] = composite if composite is not None else next(
+            (j for j in chain if cost_of(op_keys[j]) is not None), launcher)
+
+    attributed = k.filter(pl.col("op").is_not_null()).with_columns(
+        pl.col("op").replace_strict(owner, return_dtype=pl.UInt32).alias("owner"))
+    per_call = _union_per(attributed.select("owner", "start", "end"), "owner").join(
+        attributed.group_by("owner").agg(
+            pl.col("name").str.contains(TF32_KERNEL.pattern).any().alias("tf32"),
+            (pl.col("end") - pl.col("start")).cast(pl.Int128).sum().alias("kernel_ns"),
+            pl.len().alias("kernels")),
+        on="owner")
+    unlinked_ns = total_ns - int(attributed.select((pl.col("end") - pl.col("start")).cast(pl.Int128).sum()).item()
+                                 or 0)
+
+    groups: dict[tuple, dict] = {}
+    for owner_op, union_ns, tf32, kernel_ns, n_kernels in per_call.select(
+            "owner", "union_ns", "tf32", "kernel_ns", "kernels").iter_rows():
+        key = op_keys[owner_op]
+        cost = cost_of(key)
+        gkey = (*key, bool(tf32) if cost is not None else False)
+        g = groups.get(gkey)
+        if g is None:
+            g = groups[gkey] = {"key": key, "cost": cost, "tf32": bool(tf32), "count": 0, "time_ns": 0,
+                                "kernel_ns": 0, "kernels": 0}
+        g["count"] += 1
+        g["time_ns"] += int(union_ns)
+        g["kernel_ns"] += int(kernel_ns)
+        g["kernels"] += int(n_kernels)
+
+    rows, unmodelled = [], []
+    modelled_kernel_ns = 0
+    for g in groups.values():
+        name, dims, types, strides, concrete = g["key"]
+        cost: op_models.Cost | None = g["cost"]
+        if cost is None:
+            unmodelled.append({"op": name, "input_dims": dims, "dtypes": types, "count": g["count"],
+                               "time_ns": g["time_ns"], "kernels": g["kernels"]})
+            continue
+        modelled_kernel_ns += g["kernel_ns"]
+        rows.append(_row(name, dims, types, strides, concrete, cost, g, peak, target))
+    rows.sort(key=lambda r: (-(r["saved_ns"] or 0), -r["time_ns"], r["op"]))
+    unmodelled.sort(key=lambda r: (-r["time_ns"], r["op"]))
+    return {
+        "device": device,
+        "peak": None if peak is None else {
+            "device": peak.device, "source": peak.source, "bandwidth_gbs": peak.bandwidth_gbs,
+            "matrix_tflops": dict(peak.matrix), "vector_tflops": dict(peak.vector)},
+        "target_fraction": target,
+        "kernel_ns": total_ns,
+        "modelled_kernel_ns": modelled_kernel_ns,
+        "unlinked_kernel_ns": unlinked_ns,
+        "coverage_pct": round(100 * modelled_kernel_ns / total_ns, 3) if total_ns else None,
+        "rows": rows,
+        "unmodelled": unmodelled,
+    }
+
+
+def _rate(amount: int, ns: int) -> float | None:
+    """amount per ns, in tera-units per second (1 per ns = 1e9 per s = 1e-3 tera per s)."""
+    return amount / ns / 1e3 if ns > 0 else None
+
+
+def _row(name, dims, types, strides, concrete, cost: op_models.Cost, g: dict, peak: Peak | None,
+         target: float) -> dict:
+    count, time_ns = g["count"], g["time_ns"]
+    flops, nbytes = cost.flops * count, cost.bytes * count
+    peak_tflops, peak_name = _peak_for(peak, cost, g["tf32"])
+    bandwidth = peak.bandwidth_gbs if peak else None
+    row: dict[str, Any] = {
+        "op": name, "input_dims": dims, "dtypes": types, "input_strides": strides, "concrete_inputs": concrete,
+        "family": cost.family, "dtype": cost.dtype, "unit": cost.unit, "tf32_kernels": g["tf32"],
+        "count": count, "flops": cost.flops, "bytes": cost.bytes, "time_ns": time_ns, "kernels": g["kernels"],
+        "tflops": _rate(flops, time_ns), "tbps": _rate(nbytes, time_ns),
+        "intensity": cost.flops / cost.bytes if cost.bytes else None,
+        "peak_tflops": peak_tflops, "peak": peak_name or None, "peak_bandwidth_gbs": bandwidth,
+        "bound": None, "roofline_ns": None, "roofline_pct": None, "saved_ns": None,
+    }
+    if peak_tflops and bandwidth:
+        compute_ns = flops / (peak_tflops * 1e3)  # TFLOP/s = 1e3 FLOP per ns
+        memory_ns = nbytes / bandwidth  # GB/s = 1 byte per ns
+        roofline = max(compute_ns, memory_ns)
+        row["bound"] = "compute" if compute_ns >= memory_ns else "memory"
+        row["roofline_ns"] = round(roofline, 3)
+        row["ridge_intensity"] = peak_tflops * 1e3 / bandwidth
+        if time_ns > 0:
+            row["roofline_pct"] = round(100 * roofline / time_ns, 3)
+            row["saved_ns"] = max(0, round(time_ns - roofline / target))
+    return row

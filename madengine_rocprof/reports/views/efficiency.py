@@ -1,0 +1,87 @@
+"""The efficiency section: per (operator, shape) how far from the roofline, ranked by the time a fix would save
+(reports/analyses/efficiency.py computes it), with a roofline chart in the HTML page."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from madengine_rocprof.reports.blocks import Column, Lines, Roofline, Section, Table
+
+SHAPE_CHARS = 60
+
+
+def _shape(dims: str | None) -> str:
+    """The tensor shapes, without the [] Kineto writes for scalars and absent optional arguments."""
+    try:
+        parsed = json.loads(dims) if dims else None
+    except ValueError:
+        return dims or ""
+    if not isinstance(parsed, list):
+        return dims or ""
+    text = " ".join("x".join(str(d) for d in shape) for shape in parsed if isinstance(shape, list) and shape)
+    return text if len(text) <= SHAPE_CHARS else text[: SHAPE_CHARS - 1] + "…"
+
+
+def _dtype(row: dict) -> str:
+    return "fp32 (tf32 kernels)" if row.get("tf32_kernels") and row["dtype"] == "fp32" else row["dtype"]
+
+
+def section(run: dict[str, Any], top: int) -> Section | None:
+    eff = run.get("efficiency")
+    if not eff:
+        return None
+    rows, unmodelled = eff["rows"], eff["unmodelled"]
+    peak = eff["peak"]
+    target = eff["target_fraction"]
+    total = eff["kernel_ns"]
+    lines = [
+        f"From the shapes PyTorch recorded (record_shapes=True): FLOPs and bytes per operator call, its GPU time "
+        f"(the union of the kernels it launched) and its place under the roofline. The model covers "
+        f"{eff['coverage_pct'] if eff['coverage_pct'] is not None else 0:.1f}% of the GPU kernel time "
+        f"({eff['modelled_kernel_ns'] / 1e6:,.3f} of {total / 1e6:,.3f} ms); operators without a model are listed "
+        "below with their time.",
+        "Ranked by the time saved if each group reached "
+        f"{target:.0%} of its roofline (roofline time = max(FLOPs / peak FLOP rate, bytes / peak bandwidth)).",
+    ]
+    meta = []
+    if peak:
+        ceilings = ", ".join(f"{d} {v:,.1f}" for d, v in peak["matrix_tflops"].items())
+        meta.append(f"Peaks: {peak['device']} ({peak['source']}): {peak['bandwidth_gbs'] or 0:,.0f} GB/s; matrix "
+                    f"TFLOP/s {ceilings or 'none given'}; vector TFLOP/s "
+                    + ", ".join(f"{d} {v:,.1f}" for d, v in peak["vector_tflops"].items()) + ".")
+    else:
+        meta.append(f"No datasheet peak for device {eff['device'] or 'unknown'}: achieved rates are shown, the bound "
+                    "and % of roofline need `--peak-tflops` and `--peak-bandwidth`.")
+    blocks: list = [Lines(lines), Lines(meta, kind="meta")]
+    table_rows = [
+        [r["op"], _shape(r["input_dims"]), _dtype(r), r["count"], r["time_ns"], r["tflops"], r["tbps"],
+         r["intensity"], r["bound"], None if r["roofline_pct"] is None else r["roofline_pct"] / 100, r["saved_ns"]]
+        for r in rows[:top]
+    ]
+    blocks.append(Table(
+        [Column("operator"), Column("shapes"), Column("dtype"), Column("calls", "count"), Column("GPU ms", "ms"),
+         Column("TFLOP/s", "number"), Column("TB/s", "number"), Column("FLOP/byte", "number"), Column("bound"),
+         Column("% of roofline", "pct"), Column(f"saved at {target:.0%} (ms)", "ms")],
+        table_rows,
+        note=f"{len(rows) - top} more (operator, shape) groups in the JSON." if len(rows) > top else None,
+    ))
+    if peak and peak["bandwidth_gbs"]:
+        points = [(r["op"], r["intensity"], r["tflops"], r["time_ns"] / total if total else 0.0,
+                   f"{r['op']} {_shape(r['input_dims'])} {_dtype(r)}: {r['tflops']:.3g} TFLOP/s, "
+                   f"{r['intensity']:.3g} FLOP/byte, {r['count']} calls, {r['time_ns'] / 1e6:.3f} ms")
+                  for r in rows if r["intensity"] and r["tflops"]]
+        dtypes = {r["peak"].split(" ")[0] for r in rows if r["peak"] and r["unit"] == "matrix"}
+        ceilings = [(f"{d} matrix", v) for d, v in peak["matrix_tflops"].items() if d in dtypes]
+        ceilings += [(f"{d} vector", v) for d, v in peak["vector_tflops"].items() if d == "fp32"]
+        blocks.append(Roofline(points, ceilings, peak["bandwidth_gbs"]))
+    if unmodelled:
+        blocks.append(Table(
+            [Column("operator without a model"), Column("shapes"), Column("calls", "count"), Column("GPU ms", "ms")],
+            [[u["op"], _shape(u["input_dims"]), u["count"], u["time_ns"]] for u in unmodelled[:top]],
+            note=f"{len(unmodelled) - top} more in the JSON." if len(unmodelled) > top else None,
+        ))
+    if eff["unlinked_kernel_ns"]:
+        blocks.append(Lines([f"{eff['unlinked_kernel_ns'] / 1e6:,.3f} ms of kernels could not be linked to the "
+                             "operator that launched them (no runtime call or External id)."], kind="note"))
+    return Section("Operator efficiency (roofline from shapes)", blocks=blocks, anchor=f"efficiency-{run['label']}")
