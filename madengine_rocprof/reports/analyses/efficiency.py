@@ -25,8 +25,10 @@ from typing import Any
 
 import polars as pl
 
-from madengine_rocprof.insights.peaks import Peak
+from madengine_rocprof.insights.peaks import Peak, device_peak
+from madengine_rocprof.reports import trace_tables
 from madengine_rocprof.reports.analyses import op_models
+from madengine_rocprof.reports.model import RunData
 
 DEFAULT_TARGET = 0.8  # the fraction of the roofline a tuned kernel is taken to reach when ranking what to fix first
 # an fp32 GEMM/convolution kernel that ran on tensor cores as TF32 (cuBLAS/CUTLASS name it so; hipBLASLt says xf32)
@@ -225,3 +227,58 @@ def _row(name, dims, types, strides, concrete, cost: op_models.Cost, g: dict, pe
             row["roofline_pct"] = round(100 * roofline / time_ns, 3)
             row["saved_ns"] = max(0, round(time_ns - roofline / target))
     return row
+
+
+# ---- one run of the report ---------------------------------------------------------------------------------------
+
+# set by `report --peak-tflops / --peak-bandwidth / --roofline-target` (cli/report.py), like the kernel rules
+OPTIONS: dict[str, float | None] = {"peak_tflops": None, "peak_bandwidth": None, "target": DEFAULT_TARGET}
+
+
+def configure(peak_tflops: float | None = None, peak_bandwidth: float | None = None,
+              target: float = DEFAULT_TARGET) -> None:
+    OPTIONS.update(peak_tflops=peak_tflops, peak_bandwidth=peak_bandwidth, target=target)
+
+
+def _device_name(device_properties: list[dict], kernels: pl.DataFrame, fallback: str | None) -> str | None:
+    """The trace's GPU name (Kineto deviceProperties: the one the most kernels ran on), else the run's device."""
+    names = {p.get("id"): p.get("name") for p in device_properties if isinstance(p, dict)}
+    if kernels.height and names:
+        busiest = kernels["device"].drop_nulls().mode()
+        if busiest.len() and names.get(busiest.sort()[0]):
+            return str(names[busiest.sort()[0]])
+    first = next((n for n in names.values() if isinstance(n, str) and n), None)
+    return first or fallback
+
+
+def for_run(run: RunData) -> dict | None:
+    """The efficiency analysis of every trace of a run that recorded shapes, as one table (None when none did)."""
+    device = run.workload.get("device") if run.workload else None
+    fallback = (device.get("name") or device.get("arch")) if isinstance(device, dict) else None
+    parts = []
+    for src in run.timing:
+        tables = trace_tables.load_tables(src)
+        if tables is None:
+            continue
+        name = _device_name(tables.device_properties, tables.kernels, fallback)
+        peak = device_peak(name, OPTIONS["peak_bandwidth"], OPTIONS["peak_tflops"])
+        result = analyse(tables.cpu_ops, tables.runtime, tables.kernels, peak, name,
+                         OPTIONS["target"] or DEFAULT_TARGET)
+        if result is not None:
+            parts.append((src.process, result))
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0][1]
+    merged = dict(parts[0][1])
+    for key in ("kernel_ns", "modelled_kernel_ns", "unlinked_kernel_ns"):
+        merged[key] = sum(p[key] for _, p in parts)
+    merged["coverage_pct"] = (round(100 * merged["modelled_kernel_ns"] / merged["kernel_ns"], 3)
+                              if merged["kernel_ns"] else None)
+    merged["rows"] = sorted((dict(r, origin=o) for o, p in parts for r in p["rows"]),
+                            key=lambda r: (-(r["saved_ns"] or 0), -r["time_ns"], r["op"]))
+    merged["unmodelled"] = sorted((dict(u, origin=o) for o, p in parts for u in p["unmodelled"]),
+                                  key=lambda u: (-u["time_ns"], u["op"]))
+    merged["origins"] = [{"origin": o, "device": p["device"], "kernel_ns": p["kernel_ns"],
+                          "coverage_pct": p["coverage_pct"]} for o, p in parts]
+    return merged
