@@ -64,19 +64,22 @@ def _parents(ops: pl.DataFrame) -> list[int]:
 
 
 def _kernel_ops(kernels: pl.DataFrame, runtime: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
-    """The kernels with the index of their launching cpu_op (`op`, null when none is found)."""
+    """The kernels with the index of their launching cpu_op (`op`, null when none is found): by the kernel's own
+    `External id` where it names a cpu_op (Kineto writes the launching op's id on the kernel too), else through
+    its runtime call (correlation -> the call's `External id`), which older Kineto traces need less and some
+    write as the correlation itself."""
     k = kernels.select("name", "start", "end", "correlation", "external_id")
+    ids = (ops.filter(pl.col("external_id").is_not_null()).select(pl.col("external_id").alias("_ext"), "op")
+           .unique("_ext", keep="last"))
     if runtime.height:
         links = (runtime.filter(pl.col("correlation").is_not_null() & pl.col("external_id").is_not_null())
                  .select("correlation", pl.col("external_id").alias("_rt_ext")).unique("correlation", keep="first"))
-        k = k.join(links, on="correlation", how="left").with_columns(
-            pl.coalesce("_rt_ext", "external_id").alias("ext"))
+        k = k.join(links, on="correlation", how="left")
     else:
-        k = k.with_columns(pl.col("external_id").alias("ext"))
-    # the innermost op with that id: Kineto gives each op its own id, so the first is the only one
-    ids = (ops.filter(pl.col("external_id").is_not_null()).select(pl.col("external_id").alias("ext"), "op")
-           .unique("ext", keep="last"))
-    return k.join(ids, on="ext", how="left")
+        k = k.with_columns(pl.lit(None, dtype=pl.Int64).alias("_rt_ext"))
+    k = (k.join(ids.rename({"op": "_own"}), left_on="external_id", right_on="_ext", how="left")
+         .join(ids.rename({"op": "_via"}), left_on="_rt_ext", right_on="_ext", how="left"))
+    return k.with_columns(pl.coalesce("_own", "_via").alias("op")).drop("_own", "_via", "_rt_ext")
 
 
 def _union_per(frame: pl.DataFrame, by: str) -> pl.DataFrame:
