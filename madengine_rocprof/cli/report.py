@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--top must be at least 1", where="--top")
     categories.configure(args.kernel_rules)
     efficiency.configure(_positive(args.peak_tflops, "--peak-tflops", 1e7), _positive(
-        args.peak_bandwidth, "--peak-bandwidth", 1e8), _positive(args.roofline_target, "--roofline-target", 1.0))
+        args.peak_bandwidth, "--peak-bandwidth", 1e8), _positive(args.roofline_target, "--roofline-target", 1.0) or 0.8)
     runs = load_runs(args.runs)
     report = build_report(runs, args.baseline, steady_state=args.steady_state, definitions=args.definitions)
     text = markdown.render(report, top=args.top, name_width=args.name_width)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Any, Literal, NotRequired, TypedDict, Union
+from typing import Any, Literal, TypedDict, Union
 
 # --- manifest.json (wrapper -> runner, reports) ---------------------------------------------------------------------
 WrapperOutcome = Literal["ok", "app_failed", "no_output", "profiler_failed", "no_profiler", "records_dropped"]
@@ -208,7 +208,7 @@ class ReportRun(TypedDict):
     memory_copies: list[dict[str, Any]]
     workload: dict[str, Any] | None
     multi_node: dict[str, Any] | None
-    efficiency: NotRequired[dict[str, Any] | None]  # reports/analyses/efficiency.py; None without shapes
+    efficiency: dict[str, Any] | None  # reports/analyses/efficiency.py; None without recorded shapes
 
 
 class Report(TypedDict):

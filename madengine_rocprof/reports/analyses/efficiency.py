@@ -136,7 +136,8 @@ def analyse(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, kernels: pl.DataFrame,
     parents = _parents(ops)
     owner: dict[int, int] = {}  # launching op -> the op the kernel's time goes to
     for launcher in k["op"].drop_nulls().unique().to_list():
-        chain, i = [], launcher
+        chain: list[int] = []
+        i = launcher
         while i != -1 and len(chain) < 512:
             chain.append(i)
             i = parents[i]
@@ -175,13 +176,13 @@ def analyse(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, kernels: pl.DataFrame,
     modelled_kernel_ns = 0
     for g in groups.values():
         name, dims, types, strides, concrete = g["key"]
-        cost: op_models.Cost | None = g["cost"]
-        if cost is None:
-            unmodelled.append({"op": name, "input_dims": dims, "dtypes": types, "count": g["count"],
+        found: op_models.Cost | None = g["cost"]
+        if found is None:
+            unmodelled.append({"op": name, "input_dims": _parse(dims), "dtypes": _parse(types), "count": g["count"],
                                "time_ns": g["time_ns"], "kernels": g["kernels"]})
             continue
         modelled_kernel_ns += g["kernel_ns"]
-        rows.append(_row(name, dims, types, strides, concrete, cost, g, peak, target))
+        rows.append(_row(name, dims, types, strides, concrete, found, g, peak, target))
     rows.sort(key=lambda r: (-(r["saved_ns"] or 0), -r["time_ns"], r["op"]))
     unmodelled.sort(key=lambda r: (-r["time_ns"], r["op"]))
     return {
@@ -211,7 +212,8 @@ def _row(name, dims, types, strides, concrete, cost: op_models.Cost, g: dict, pe
     peak_tflops, peak_name = _peak_for(peak, cost, g["tf32"])
     bandwidth = peak.bandwidth_gbs if peak else None
     row: dict[str, Any] = {
-        "op": name, "input_dims": dims, "dtypes": types, "input_strides": strides, "concrete_inputs": concrete,
+        "op": name, "input_dims": _parse(dims), "dtypes": _parse(types), "input_strides": _parse(strides),
+        "concrete_inputs": _parse(concrete),
         "family": cost.family, "dtype": cost.dtype, "unit": cost.unit, "tf32_kernels": g["tf32"],
         "count": count, "flops": cost.flops, "bytes": cost.bytes, "time_ns": time_ns, "kernels": g["kernels"],
         "tflops": _rate(flops, time_ns), "tbps": _rate(nbytes, time_ns),

@@ -7,19 +7,16 @@ import json
 from typing import Any
 
 from madengine_rocprof.reports.blocks import Column, Lines, Roofline, Section, Table
+from madengine_rocprof.wrapper.contracts import ReportRun
 
 SHAPE_CHARS = 60
 
 
-def _shape(dims: str | None) -> str:
+def _shape(dims: Any) -> str:
     """The tensor shapes, without the [] Kineto writes for scalars and absent optional arguments."""
-    try:
-        parsed = json.loads(dims) if dims else None
-    except ValueError:
-        return dims or ""
-    if not isinstance(parsed, list):
-        return dims or ""
-    text = " ".join("x".join(str(d) for d in shape) for shape in parsed if isinstance(shape, list) and shape)
+    if not isinstance(dims, list):
+        return "" if dims is None else json.dumps(dims)
+    text = " ".join("x".join(str(d) for d in shape) for shape in dims if isinstance(shape, list) and shape)
     return text if len(text) <= SHAPE_CHARS else text[: SHAPE_CHARS - 1] + "…"
 
 
@@ -27,7 +24,7 @@ def _dtype(row: dict) -> str:
     return "fp32 (tf32 kernels)" if row.get("tf32_kernels") and row["dtype"] == "fp32" else row["dtype"]
 
 
-def section(run: dict[str, Any], top: int) -> Section | None:
+def section(run: ReportRun, top: int) -> Section | None:
     eff = run.get("efficiency")
     if not eff:
         return None
@@ -72,9 +69,9 @@ def section(run: dict[str, Any], top: int) -> Section | None:
                    f"{r['intensity']:.3g} FLOP/byte, {r['count']} calls, {r['time_ns'] / 1e6:.3f} ms")
                   for r in rows if r["intensity"] and r["tflops"]]
         dtypes = {r["peak"].split(" ")[0] for r in rows if r["peak"] and r["unit"] == "matrix"}
-        ceilings = [(f"{d} matrix", v) for d, v in peak["matrix_tflops"].items() if d in dtypes]
-        ceilings += [(f"{d} vector", v) for d, v in peak["vector_tflops"].items() if d == "fp32"]
-        blocks.append(Roofline(points, ceilings, peak["bandwidth_gbs"]))
+        roofs = [(f"{d} matrix", v) for d, v in peak["matrix_tflops"].items() if d in dtypes]
+        roofs += [(f"{d} vector", v) for d, v in peak["vector_tflops"].items() if d == "fp32"]
+        blocks.append(Roofline(points, roofs, peak["bandwidth_gbs"]))
     if unmodelled:
         blocks.append(Table(
             [Column("operator without a model"), Column("shapes"), Column("calls", "count"), Column("GPU ms", "ms")],
