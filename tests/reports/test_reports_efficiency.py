@@ -13,8 +13,8 @@ import polars as pl
 import pytest
 
 from madengine_rocprof.insights.peaks import device_peak
-from madengine_rocprof.reports.blocks import Lines, Roofline, Table
 from madengine_rocprof.reports.analyses import efficiency, op_models
+from madengine_rocprof.reports.blocks import Lines, Roofline, Table
 from madengine_rocprof.reports.views import efficiency as view
 from madengine_rocprof.wrapper.contracts import ReportRun
 
