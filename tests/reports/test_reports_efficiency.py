@@ -400,3 +400,19 @@ def test_given_peaks_for_an_unknown_device(tmp_path, capsys):
     assert gemm["peak_tflops"] == 100 and gemm["peak_bandwidth_gbs"] == 1000
     assert gemm["bound"] == ("compute" if gemm["intensity"] >= 100 else "memory")
     efficiency.configure()  # the options are module state, like the kernel rules: back to the defaults
+
+
+def test_union_per_call_equals_the_exact_union_on_random_intervals():
+    import random
+
+    rng = random.Random(7)
+    rows = []
+    for group in range(60):
+        for _ in range(rng.randint(1, 12)):
+            start = rng.randint(0, 2_000)
+            rows.append((group, start, start + rng.randint(0, 400)))
+    rng.shuffle(rows)
+    frame = pl.DataFrame(rows, schema={"owner": pl.UInt32, "start": pl.Int64, "end": pl.Int64}, orient="row")
+    got = dict(efficiency._union_per(frame, "owner").iter_rows())
+    for group in range(60):
+        assert got[group] == exact_union([(s, e) for g, s, e in rows if g == group])

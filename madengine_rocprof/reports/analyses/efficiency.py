@@ -45,12 +45,12 @@ def _parse(text: str | None) -> Any:
         return None
 
 
-def _parents(ops: pl.DataFrame) -> list[int]:
-    """Each cpu_op's enclosing cpu_op on the same thread (-1 for none), by time nesting."""
-    parent = [-1] * ops.height
-    order = ops.select("pid", "tid", "start", "end").with_row_index("i").sort(
+def _parents(ops: pl.DataFrame) -> dict[int, int]:
+    """Each op's enclosing op on the same thread (-1 for none), by time nesting; keyed by the `op` column."""
+    parent: dict[int, int] = {}
+    order = ops.select("op", "pid", "tid", "start", "end").sort(
         ["pid", "tid", "start", "end"], descending=[False, False, False, True], maintain_order=True)
-    stack: list[tuple[int, int]] = []  # (end, index) of the ops still open at this point of the thread
+    stack: list[tuple[int, int]] = []  # (end, op) of the ops still open at this point of the thread
     thread = None
     for i, pid, tid, start, end in order.iter_rows():
         if (pid, tid) != thread:
@@ -83,13 +83,32 @@ def _kernel_ops(kernels: pl.DataFrame, runtime: pl.DataFrame, ops: pl.DataFrame)
 
 
 def _union_per(frame: pl.DataFrame, by: str) -> pl.DataFrame:
-    """The union of [start, end) intervals per `by` value, in ns."""
-    s = frame.sort([by, "start"]).with_columns(
-        pl.col("end").cum_max().shift(1).over(by).alias("_prev"))
-    s = s.with_columns(((pl.col("_prev").is_null()) | (pl.col("start") > pl.col("_prev"))).cum_sum().over(by)
-                       .alias("_seg"))
-    segs = s.group_by(by, "_seg").agg((pl.col("end").max() - pl.col("start").min()).alias("_len"))
-    return segs.group_by(by).agg(pl.col("_len").sum().cast(pl.Int64).alias("union_ns"))
+    """The union of [start, end) intervals per `by` value, in ns. Sorted by start, a group whose every interval
+    starts at or after the previous one's end is disjoint (each earlier interval ended before that), so its union
+    is the sum of its durations; only groups where some interval overlaps its predecessor are merged one by one."""
+    s = frame.sort([by, "start", "end"])
+    s = s.with_columns(((pl.col(by) == pl.col(by).shift(1)) & (pl.col("start") < pl.col("end").shift(1)))
+                       .fill_null(False).alias("_overlap"))
+    overlapping = s.filter(pl.col("_overlap"))[by].unique()
+    plain = (s.filter(~pl.col(by).is_in(overlapping.implode())).group_by(by)
+             .agg((pl.col("end") - pl.col("start")).sum().cast(pl.Int64).alias("union_ns")))
+    merged: dict[int, int] = {}
+    if overlapping.len():
+        current: dict[int, tuple[int, int]] = {}  # group -> (union so far, end of the merged run so far)
+        for key, start, end in (s.filter(pl.col(by).is_in(overlapping.implode())).select(by, "start", "end")
+                                .iter_rows()):
+            union, reach = current.get(key, (0, None))
+            if reach is None or start >= reach:
+                union += end - start
+                reach = end
+            elif end > reach:
+                union += end - reach
+                reach = end
+            current[key] = (union, reach)
+        merged = {key: union for key, (union, _) in current.items()}
+    extra = pl.DataFrame({by: list(merged), "union_ns": list(merged.values())},
+                         schema={by: plain.schema[by], "union_ns": pl.Int64})
+    return pl.concat([plain, extra])
 
 
 def _peak_for(peak: Peak | None, cost: op_models.Cost, tf32: bool) -> tuple[float | None, str]:
@@ -118,33 +137,35 @@ def analyse(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, kernels: pl.DataFrame,
     if cpu_ops["input_dims"].null_count() == cpu_ops.height:
         return None
     ops = cpu_ops.with_row_index("op")
-    k = _kernel_ops(kernels, runtime, ops).with_row_index("kernel")
+    k = _kernel_ops(kernels, runtime, ops)
     total_ns = int(k.select((pl.col("end") - pl.col("start")).cast(pl.Int128).sum()).item() or 0)
+    launchers = k["op"].drop_nulls().unique()
 
-    # one cost per distinct (name, dims, types, strides, concrete): shapes are parsed per key, not per event
-    keys = ops.select("op", *KEY)
-    costs: dict[tuple, op_models.Cost | None] = {}
+    # only the launching ops and the ops with a model can own a kernel's time: nesting is computed among them
+    # (an ancestor in the whole tree still encloses its descendants in time), which drops views, allocations and
+    # annotations; each distinct (name, dims, types, strides, concrete) gets an id, and its cost is computed once
+    ops = ops.filter(pl.col("op").is_in(launchers.implode()) | pl.col("name").is_in(list(op_models.MODELS)))
+    distinct = ops.select(*KEY).unique(maintain_order=True).with_row_index("key")
+    ops = ops.join(distinct, on=list(KEY), how="left", nulls_equal=True)
+    key_rows = distinct.select(*KEY).rows()
+    op_key = dict(zip(ops["op"].to_list(), ops["key"].to_list(), strict=True))
+    costs = [op_models.cost(name, _parse(dims), _parse(types), _parse(strides), _parse(concrete))
+             if dims is not None and op_models.has_model(name) else None
+             for name, dims, types, strides, concrete in key_rows]
+    composite = [row[0] in op_models.COMPOSITES and cost is not None for row, cost in zip(key_rows, costs,
+                                                                                           strict=True)]
 
-    def cost_of(key: tuple) -> op_models.Cost | None:
-        if key not in costs:
-            name, dims, types, strides, concrete = key
-            costs[key] = (op_models.cost(name, _parse(dims), _parse(types), _parse(strides), _parse(concrete))
-                          if dims is not None and op_models.has_model(name) else None)
-        return costs[key]
-
-    op_keys = keys.select(*KEY).rows()
     parents = _parents(ops)
     owner: dict[int, int] = {}  # launching op -> the op the kernel's time goes to
-    for launcher in k["op"].drop_nulls().unique().to_list():
+    for launcher in launchers.to_list():
         chain: list[int] = []
         i = launcher
         while i != -1 and len(chain) < 512:
             chain.append(i)
             i = parents[i]
-        composite = next((j for j in reversed(chain) if op_keys[j][0] in op_models.COMPOSITES
-                          and cost_of(op_keys[j]) is not None), None)
-        owner[launcher] = composite if composite is not None else next(
-            (j for j in chain if cost_of(op_keys[j]) is not None), launcher)
+        fused = next((j for j in reversed(chain) if composite[op_key[j]]), None)
+        owner[launcher] = fused if fused is not None else next(
+            (j for j in chain if costs[op_key[j]] is not None), launcher)
 
     attributed = k.filter(pl.col("op").is_not_null()).with_columns(
         pl.col("op").replace_strict(owner, return_dtype=pl.UInt32).alias("owner"))
@@ -160,8 +181,8 @@ def analyse(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, kernels: pl.DataFrame,
     groups: dict[tuple, dict] = {}
     for owner_op, union_ns, tf32, kernel_ns, n_kernels in per_call.select(
             "owner", "union_ns", "tf32", "kernel_ns", "kernels").iter_rows():
-        key = op_keys[owner_op]
-        cost = cost_of(key)
+        key = key_rows[op_key[owner_op]]
+        cost = costs[op_key[owner_op]]
         gkey = (*key, bool(tf32) if cost is not None else False)
         g = groups.get(gkey)
         if g is None:
