@@ -138,6 +138,11 @@ def render_markdown(report: dict, name_width: int = 60) -> str:
                 f"FP32 {d['fp32_tflops']:,.3f} TFLOP/s"
                 + (f" ({d['fp32_pct_of_peak']:.1f}% of peak)" if "fp32_pct_of_peak" in d else "")
             )
+        if "tensor_tflops" in d:
+            parts.append(
+                f"tensor cores {d['tensor_tflops']:,.1f} TFLOP/s, {d['tensor_flops']:,.0f} FLOPs/launch"
+                + (f" ({d['tensor_pct_of_peak']:.1f}% of {d['tensor_peak']})" if "tensor_pct_of_peak" in d else "")
+            )
         for key, label in (
             ("ncu_sm_throughput_pct", "SM"),
             ("ncu_dram_throughput_pct", "DRAM"),

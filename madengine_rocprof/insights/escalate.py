@@ -444,6 +444,7 @@ def derived(counters: dict, peak: Peak | None) -> dict:
             flops = counters[ops[0]]["total"] + counters[ops[1]]["total"] + 2 * counters[ops[2]]["total"]
             out["fp32_tflops"] = flops / t / 1e3
             out["fp32_formula"] = "(fadd + fmul + 2 x ffma thread instructions) / gpu__time_duration.sum"
+        _tensor_flops(counters, t, peak, out)
     amd_fp32 = ("SQ_INSTS_VALU_ADD_F32", "SQ_INSTS_VALU_MUL_F32", "SQ_INSTS_VALU_FMA_F32")
     add, mul, fma = (_rate(counters, c) for c in amd_fp32)
     if add is not None and mul is not None and fma is not None:
@@ -458,6 +459,12 @@ def derived(counters: dict, peak: Peak | None) -> dict:
     ):
         if metric in counters:
             out[key] = counters[metric]["mean"]
+    mops = {m.group(1): counters[name] for name in counters if (m := MFMA_MOPS.match(name))}
+    if mops and all(e["time_ns"] for e in mops.values()):
+        _put_tensor(out, {_DTYPE_OF[t.lower()]: MFMA_FLOPS_PER_MOP * e["total"] for t, e in mops.items()},
+                    sum(MFMA_FLOPS_PER_MOP * e["total"] / max(e["dispatches"], 1) for e in mops.values()),
+                    sum(MFMA_FLOPS_PER_MOP * e["total"] / e["time_ns"] for e in mops.values()) / 1e3,
+                    "512 x SQ_INSTS_VALU_MFMA_MOPS_* / kernel time", peak)
     if "SQ_WAVES" in counters and counters["SQ_WAVES"]["total"] > 0 and "SQ_INSTS_VALU" in counters:
         out["valu_per_wave"] = counters["SQ_INSTS_VALU"]["total"] / counters["SQ_WAVES"]["total"]
     if peak and peak.bandwidth_gbs and "bandwidth_gbs" in out:
@@ -468,12 +475,53 @@ def derived(counters: dict, peak: Peak | None) -> dict:
     return out
 
 
+# ncu's tensor-path op counters: "# of math ops executed in Tensor path with source X (and destination Y)"; one FMA
+# of a matrix multiply is two ops, so their sum over a GEMM is its 2*M*N*K FLOPs. Only the plain counters are read:
+# the _sparsity_on/_sparsity_off and _realtime variants split or repeat the same ops.
+TENSOR_OPS = re.compile(r"^sm__ops_path_tensor_(?:op_[a-z0-9]+_)?src_([a-z0-9]+?)(?:_dst_[a-z0-9]+)?\.sum$")
+# AMD: SQ_INSTS_VALU_MFMA_MOPS_<type> counts matrix ops in units of 512 FLOPs (rocprofiler-compute's MFMA FLOPs)
+MFMA_MOPS = re.compile(r"^SQ_INSTS_VALU_MFMA_MOPS_(F16|BF16|F32|F64|F8|XF32)$")
+MFMA_FLOPS_PER_MOP = 512
+_DTYPE_OF = {"f16": "fp16", "fp16": "fp16", "bf16": "bf16", "f32": "fp32", "fp32": "fp32", "tf32": "tf32",
+             "xf32": "tf32", "f64": "fp64", "fp64": "fp64", "f8": "fp8", "fp8": "fp8", "e4m3": "fp8", "e5m2": "fp8"}
+
+
+def _tensor_flops(counters: dict, duration_ns: float, peak: Peak | None, out: dict) -> None:
+    """Tensor/matrix-core FLOPs per dispatch and their rate over the kernel time, against the dtype's matrix peak
+    (the dtype with the most ops names the peak)."""
+    by_dtype: dict[str, float] = {}
+    per_dispatch = 0.0
+    for name, entry in counters.items():
+        found = TENSOR_OPS.match(name)
+        if found:
+            dtype = _DTYPE_OF.get(found.group(1), found.group(1))
+            by_dtype[dtype] = by_dtype.get(dtype, 0.0) + entry["total"]
+            per_dispatch += entry["total"] / max(entry["dispatches"], 1)
+    if by_dtype and duration_ns > 0:
+        _put_tensor(out, by_dtype, per_dispatch, sum(by_dtype.values()) / duration_ns / 1e3,
+                    "sum of sm__ops_path_tensor_src_*.sum / gpu__time_duration.sum", peak)
+
+
+def _put_tensor(out: dict, by_dtype: dict[str, float], per_dispatch: float, tflops: float, formula: str,
+                peak: Peak | None) -> None:
+    out["tensor_flops"] = per_dispatch
+    out["tensor_tflops"] = tflops
+    out["tensor_flops_by_dtype"] = by_dtype
+    out["tensor_formula"] = formula
+    dtype = max(by_dtype, key=lambda d: by_dtype[d])
+    matrix = peak.matrix_tflops(dtype) if peak else None
+    if matrix:
+        out["tensor_pct_of_peak"] = 100 * tflops / matrix
+        out["tensor_peak"] = f"{dtype} matrix {matrix:g} TFLOP/s"
+
+
 def bound(metrics: dict) -> str:
     """The resource nearest its peak when one is at BOUND_AT% or more; else say that none is near its peak."""
     compute = [
         (metrics[k], label)
         for k, label in (
             ("fp32_pct_of_peak", "FP32 compute"),
+            ("tensor_pct_of_peak", "tensor-core FLOPs"),
             ("ncu_sm_throughput_pct", "SM compute"),
             ("ncu_tensor_pipe_pct", "tensor cores"),
         )

@@ -15,10 +15,11 @@ peaks (boost clock), dense (a datasheet's "with sparsity" figure is twice the de
   FP32 (packed) and FP64 47.9 TFLOPS; 8192-bit HBM2e at 3.2 Gb/s = 3,276.8 GB/s. No TF32 or FP8.
 - MI210: AMD Instinct MI210 data sheet: matrix FP16/BF16 181.0, matrix FP32 and FP64 45.3, vector FP32 and FP64
   22.6 TFLOPS, 1.6 TB/s (1,638.4 GB/s).
-- H100 SXM / PCIe, H200: NVIDIA H100 and H200 data sheets (the sparse Tensor Core figures halved): SXM (and H200)
-  TF32 494.7, FP16/BF16 989.4, FP8 1978.9, FP64 Tensor Core 66.9, FP32 66.9, FP64 33.5 TFLOPS; PCIe TF32 378,
-  FP16/BF16 756, FP8 1513, FP64 Tensor Core 51, FP32 51, FP64 25.6; 3,350 / 2,000 / 4,800 GB/s. FP16/BF16 on the
-  CUDA cores (not tensor cores) run at twice FP32 (H100 white paper): 133.8 SXM, 102 PCIe.
+- H100 SXM / PCIe, H200: NVIDIA H100 and H200 data sheets: SXM (and H200) FP64 34, FP64 Tensor Core 67, FP32 67
+  TFLOPS, and dense Tensor Core TF32 494.7, FP16/BF16 989.4, FP8 1978.9 (the H100 white paper's dense figures; the
+  data sheets print twice these, "with sparsity"); PCIe FP64 26, FP64 Tensor Core 51, FP32 51, TF32 378, FP16/BF16
+  756.5, FP8 1513 (the data sheet's sparse figures halved); 3,350 / 2,000 / 4,800 GB/s. FP16/BF16 on the CUDA
+  cores (not tensor cores) run at twice FP32 (H100 white paper): 133.8 SXM, 102 PCIe.
 - A100: NVIDIA A100 data sheet: TF32 156, FP16/BF16 312 (dense), FP64 Tensor Core 19.5, FP32 19.5 TFLOPS; 2,039 GB/s
   (80GB SXM) or 1,555 GB/s (40GB). No FP8.
 - B200: NVIDIA HGX B200 data sheet (eight GPUs; per GPU and dense: the sparse figures halved): FP8 4.5 PFLOPS,
@@ -56,8 +57,8 @@ def _peak(device: str, bandwidth: float, vector: dict[str, float], matrix: dict[
     return Peak(device, bandwidth, vector["fp32"], "datasheet", tuple(matrix.items()), tuple(vector.items()))
 
 
-_H100_SXM_MATRIX = {"fp64": 66.9, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8": 1978.9}
-_H100_SXM_VECTOR = {"fp64": 33.5, "fp32": 66.9, "fp16": 133.8, "bf16": 133.8}
+_H100_SXM_MATRIX = {"fp64": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8": 1978.9}
+_H100_SXM_VECTOR = {"fp64": 34.0, "fp32": 67.0, "fp16": 133.8, "bf16": 133.8}
 _MI300X_MATRIX = {"fp64": 163.4, "fp32": 163.4, "tf32": 653.7, "fp16": 1307.4, "bf16": 1307.4, "fp8": 2614.9}
 _MI300X_VECTOR = {"fp64": 81.7, "fp32": 163.4}
 _A100_MATRIX = {"fp64": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0}
@@ -67,8 +68,8 @@ _A100_VECTOR = {"fp64": 9.7, "fp32": 19.5, "fp16": 78.0, "bf16": 39.0}
 _TABLE: tuple[tuple[str, Peak | None], ...] = (
     (r"H200.*NVL|H100.*NVL", None),
     (r"H200", _peak("NVIDIA H200", 4800, _H100_SXM_VECTOR, _H100_SXM_MATRIX)),
-    (r"H100.*PCIe", _peak("NVIDIA H100 PCIe", 2000, {"fp64": 25.6, "fp32": 51.0, "fp16": 102.0, "bf16": 102.0},
-                          {"fp64": 51.0, "tf32": 378.0, "fp16": 756.0, "bf16": 756.0, "fp8": 1513.0})),
+    (r"H100.*PCIe", _peak("NVIDIA H100 PCIe", 2000, {"fp64": 26.0, "fp32": 51.0, "fp16": 102.0, "bf16": 102.0},
+                          {"fp64": 51.0, "tf32": 378.0, "fp16": 756.5, "bf16": 756.5, "fp8": 1513.0})),
     (r"H100", _peak("NVIDIA H100 SXM", 3350, _H100_SXM_VECTOR, _H100_SXM_MATRIX)),
     (r"A100.*80", _peak("NVIDIA A100 80GB SXM", 2039, _A100_VECTOR, _A100_MATRIX)),
     (r"A100", _peak("NVIDIA A100 40GB", 1555, _A100_VECTOR, _A100_MATRIX)),
