@@ -376,6 +376,8 @@ def test_report_json_and_markdown_carry_efficiency(tmp_path, capsys):
     shutil.copy(FIXTURES / "ours_h200_tt_v4/tt_v4_b8s128.pt.trace.json.gz", bare)
     code, out, _ = _report([bare, "--json", tmp_path / "b.json", "-q"], capsys)
     assert code == 0 and json.loads((tmp_path / "b.json").read_text())["runs"][0]["efficiency"] is None
+    code, out, _ = _report([bare], capsys)
+    assert "no operator shapes" in out and "record_shapes=True" in out
 
 
 @pytest.mark.parametrize("option,value", [("--peak-tflops", "nan"), ("--peak-tflops", "-1"),

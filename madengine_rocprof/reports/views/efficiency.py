@@ -27,6 +27,11 @@ def _dtype(row: dict) -> str:
 def section(run: ReportRun, top: int) -> Section | None:
     eff = run.get("efficiency")
     if not eff:
+        if any(src.get("format") == "kineto" for src in run.get("sources", [])) and run["summary"]["dispatches"]:
+            return Section("Operator efficiency (roofline from shapes)", blocks=[Lines([
+                "Not available: the trace records no operator shapes. Profile with "
+                "`torch.profiler.profile(record_shapes=True)` to get FLOPs, bytes and the roofline per operator."],
+                kind="note")], anchor=f"efficiency-{run['label']}")
         return None
     rows, unmodelled = eff["rows"], eff["unmodelled"]
     peak = eff["peak"]
