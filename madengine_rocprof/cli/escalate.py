@@ -219,7 +219,7 @@ def escalate(
         first = load_run(run_dir, run_dir.name)
         targets = esc.select_targets(first, top, min_share)
         calls = {name: stats.calls for name, stats in merge_kernels(first).items()}
-        plan = esc.plan_second_pass(run_dir, targets, calls, launches, skip)
+        plan = esc.plan_second_pass(run_dir, targets, calls, launches, skip, esc.device_name(first))
         if dry_run:
             return plan, json.dumps(plan, indent=1, allow_nan=False) + "\n"
         plan = esc.run_second_pass(

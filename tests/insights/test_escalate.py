@@ -527,8 +527,10 @@ def test_tensor_core_flops_from_ncu_op_counters_and_amd_mfma_mops():
     counters = {
         "gpu__time_duration.sum": entry(4 * 200_000.0),
         "sm__ops_path_tensor_src_bf16_dst_fp32.sum": entry(4 * gemm),
-        # variants that split or repeat the same ops are not added again
+        # variants that split or repeat the same ops (as ncu reports them on an H100) are not added again
         "sm__ops_path_tensor_src_bf16_dst_fp32_sparsity_off.sum": entry(4 * gemm),
+        "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum": entry(4 * gemm),
+        "sm__ops_path_tensor_src_int8.sum": entry(4 * gemm),
         "sm__ops_path_tensor_src_fp16_dst_fp32.sum": entry(0.0),
     }
     d = esc.derived(counters, device_peak("NVIDIA H100 80GB HBM3"))
@@ -542,3 +544,19 @@ def test_tensor_core_flops_from_ncu_op_counters_and_amd_mfma_mops():
     assert amd["tensor_flops"] == 512 * 1000.0 / 4
     assert amd["tensor_tflops"] == pytest.approx(512 * 1000.0 / 8000.0 / 1e3)
     assert amd["tensor_peak"] == "bf16 matrix 1307.4 TFLOP/s"
+
+
+def test_tensor_metrics_only_where_ncu_names_them_so():
+    from madengine_rocprof.wrapper.nvidia import NCU_METRICS
+
+    hopper = esc.tensor_metrics("NVIDIA H100 80GB HBM3")
+    assert hopper is not None
+    names = hopper.split(",")
+    assert names[: len(NCU_METRICS["compute_bound"])] == NCU_METRICS["compute_bound"]
+    assert "sm__ops_path_tensor_src_bf16_dst_fp32.sum" in names and all(esc.TENSOR_OPS.match(n) for n in names[
+        len(NCU_METRICS["compute_bound"]):])
+    assert esc.tensor_metrics("NVIDIA A100-SXM4-80GB") is None and esc.tensor_metrics(None) is None
+    assert esc.tensor_metrics("AMD Instinct MI300X") is None
+    tool = esc.escalation_tool("compute_bound", 2, "x", 10, 0, hopper)
+    assert tool.env_vars[esc.ENV_METRICS] == hopper
+    assert esc.ENV_METRICS not in esc.escalation_tool("compute_bound", 2, "x", 10, 0).env_vars
