@@ -522,7 +522,7 @@ def _tensor_flops(counters: dict, duration_ns: float, peak: Peak | None, out: di
     per_dispatch = 0.0
     for name, entry in counters.items():
         found = TENSOR_OPS.match(name)
-        if found:
+        if found and entry["total"] > 0:  # a dtype the kernel did not use names no peak
             dtype = _DTYPE_OF.get(found.group(1), found.group(1))
             by_dtype[dtype] = by_dtype.get(dtype, 0.0) + entry["total"]
             per_dispatch += entry["total"] / max(entry["dispatches"], 1)

@@ -34,6 +34,7 @@ DEFAULT_TARGET = 0.8  # the fraction of the roofline a tuned kernel is taken to 
 # an fp32 GEMM/convolution kernel that ran on tensor cores as TF32 (cuBLAS/CUTLASS name it so; hipBLASLt says xf32)
 TF32_KERNEL = re.compile(r"tf32|xf32", re.IGNORECASE)
 KEY = ("name", "input_dims", "input_types", "input_strides", "concrete_inputs")
+MAX_ENCLOSING_QUERIES = 100_000  # kernels without an operator id looked up by time; more are left unlinked
 
 
 def _parse(text: str | None) -> Any:
@@ -63,6 +64,32 @@ def _parents(ops: pl.DataFrame) -> dict[int, int]:
     return parent
 
 
+def _enclosing(ops: pl.DataFrame, queries: list[tuple[int, int, int]]) -> dict[tuple[int, int, int], int]:
+    """The innermost op enclosing each (pid, tid, time) query on its thread, by one sweep per thread."""
+    found: dict[tuple[int, int, int], int] = {}
+    threads = {(pid, tid) for pid, tid, _ in queries}
+    events = ops.filter(pl.struct("pid", "tid").is_in(
+        pl.DataFrame({"pid": [p for p, _ in threads], "tid": [t for _, t in threads]},
+                     schema={"pid": ops.schema["pid"], "tid": ops.schema["tid"]}).to_struct().implode()))
+    # ops sort before queries at the same time (an op starting at the launch encloses it), outer ops first
+    items = [(pid, tid, start, 0, -end, op) for op, pid, tid, start, end in
+             events.select("op", "pid", "tid", "start", "end").iter_rows()]
+    items += [(pid, tid, t, 1, 0, -1) for pid, tid, t in queries]
+    items.sort()
+    stack: list[tuple[int, int]] = []
+    thread = None
+    for pid, tid, t, kind, neg_end, op in items:
+        if (pid, tid) != thread:
+            thread, stack = (pid, tid), []
+        while stack and stack[-1][0] <= t:
+            stack.pop()
+        if kind == 0:
+            stack.append((-neg_end, op))
+        elif stack:
+            found[(pid, tid, t)] = stack[-1][1]
+    return found
+
+
 def _kernel_ops(kernels: pl.DataFrame, runtime: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     """The kernels with the index of their launching cpu_op (`op`, null when none is found): by the kernel's own
     `External id` where it names a cpu_op (Kineto writes the launching op's id on the kernel too), else through
@@ -79,7 +106,22 @@ def _kernel_ops(kernels: pl.DataFrame, runtime: pl.DataFrame, ops: pl.DataFrame)
         k = k.with_columns(pl.lit(None, dtype=pl.Int64).alias("_rt_ext"))
     k = (k.join(ids.rename({"op": "_own"}), left_on="external_id", right_on="_ext", how="left")
          .join(ids.rename({"op": "_via"}), left_on="_rt_ext", right_on="_ext", how="left"))
-    return k.with_columns(pl.coalesce("_own", "_via").alias("op")).drop("_own", "_via", "_rt_ext")
+    k = k.with_columns(pl.coalesce("_own", "_via").alias("op")).drop("_own", "_via", "_rt_ext")
+    # a kernel launched outside any operator's id (a Triton kernel called from Python, e.g. a fused optimizer):
+    # the innermost op or annotation that encloses its runtime call on the calling thread, where one does
+    calls = (k.filter(pl.col("op").is_null() & pl.col("correlation").is_not_null())
+             .join(runtime.select("correlation", "pid", "tid", pl.col("start").alias("_at")).unique("correlation"),
+                   on="correlation", how="inner"))
+    if 0 < calls.height <= MAX_ENCLOSING_QUERIES:
+        found = _enclosing(ops, list(set(calls.select("pid", "tid", "_at").iter_rows())))
+        if found:
+            by_call = pl.DataFrame(
+                {"correlation": calls["correlation"],
+                 "_enc": [found.get(q) for q in calls.select("pid", "tid", "_at").iter_rows()]},
+                schema={"correlation": k.schema["correlation"], "_enc": k.schema["op"]}).unique("correlation")
+            k = (k.join(by_call, on="correlation", how="left")
+                 .with_columns(pl.coalesce("op", "_enc").alias("op")).drop("_enc"))
+    return k
 
 
 def _union_per(frame: pl.DataFrame, by: str) -> pl.DataFrame:
