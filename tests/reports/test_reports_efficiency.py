@@ -534,3 +534,10 @@ def test_v4_b32s512_top_gemms_fraction_of_the_bf16_peak():
         assert 0.4 < fraction < 0.85  # docs/reports.md states the figures
     assert 40 < result["coverage_pct"] < 70  # the Triton autograd functions of v4 have no model: listed, not dropped
     assert result["unmodelled"][0]["op"].startswith("Triton")
+
+
+def test_shapes_column_marks_transposed_and_strided_inputs():
+    assert view._shape([[1024, 512], [512, 512]], [[512, 1], [1, 512]]) == "1024x512 512x512ᵀ"
+    assert view._shape([[8, 128, 512], [512], []], [[65536, 512, 1], [1], []]) == "8x128x512 512"
+    assert view._shape([[8, 128, 512]], [[0, 512, 1]]) == "8x128x512~"  # an expanded (broadcast) input
+    assert view._shape([[8, 128]], None) == "8x128"

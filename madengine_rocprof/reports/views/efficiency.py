@@ -12,11 +12,28 @@ from madengine_rocprof.wrapper.contracts import ReportRun
 SHAPE_CHARS = 60
 
 
-def _shape(dims: Any) -> str:
-    """The tensor shapes, without the [] Kineto writes for scalars and absent optional arguments."""
+def _layout(shape: list, strides: Any) -> str:
+    """'' for a row-major contiguous tensor, 'ᵀ' for a transposed 2-D one, '~' for other strides (broadcast,
+    slices): what tells apart two groups of the same shapes."""
+    if not isinstance(strides, list) or len(strides) != len(shape) or not all(isinstance(x, int) for x in strides):
+        return ""
+    expected, step = [], 1
+    for d in reversed(shape):
+        expected.append(step)
+        step *= max(d, 1)
+    if strides == expected[::-1] or min(shape, default=1) <= 1:
+        return ""
+    return "ᵀ" if len(shape) == 2 and strides == [1, shape[0]] else "~"
+
+
+def _shape(dims: Any, strides: Any = None) -> str:
+    """The tensor shapes, without the [] Kineto writes for scalars and absent optional arguments; a transposed or
+    otherwise strided input is marked (ᵀ, ~) so that groups of the same shapes read apart."""
     if not isinstance(dims, list):
         return "" if dims is None else json.dumps(dims)
-    text = " ".join("x".join(str(d) for d in shape) for shape in dims if isinstance(shape, list) and shape)
+    per = strides if isinstance(strides, list) and len(strides) == len(dims) else [None] * len(dims)
+    text = " ".join("x".join(str(d) for d in shape) + _layout(shape, stride)
+                    for shape, stride in zip(dims, per, strict=True) if isinstance(shape, list) and shape)
     return text if len(text) <= SHAPE_CHARS else text[: SHAPE_CHARS - 1] + "…"
 
 
@@ -57,7 +74,7 @@ def section(run: ReportRun, top: int) -> Section | None:
                     "and % of roofline need `--peak-tflops` and `--peak-bandwidth`.")
     blocks: list = [Lines(lines), Lines(meta, kind="meta")]
     table_rows = [
-        [r["op"], _shape(r["input_dims"]), _dtype(r), r["count"], r["time_ns"], r["tflops"], r["tbps"],
+        [r["op"], _shape(r["input_dims"], r["input_strides"]), _dtype(r), r["count"], r["time_ns"], r["tflops"], r["tbps"],
          r["intensity"], r["bound"], None if r["roofline_pct"] is None else r["roofline_pct"] / 100, r["saved_ns"]]
         for r in rows[:top]
     ]
@@ -70,7 +87,7 @@ def section(run: ReportRun, top: int) -> Section | None:
     ))
     if peak and peak["bandwidth_gbs"]:
         points = [(r["op"], r["intensity"], r["tflops"], r["time_ns"] / total if total else 0.0,
-                   f"{r['op']} {_shape(r['input_dims'])} {_dtype(r)}: {r['tflops']:.3g} TFLOP/s, "
+                   f"{r['op']} {_shape(r['input_dims'], r['input_strides'])} {_dtype(r)}: {r['tflops']:.3g} TFLOP/s, "
                    f"{r['intensity']:.3g} FLOP/byte, {r['count']} calls, {r['time_ns'] / 1e6:.3f} ms")
                   for r in rows if r["intensity"] and r["tflops"]]
         dtypes = {r["peak"].split(" ")[0] for r in rows if r["peak"] and r["unit"] == "matrix"}
