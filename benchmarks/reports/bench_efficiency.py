@@ -1,7 +1,8 @@
 """CPU cost of the efficiency analysis (reports/analyses/efficiency.py) on a synthetic worst case: every operator
 carries shapes and has a model.
 
-Usage (from the checkout root): PYTHONPATH=. python benchmarks/reports/bench_efficiency.py [--calls N] [--kernels-per-call K]
+Usage (from the checkout root):
+    PYTHONPATH=. python benchmarks/reports/bench_efficiency.py [--calls N] [--kernels-per-call K]
 
 Builds the trace tables directly (no JSON): N/2 `aten::linear` calls each enclosing an `aten::addmm` that launches
 K back-to-back kernels (defaults: 250,000 operators, 1M kernels, as the 1M-GPU-event Kineto benchmark trace), seven

@@ -75,7 +75,8 @@ def section(run: ReportRun, top: int) -> Section | None:
     blocks: list = [Lines(lines), Lines(meta, kind="meta")]
     table_rows = [
         [r["op"], _shape(r["input_dims"], r["input_strides"]), _dtype(r), r["count"], r["time_ns"], r["tflops"],
-         r["tbps"], r["intensity"], r["bound"], None if r["roofline_pct"] is None else r["roofline_pct"] / 100, r["saved_ns"]]
+         r["tbps"], r["intensity"], r["bound"], None if r["roofline_pct"] is None else r["roofline_pct"] / 100,
+         r["saved_ns"]]
         for r in rows[:top]
     ]
     blocks.append(Table(
