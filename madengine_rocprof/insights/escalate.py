@@ -10,7 +10,8 @@ once per counter profile they need, with the profiler's kernel filter, and join 
   with `kernel_include_regex` set to exactly the chosen names. The wrapper turns that into rocprofv3
   `--kernel-include-regex`, or ncu `--kernel-name regex:` plus `--launch-skip/--launch-count` on NVIDIA;
 - the joined report gives per kernel: time, calls and share from the first pass, counters and derived metrics from
-  the second (achieved bandwidth or FP32 rate against the device's peak) and what bounds it.
+  the second (achieved bandwidth, FP32 rate, tensor/matrix-core FLOPs per launch and their rate, each against the
+  device's peak) and what bounds it.
 """
 
 from __future__ import annotations

@@ -541,3 +541,20 @@ def test_shapes_column_marks_transposed_and_strided_inputs():
     assert view._shape([[8, 128, 512], [512], []], [[65536, 512, 1], [1], []]) == "8x128x512 512"
     assert view._shape([[8, 128, 512]], [[0, 512, 1]]) == "8x128x512~"  # an expanded (broadcast) input
     assert view._shape([[8, 128]], None) == "8x128"
+
+
+def test_a_run_of_several_traces_merges_their_tables(tmp_path, capsys):
+    import shutil
+
+    for name in ("tracelens_h100_bert", "tracelens_mi300_bert"):
+        shutil.copy(FIXTURES / name / "gaunernst_bert-small-uncased__1016001.json.gz",
+                    tmp_path / f"{name}.pt.trace.json.gz")
+    code, _, _ = _report([tmp_path, "--json", tmp_path / "r.json", "-q"], capsys)
+    assert code == 0
+    eff = json.loads((tmp_path / "r.json").read_text())["runs"][0]["efficiency"]
+    assert len(eff["origins"]) == 2 and {o["device"] for o in eff["origins"]} == {
+        "NVIDIA H100 80GB HBM3", "AMD Instinct MI300X VF"}
+    assert eff["kernel_ns"] == sum(o["kernel_ns"] for o in eff["origins"])
+    assert len({r["origin"] for r in eff["rows"]}) == 2
+    saved = [r["saved_ns"] or 0 for r in eff["rows"]]
+    assert saved == sorted(saved, reverse=True)
