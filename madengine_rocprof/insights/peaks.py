@@ -88,21 +88,26 @@ _TABLE: tuple[tuple[str, Peak | None], ...] = (
 )
 
 
-def device_peak(name: str | None, bandwidth_gbs: float | None = None, fp32_tflops: float | None = None) -> Peak | None:
+def device_peak(name: str | None, bandwidth_gbs: float | None = None, fp32_tflops: float | None = None,
+                compute_tflops: float | None = None) -> Peak | None:
     """The peak for a device name, with the given overrides; None when unknown and not given.
 
-    A FLOP-rate override (`--peak-tflops`) becomes the one compute roof for every dtype and unit: a user who gives
-    one figure means the rate their part reaches, and mixing it with datasheet figures for other dtypes would
+    `fp32_tflops` (escalate's `--peak-tflops`) replaces the FP32 vector peak only. `compute_tflops` (report's
+    `--peak-tflops`) becomes the one compute roof for every dtype and unit: a user who gives one figure for the
+    efficiency table means the rate their part reaches, and mixing it with datasheet figures for other dtypes would
     compare unlike things.
     """
     found = next((peak for pattern, peak in _TABLE if name and re.search(pattern, name, re.IGNORECASE)), None)
-    if bandwidth_gbs is None and fp32_tflops is None:
+    if bandwidth_gbs is None and fp32_tflops is None and compute_tflops is None:
         return found
     matrix = found.matrix if found else ()
     vector = found.vector if found else ()
     if fp32_tflops is not None:
-        matrix = tuple((d, fp32_tflops) for d in MATRIX_DTYPES)
-        vector = tuple((d, fp32_tflops) for d in ("fp64", "fp32", "fp16", "bf16"))
+        vector = tuple((d, fp32_tflops if d == "fp32" else v) for d, v in vector) or (("fp32", fp32_tflops),)
+    if compute_tflops is not None:
+        fp32_tflops = compute_tflops
+        matrix = tuple((d, compute_tflops) for d in MATRIX_DTYPES)
+        vector = tuple((d, compute_tflops) for d in ("fp64", "fp32", "fp16", "bf16"))
     return Peak(
         name or (found.device if found else "given"),
         bandwidth_gbs if bandwidth_gbs is not None else (found.bandwidth_gbs if found else None),

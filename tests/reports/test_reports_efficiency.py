@@ -274,7 +274,7 @@ def test_unknown_device_gives_rates_without_a_roofline():
     result = _analyse(cpu, runtime, gpu, device_peak("Some Future GPU"), "Some Future GPU")
     assert result["peak"] is None
     assert all(r["bound"] is None and r["roofline_pct"] is None and r["tflops"] for r in result["rows"])
-    given = _analyse(cpu, runtime, gpu, device_peak("Some Future GPU", 1000.0, 100.0), "Some Future GPU")
+    given = _analyse(cpu, runtime, gpu, device_peak("Some Future GPU", 1000.0, compute_tflops=100.0), "x")
     assert all(r["bound"] in ("compute", "memory") for r in given["rows"])
 
 
@@ -558,3 +558,17 @@ def test_a_run_of_several_traces_merges_their_tables(tmp_path, capsys):
     assert len({r["origin"] for r in eff["rows"]}) == 2
     saved = [r["saved_ns"] or 0 for r in eff["rows"]]
     assert saved == sorted(saved, reverse=True)
+
+
+def test_peak_overrides_fp32_only_or_every_roof():
+    escalate_style = device_peak("NVIDIA H100 80GB HBM3", fp32_tflops=60.0)
+    assert escalate_style is not None
+    assert escalate_style.vector_tflops("fp32") == 60.0 and escalate_style.matrix_tflops("bf16") == 989.4
+    report_style = device_peak("NVIDIA H100 80GB HBM3", compute_tflops=500.0)
+    assert report_style is not None and report_style.source == "datasheet, overridden"
+    assert {report_style.matrix_tflops(d) for d in ("bf16", "fp8", "tf32")} == {500.0}
+    assert report_style.bandwidth_gbs == 3350
+    mi300x = device_peak("AMD Instinct MI300X")
+    assert mi300x is not None and (mi300x.matrix_tflops("bf16"), mi300x.matrix_tflops("fp8")) == (1307.4, 2614.9)
+    assert device_peak("AMD Instinct MI355X").matrix_tflops("tf32") is None  # type: ignore[union-attr]
+    assert device_peak("NVIDIA A100-SXM4-80GB").matrix_tflops("fp8") is None  # type: ignore[union-attr]

@@ -329,7 +329,7 @@ def for_run(run: RunData) -> dict | None:
         if tables is None:
             continue
         name = _device_name(tables.device_properties, tables.kernels, fallback)
-        peak = device_peak(name, OPTIONS["peak_bandwidth"], OPTIONS["peak_tflops"])
+        peak = device_peak(name, OPTIONS["peak_bandwidth"], compute_tflops=OPTIONS["peak_tflops"])
         result = analyse(tables.cpu_ops, tables.runtime, tables.kernels, peak, name,
                          OPTIONS["target"] or DEFAULT_TARGET)
         if result is not None:
