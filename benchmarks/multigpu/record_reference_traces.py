@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import os
 import platform
@@ -27,7 +28,17 @@ import re
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+def _repo_root() -> str:
+    """The checkout holding scripts/tinytransformer: above this file (benchmarks/multigpu/), else the working
+    directory (the script may travel in a side folder of the checkout)."""
+    for root in (os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), os.getcwd()):
+        if os.path.isdir(os.path.join(root, "scripts", "tinytransformer")):
+            return root
+    raise SystemExit("error: scripts/tinytransformer not found; run from the repository root")
+
+
+REPO = _repo_root()
 TT_DIR = os.path.join(REPO, "scripts", "tinytransformer")
 
 
@@ -55,7 +66,6 @@ def run_tt(a) -> int:
     if a.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton
     sys.path.insert(0, TT_DIR)
-    import torch
     from torch.profiler import ProfilerActivity, profile, schedule
 
     import tt_harness
@@ -174,19 +184,19 @@ def gemm_calls(small: bool, device):
                 batch = 1
                 A, B = rnd(M, K), rnd(K, N)
                 if op == "mm":
-                    fn = (lambda A=A, B=B: torch.mm(A, B))
+                    fn = functools.partial(torch.mm, A, B)
                 else:
                     bias = rnd(N)
-                    fn = (lambda A=A, B=B, bias=bias: torch.addmm(bias, A, B))
+                    fn = functools.partial(torch.addmm, bias, A, B)
             elif op == "bmm":
                 batch, M, K, N = dims
                 A, B = rnd(batch, M, K), rnd(batch, K, N)
-                fn = (lambda A=A, B=B: torch.bmm(A, B))
+                fn = functools.partial(torch.bmm, A, B)
             else:  # linear
                 b0, s0, K, N = dims
                 batch, M = 1, b0 * s0
                 X, W, bias = rnd(b0, s0, K), rnd(N, K), rnd(N)
-                fn = (lambda X=X, W=W, bias=bias: F.linear(X, W, bias))
+                fn = functools.partial(F.linear, X, W, bias)
             calls.append(dict(label=f"{prec}/{label}", precision=prec, dtype=dtname, allow_tf32=tf32, op=op,
                               dims=list(dims), M=M, N=N, K=K, batch=batch, flops=2 * batch * M * N * K, fn=fn))
     return calls
@@ -275,6 +285,24 @@ def pick_metrics(query_text: str, small: bool = False) -> list[str]:
     return chosen
 
 
+# The disjoint top-level tensor-core paths (sm__ops_path_tensor_src_<in>[_dst_<out>]): the op_hgmma/op_hmma
+# variants and the _sparsity_on/off splits count the same operations again.
+TENSOR_PATH = re.compile(r"sm__ops_path_tensor_src_[a-z0-9]+(_dst_[a-z0-9]+)?\.sum")
+
+
+def tensor_flops(metrics: dict) -> int:
+    """Tensor-core operations (a multiply-add counts 2) summed over the disjoint source-type paths."""
+    return sum(int(v) for n, v in metrics.items() if TENSOR_PATH.fullmatch(n) and isinstance(v, (int, float)))
+
+
+def fp32_pipe_flops(metrics: dict) -> int:
+    """FP32 FLOPs on the FMA pipe from thread-level SASS counts: 2 per FFMA, 1 per FADD / FMUL."""
+    def get(op):
+        v = metrics.get(f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum")
+        return int(v) if isinstance(v, (int, float)) else 0
+    return 2 * get("ffma") + get("fadd") + get("fmul")
+
+
 def _number(text: str):
     t = text.replace(",", "").strip()
     if t in ("", "n/a"):
@@ -304,6 +332,7 @@ def ncu_json(raw_csv: str, ops_json: str) -> dict:
     for r in rows:
         rec = dict(zip(header, r, strict=False))
         name = rec.get("Kernel Name", "")
+        label: str | None
         is_marker = "fill" in name.lower() or ("elementwise" in name.lower() and "gemm" not in name.lower())
         if is_marker and rec.get("Grid Size", "").replace(" ", "") in ("(1,1,1)", "1,1,1"):
             op_i += 1
@@ -317,12 +346,15 @@ def ncu_json(raw_csv: str, ops_json: str) -> dict:
     per_op = []
     for i, op in enumerate(ops):
         ks = [k for k in kernels if k["op_label"] == op["label"]]
-        tensor = sum(v for k in ks for n, v in k["metrics"].items()
-                     if n.startswith("sm__ops_path_tensor") and isinstance(v, (int, float)))
+        tensor = sum(tensor_flops(k["metrics"]) for k in ks)
+        fp32 = sum(fp32_pipe_flops(k["metrics"]) for k in ks)
+        duration = sum(k["metrics"].get("gpu__time_duration.sum") or 0 for k in ks)
+        counted = tensor + fp32
         per_op.append({"index": i, "label": op["label"], "expected_flops": op["flops"], "kernels": len(ks),
-                       "kernel_names": [k["kernel_name"] for k in ks],
-                       "tensor_ops_sum": tensor,
-                       "duration_ns": sum(k["metrics"].get("gpu__time_duration.sum") or 0 for k in ks)})
+                       "kernel_names": [k["kernel_name"] for k in ks], "tensor_flops": tensor,
+                       "fp32_pipe_flops": fp32, "counted_over_expected": counted / op["flops"] if op["flops"] else None,
+                       "duration_ns": duration,
+                       "counted_tflops_per_s": counted / duration / 1e3 if duration else None})
     return {"source": os.path.basename(raw_csv), "units": units, "kernels": kernels, "per_op": per_op,
             "markers_seen": sum(1 for k in kernels if k["op_label"] == "marker"), "ops_expected": len(ops)}
 

@@ -14,6 +14,7 @@
 # Every phase has its own time limit and none starts after BUDGET_S. Results go to $OUT as at most 7 files:
 # A_<phase>.tgz (one per stage-A phase), B_gpu0.tgz and B_gpu1.tgz (re-packed after each phase, so partial results
 # come back), run.log and env.txt.
+# PHASES="a b ..." runs only the named phases (default: all).
 # On a CPU (CHECK_CPU=1): gloo, the harness's tiny model, TRITON_INTERPRET=1, no ncu: a check for typos.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -67,6 +68,7 @@ left() { echo $(( BUDGET_S - ($(date +%s) - start) )); }
 
 phase() {  # phase NAME LIMIT_S CMD...: runs CMD in $WORK/NAME (cwd stays the repo), logs, times it
   local name=$1 limit=$2; shift 2
+  case " ${PHASES:-$name} " in *" $name "*) ;; *) echo "=== SKIP $name: not in PHASES"; return 0;; esac
   local remaining; remaining=$(left)
   if [ "$remaining" -le 10 ]; then echo "=== SKIP $name: budget spent"; return 0; fi
   [ "$limit" -gt "$remaining" ] && limit=$remaining
@@ -82,8 +84,10 @@ phase() {  # phase NAME LIMIT_S CMD...: runs CMD in $WORK/NAME (cwd stays the re
 }
 
 pack() {  # pack TARBALL PHASE...
-  local tarball=$1; shift
-  tar -czf "$OUT/$tarball.tmp" -C "$WORK" "$@" 2>/dev/null && mv "$OUT/$tarball.tmp" "$OUT/$tarball"
+  local tarball=$1 have=() d; shift
+  for d in "$@"; do [ -d "$WORK/$d" ] && have+=("$d"); done
+  [ "${#have[@]}" -gt 0 ] || return 0
+  tar -czf "$OUT/$tarball.tmp" -C "$WORK" "${have[@]}" 2>/dev/null && mv "$OUT/$tarball.tmp" "$OUT/$tarball"
 }
 
 TORCHRUN=("$PY" -m torch.distributed.run --standalone --nproc_per_node=2)
