@@ -168,7 +168,8 @@ def test_conv_norm_softmax_cross_entropy_elementwise_reduce():
 
 def _frames(ops: list[tuple], kernels: list[tuple]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """ops: (name, start, end, ext, dims, types, concrete); kernels: (name, start, end, ext) linked through a
-    runtime call with correlation = 1000 + ext (as Kineto does)."""
+    runtime call of their own (correlation 1000 + the kernel's index) that carries the op's External id, as Kineto
+    writes them."""
     cpu = pl.DataFrame(
         [{"name": n, "pid": 1, "tid": 1, "start": s, "end": e, "external_id": x,
           "input_dims": None if d is None else json.dumps(d, separators=(",", ":")),
@@ -179,11 +180,11 @@ def _frames(ops: list[tuple], kernels: list[tuple]) -> tuple[pl.DataFrame, pl.Da
                 "input_strides": pl.String, "concrete_inputs": pl.String})
     runtime = pl.DataFrame({"name": ["cudaLaunchKernel"] * len(kernels), "pid": [1] * len(kernels),
                             "tid": [1] * len(kernels), "start": [k[1] - 5 for k in kernels],
-                            "end": [k[1] - 4 for k in kernels], "correlation": [1000 + k[3] for k in kernels],
+                            "end": [k[1] - 4 for k in kernels], "correlation": [1000 + i for i in range(len(kernels))],
                             "external_id": [k[3] for k in kernels]})
     gpu = pl.DataFrame({"name": [k[0] for k in kernels], "device": [0] * len(kernels), "stream": [7] * len(kernels),
                         "start": [k[1] for k in kernels], "end": [k[2] for k in kernels],
-                        "correlation": [1000 + k[3] for k in kernels],
+                        "correlation": [1000 + i for i in range(len(kernels))],
                         "external_id": [None] * len(kernels)}, schema_overrides={"external_id": pl.Int64})
     return cpu, runtime, gpu
 
@@ -572,3 +573,23 @@ def test_peak_overrides_fp32_only_or_every_roof():
     assert mi300x is not None and (mi300x.matrix_tflops("bf16"), mi300x.matrix_tflops("fp8")) == (1307.4, 2614.9)
     assert device_peak("AMD Instinct MI355X").matrix_tflops("tf32") is None  # type: ignore[union-attr]
     assert device_peak("NVIDIA A100-SXM4-80GB").matrix_tflops("fp8") is None  # type: ignore[union-attr]
+
+
+def test_graph_replays_are_not_given_to_the_op_around_the_launch():
+    cpu, runtime, gpu = _toy()
+    # one cudaGraphLaunch inside ProfilerStep#1 whose correlation three replayed kernels share
+    runtime = pl.concat([runtime, pl.DataFrame([{"name": "cudaGraphLaunch", "pid": 1, "tid": 1, "start": 9_500,
+                                                 "end": 9_510, "correlation": 7000, "external_id": 1}],
+                                               schema=runtime.schema)])
+    replay = [{"name": f"k{i}", "device": 0, "stream": 7, "start": 10_000_000 + i * 1000,
+               "end": 10_000_500 + i * 1000, "correlation": 7000, "external_id": None} for i in range(3)]
+    # and two kernels of a replay whose launch the trace does not hold (the profiler's warm-up step)
+    replay += [{"name": f"w{i}", "device": 0, "stream": 7, "start": 20_000_000 + i * 1000,
+                "end": 20_000_100 + i * 1000, "correlation": 42, "external_id": None} for i in range(2)]
+    gpu = pl.concat([gpu, pl.DataFrame(replay, schema=gpu.schema)])
+    result = _analyse(cpu, runtime, gpu, device_peak("H100"), "H100")
+    assert result["graph_kernel_ns"] == 3 * 500 + 2 * 100 and result["unlinked_kernel_ns"] == 0
+    assert not any(u["op"] == "ProfilerStep#1" for u in result["unmodelled"])
+    sec = view.section(cast(ReportRun, {"label": "run", "efficiency": result}), top=5)
+    assert sec is not None
+    assert any("replayed from CUDA/HIP graphs" in line for b in sec.blocks if isinstance(b, Lines) for line in b.lines)

@@ -34,7 +34,9 @@ DEFAULT_TARGET = 0.8  # the fraction of the roofline a tuned kernel is taken to 
 # an fp32 GEMM/convolution kernel that ran on tensor cores as TF32 (cuBLAS/CUTLASS name it so; hipBLASLt says xf32)
 TF32_KERNEL = re.compile(r"tf32|xf32", re.IGNORECASE)
 KEY = ("name", "input_dims", "input_types", "input_strides", "concrete_inputs")
-MAX_ENCLOSING_QUERIES = 100_000  # kernels without an operator id looked up by time; more are left unlinked
+GRAPH_LAUNCH = r"(?i)graphlaunch"  # cudaGraphLaunch, hipGraphLaunch, cuGraphLaunch
+MAX_ENCLOSING_QUERIES = 100_000
+UNLINKED_LISTED = 5  # the longest kernels no operator launched, by name, in the JSON and the note  # kernels without an operator id looked up by time; more are left unlinked
 
 
 def _parse(text: str | None) -> Any:
@@ -99,17 +101,26 @@ def _kernel_ops(kernels: pl.DataFrame, runtime: pl.DataFrame, ops: pl.DataFrame)
     ids = (ops.filter(pl.col("external_id").is_not_null()).select(pl.col("external_id").alias("_ext"), "op")
            .unique("_ext", keep="last"))
     if runtime.height:
-        links = (runtime.filter(pl.col("correlation").is_not_null() & pl.col("external_id").is_not_null())
-                 .select("correlation", pl.col("external_id").alias("_rt_ext")).unique("correlation", keep="first"))
-        k = k.join(links, on="correlation", how="left")
+        links = (runtime.filter(pl.col("correlation").is_not_null())
+                 .select("correlation", pl.col("external_id").alias("_rt_ext"),
+                         pl.col("name").str.contains(GRAPH_LAUNCH).alias("graph"))
+                 .unique("correlation", keep="first"))
+        k = k.join(links, on="correlation", how="left").with_columns(pl.col("graph").fill_null(False))
     else:
-        k = k.with_columns(pl.lit(None, dtype=pl.Int64).alias("_rt_ext"))
+        k = k.with_columns(pl.lit(None, dtype=pl.Int64).alias("_rt_ext"), pl.lit(False).alias("graph"))
     k = (k.join(ids.rename({"op": "_own"}), left_on="external_id", right_on="_ext", how="left")
          .join(ids.rename({"op": "_via"}), left_on="_rt_ext", right_on="_ext", how="left"))
-    k = k.with_columns(pl.coalesce("_own", "_via").alias("op")).drop("_own", "_via", "_rt_ext")
+    # a kernel replayed from a CUDA/HIP graph belongs to the operator that ran at capture, which the trace does not
+    # hold: it stays unattributed (the graph launch's enclosing op is not the one that did the work). A graph
+    # launch is the one call whose correlation id several kernels share, also where the call itself is not in
+    # the trace (a replay in the profiler's warm-up step)
+    k = k.with_columns((pl.col("graph") | (pl.len().over("correlation") > 1) & pl.col("correlation").is_not_null())
+                       .alias("graph"))
+    k = k.with_columns(pl.when(pl.col("graph")).then(None).otherwise(pl.coalesce("_own", "_via")).alias("op")).drop(
+        "_own", "_via", "_rt_ext")
     # a kernel launched outside any operator's id (a Triton kernel called from Python, e.g. a fused optimizer):
     # the innermost op or annotation that encloses its runtime call on the calling thread, where one does
-    calls = (k.filter(pl.col("op").is_null() & pl.col("correlation").is_not_null())
+    calls = (k.filter(pl.col("op").is_null() & pl.col("correlation").is_not_null() & ~pl.col("graph"))
              .join(runtime.select("correlation", "pid", "tid", pl.col("start").alias("_at")).unique("correlation"),
                    on="correlation", how="inner"))
     if 0 < calls.height <= MAX_ENCLOSING_QUERIES:
@@ -217,8 +228,14 @@ def analyse(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, kernels: pl.DataFrame,
             (pl.col("end") - pl.col("start")).cast(pl.Int128).sum().alias("kernel_ns"),
             pl.len().alias("kernels")),
         on="owner")
-    unlinked_ns = total_ns - int(attributed.select((pl.col("end") - pl.col("start")).cast(pl.Int128).sum()).item()
-                                 or 0)
+    unlinked_top = (k.filter(pl.col("op").is_null() & ~pl.col("graph")).group_by("name")
+                    .agg(pl.len().alias("kernels"), (pl.col("end") - pl.col("start")).sum().cast(pl.Int64)
+                         .alias("time_ns"))
+                    .sort(["time_ns", "name"], descending=[True, False]).head(UNLINKED_LISTED).to_dicts())
+    graph_ns = int(k.filter(pl.col("graph")).select((pl.col("end") - pl.col("start")).cast(pl.Int128).sum()).item()
+                   or 0)
+    unlinked_ns = total_ns - graph_ns - int(
+        attributed.select((pl.col("end") - pl.col("start")).cast(pl.Int128).sum()).item() or 0)
 
     groups: dict[tuple, dict] = {}
     for owner_op, union_ns, tf32, kernel_ns, n_kernels in per_call.select(
@@ -257,6 +274,8 @@ def analyse(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, kernels: pl.DataFrame,
         "kernel_ns": total_ns,
         "modelled_kernel_ns": modelled_kernel_ns,
         "unlinked_kernel_ns": unlinked_ns,
+        "graph_kernel_ns": graph_ns,
+        "unlinked_kernels": unlinked_top,
         "coverage_pct": round(100 * modelled_kernel_ns / total_ns, 3) if total_ns else None,
         "rows": rows,
         "unmodelled": unmodelled,
@@ -339,7 +358,7 @@ def for_run(run: RunData) -> dict | None:
     if len(parts) == 1:
         return parts[0][1]
     merged = dict(parts[0][1])
-    for key in ("kernel_ns", "modelled_kernel_ns", "unlinked_kernel_ns"):
+    for key in ("kernel_ns", "modelled_kernel_ns", "unlinked_kernel_ns", "graph_kernel_ns"):
         merged[key] = sum(p[key] for _, p in parts)
     merged["coverage_pct"] = (round(100 * merged["modelled_kernel_ns"] / merged["kernel_ns"], 3)
                               if merged["kernel_ns"] else None)
@@ -347,6 +366,8 @@ def for_run(run: RunData) -> dict | None:
                             key=lambda r: (-(r["saved_ns"] or 0), -r["time_ns"], r["op"]))
     merged["unmodelled"] = sorted((dict(u, origin=o) for o, p in parts for u in p["unmodelled"]),
                                   key=lambda u: (-u["time_ns"], u["op"]))
+    merged["unlinked_kernels"] = sorted((dict(u, origin=o) for o, p in parts for u in p["unlinked_kernels"]),
+                                        key=lambda u: -u["time_ns"])[:UNLINKED_LISTED]
     merged["origins"] = [{"origin": o, "device": p["device"], "kernel_ns": p["kernel_ns"],
                           "coverage_pct": p["coverage_pct"]} for o, p in parts]
     return merged

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from madengine_rocprof.reports.blocks import Column, Lines, Roofline, Section, Table
+from madengine_rocprof.reports.formatting import display_name
 from madengine_rocprof.wrapper.contracts import ReportRun
 
 SHAPE_CHARS = 60
@@ -79,13 +80,14 @@ def section(run: ReportRun, top: int) -> Section | None:
          r["saved_ns"]]
         for r in rows[:top]
     ]
-    blocks.append(Table(
-        [Column("operator"), Column("shapes"), Column("dtype"), Column("calls", "count"), Column("GPU ms", "ms"),
-         Column("TFLOP/s", "number"), Column("TB/s", "number"), Column("FLOP/byte", "number"), Column("bound"),
-         Column("% of roofline", "pct"), Column(f"saved at {target:.0%} (ms)", "ms")],
-        table_rows,
-        note=f"{len(rows) - top} more (operator, shape) groups in the JSON." if len(rows) > top else None,
-    ))
+    if rows:
+        blocks.append(Table(
+            [Column("operator"), Column("shapes"), Column("dtype"), Column("calls", "count"), Column("GPU ms", "ms"),
+             Column("TFLOP/s", "number"), Column("TB/s", "number"), Column("FLOP/byte", "number"), Column("bound"),
+             Column("% of roofline", "pct"), Column(f"saved at {target:.0%} (ms)", "ms")],
+            table_rows,
+            note=f"{len(rows) - top} more (operator, shape) groups in the JSON." if len(rows) > top else None,
+        ))
     if peak and peak["bandwidth_gbs"]:
         points = [(r["op"], r["intensity"], r["tflops"], r["time_ns"] / total if total else 0.0,
                    f"{r['op']} {_shape(r['input_dims'], r['input_strides'])} {_dtype(r)}: {r['tflops']:.3g} TFLOP/s, "
@@ -101,7 +103,15 @@ def section(run: ReportRun, top: int) -> Section | None:
             [[u["op"], _shape(u["input_dims"]), u["count"], u["time_ns"]] for u in unmodelled[:top]],
             note=f"{len(unmodelled) - top} more in the JSON." if len(unmodelled) > top else None,
         ))
+    if eff.get("graph_kernel_ns"):
+        blocks.append(Lines([f"{eff['graph_kernel_ns'] / 1e6:,.3f} ms of kernels were replayed from CUDA/HIP graphs: "
+                             "the operators that issued them ran at capture, outside the trace, so they have no "
+                             "shapes here (profile with graphs off to see them per operator)."], kind="note"))
     if eff["unlinked_kernel_ns"]:
-        blocks.append(Lines([f"{eff['unlinked_kernel_ns'] / 1e6:,.3f} ms of kernels could not be linked to the "
-                             "operator that launched them (no runtime call or External id)."], kind="note"))
+        longest = ", ".join(f"{display_name(u['name'])} {u['time_ns'] / 1e6:,.3f} ms"
+                            for u in eff.get("unlinked_kernels", [])[:3])
+        blocks.append(Lines([f"{eff['unlinked_kernel_ns'] / 1e6:,.3f} ms of kernels could not be linked to an "
+                             "operator (their launch has no operator id and no operator encloses it on its thread, "
+                             "e.g. NCCL kernels issued from a communication thread)"
+                             + (f": {longest}." if longest else ".")], kind="note"))
     return Section("Operator efficiency (roofline from shapes)", blocks=blocks, anchor=f"efficiency-{run['label']}")
