@@ -35,8 +35,8 @@ DEFAULT_TARGET = 0.8  # the fraction of the roofline a tuned kernel is taken to 
 TF32_KERNEL = re.compile(r"tf32|xf32", re.IGNORECASE)
 KEY = ("name", "input_dims", "input_types", "input_strides", "concrete_inputs")
 GRAPH_LAUNCH = r"(?i)graphlaunch"  # cudaGraphLaunch, hipGraphLaunch, cuGraphLaunch
-MAX_ENCLOSING_QUERIES = 100_000
-UNLINKED_LISTED = 5  # the longest kernels no operator launched, by name, in the JSON and the note  # kernels without an operator id looked up by time; more are left unlinked
+MAX_ENCLOSING_QUERIES = 100_000  # kernels without an operator id looked up by time; more are left unlinked
+UNLINKED_LISTED = 5  # the longest kernels no operator launched, by name, in the JSON and the note
 
 
 def _parse(text: str | None) -> Any:
