@@ -593,3 +593,14 @@ def test_graph_replays_are_not_given_to_the_op_around_the_launch():
     sec = view.section(cast(ReportRun, {"label": "run", "efficiency": result}), top=5)
     assert sec is not None
     assert any("replayed from CUDA/HIP graphs" in line for b in sec.blocks if isinstance(b, Lines) for line in b.lines)
+
+
+def test_id_columns_of_nulls_only_are_still_join_keys():
+    cpu, runtime, gpu = _toy()
+    # no runtime calls recorded and kernels carrying their op's id themselves; the correlation column typed Null
+    direct = gpu.with_columns(pl.Series("external_id", [3, 5, 6, 6, 8, 9, 10, 11]), pl.lit(None).alias("correlation"))
+    assert direct.schema["correlation"] == pl.Null
+    result = _analyse(cpu, runtime.clear(), direct, device_peak("H100"), "H100")
+    expected = _analyse(cpu, runtime, gpu, device_peak("H100"), "H100")
+    assert [(r["op"], r["count"], r["time_ns"]) for r in result["rows"]] == [
+        (r["op"], r["count"], r["time_ns"]) for r in expected["rows"]]

@@ -97,7 +97,10 @@ def _kernel_ops(kernels: pl.DataFrame, runtime: pl.DataFrame, ops: pl.DataFrame)
     `External id` where it names a cpu_op (Kineto writes the launching op's id on the kernel too), else through
     its runtime call (correlation -> the call's `External id`), which older Kineto traces need less and some
     write as the correlation itself."""
-    k = kernels.select("name", "start", "end", "correlation", "external_id")
+    ids64 = [pl.col(c).cast(pl.Int64, strict=False) for c in ("correlation", "external_id")]
+    k = kernels.select("name", "start", "end", *ids64)  # a column of nulls only may come typed Null: not a join key
+    runtime = runtime.with_columns(ids64)
+    ops = ops.with_columns(pl.col("external_id").cast(pl.Int64, strict=False))
     ids = (ops.filter(pl.col("external_id").is_not_null()).select(pl.col("external_id").alias("_ext"), "op")
            .unique("_ext", keep="last"))
     if runtime.height:
