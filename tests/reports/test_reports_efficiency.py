@@ -161,6 +161,9 @@ def test_conv_norm_softmax_cross_entropy_elementwise_reduce():
     assert C("aten::relu", [[10, 10]], ["float"]).bytes == 800
     assert C("aten::nonexistent_op", [[10]], ["float"]) is None
     assert C("aten::mm", "[[1,2]]", ["float"]) is None  # args of the wrong JSON kind: no model, no exception
+    huge = 10**40  # Kineto's integers may have 40 digits: a product past the project's 1e30 bound is no tensor
+    assert C("aten::bmm", [[huge, huge, huge], [huge, huge, huge]], ["float", "float"]) is None
+    assert C("aten::mm", [[-4, 2], [2, 3]], ["float", "float"]) is None
 
 
 # ---- attribution and the roofline -----------------------------------------------------------------------------------

@@ -33,6 +33,9 @@ DTYPES: dict[str, tuple[str, int]] = {
 }
 
 
+MAX_COUNT = 10**30
+
+
 @dataclass(frozen=True)
 class Cost:
     family: str  # gemm, attention, conv, norm, softmax, cross_entropy, elementwise, reduce
@@ -448,7 +451,10 @@ def cost(name: str, dims: Any, types: Any, strides: Any, concrete: Any) -> Cost 
     if model is None or not isinstance(dims, list) or not isinstance(types, list):
         return None
     try:
-        return model(dims, types, strides if isinstance(strides, list) else [],
-                     concrete if isinstance(concrete, list) else [])
+        found = model(dims, types, strides if isinstance(strides, list) else [],
+                      concrete if isinstance(concrete, list) else [])
     except (_Misfit, ValueError, TypeError, IndexError, ZeroDivisionError, AttributeError):
         return None
+    # the project's bound on any number it reports (docs/architecture.md): beyond it the shapes are not a real
+    # tensor's, and the rates computed from them would overflow a float
+    return found if found.flops <= MAX_COUNT and found.bytes <= MAX_COUNT else None
