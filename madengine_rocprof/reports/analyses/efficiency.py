@@ -1,9 +1,10 @@
 """How close each operator comes to what the GPU can do: a roofline per (operator, shape) from the trace's shapes.
 
 For a PyTorch profiler trace recorded with `record_shapes=True`:
-1. each GPU kernel is linked to the CPU operator that launched it (kernel correlation id -> runtime call -> its
-   `External id` -> the innermost cpu_op with that id; the kernel's own `External id` where no runtime call is
-   recorded);
+1. each GPU kernel is linked to the CPU operator that launched it: the cpu_op whose `External id` the kernel
+   carries, else the one its runtime call carries (kernel correlation id -> runtime call -> `External id`), else
+   the innermost op enclosing that call on its thread; kernels replayed from a CUDA/HIP graph are not linked (the
+   ops that issued them ran at capture) and are counted apart;
 2. the kernel's time is given to one operator on that operator's call stack, so each FLOP and each nanosecond is
    counted once: the outermost composite operator with a fused model (cross-entropy), else the innermost operator
    that has a model (aten::addmm, not the aten::linear above it; aten::mm under MmBackward0; the convolution above
