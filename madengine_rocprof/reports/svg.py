@@ -151,6 +151,8 @@ def roofline(points: list[tuple[str, float, float, float, str]], ceilings: list[
                      f'<line x1="{px(ridge):.1f}" y1="{py(peak):.1f}" x2="{px(x1):.1f}" y2="{py(peak):.1f}" '
                      f'stroke="{colour}" stroke-width="2"/>'
                      f'<text x="{px(x1) - 4:.1f}" y="{py(peak) - 4:.1f}" text-anchor="end">{escape(name)}</text></g>')
+    parts.append(f'<text x="{left + 8}" y="{up + 16}" fill="#57606a">one circle per (operator, shape) group, its '
+                 'area the GPU time; roofs: HBM bandwidth, then each dtype\'s peak (hover for values)</text>')
     for _label, x, y, share, title in sorted(points, key=lambda p: -p[3]):
         r = 3 + 12 * sqrt(max(share, 0.0))
         parts.append(f'<g><title>{escape(title)}</title><circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="{r:.1f}" '
