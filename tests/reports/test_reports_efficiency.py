@@ -607,3 +607,56 @@ def test_id_columns_of_nulls_only_are_still_join_keys():
     expected = _analyse(cpu, runtime, gpu, device_peak("H100"), "H100")
     assert [(r["op"], r["count"], r["time_ns"]) for r in result["rows"]] == [
         (r["op"], r["count"], r["time_ns"]) for r in expected["rows"]]
+
+
+# ---- bad input: mutated shapes never crash the report -------------------------------------------------------------
+
+SHAPED = {
+    "schemaVersion": 1, "baseTimeNanoseconds": 1_700_000_000_000_000_000,
+    "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
+    "traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 7, "tid": 7, "ts": 0.5, "dur": 3.0,
+         "args": {"External id": 1, "Input Dims": [[64, 32], [16, 32], [16]],
+                  "Input type": ["c10::BFloat16"] * 3, "Input Strides": [[32, 1], [32, 1], [1]],
+                  "Concrete Inputs": ["", "", ""]}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 7, "tid": 7, "ts": 0.7, "dur": 2.0,
+         "args": {"External id": 2, "Input Dims": [[16], [64, 32], [32, 16], [], []],
+                  "Input type": ["c10::BFloat16"] * 3 + ["Scalar", "Scalar"],
+                  "Input Strides": [[1], [32, 1], [1, 32], [], []], "Concrete Inputs": ["", "", "", "1", "1"]}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": 7, "ts": 0.9, "dur": 0.2,
+         "args": {"correlation": 1, "External id": 2}},
+        {"ph": "X", "cat": "kernel", "name": "sm90_gemm_bf16", "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.5,
+         "args": {"device": 0, "stream": 7, "correlation": 1, "External id": 2}},
+    ],
+}
+
+
+def test_the_shaped_seed_reads_exactly(tmp_path, capsys):
+    (tmp_path / "rank0.pt.trace.json").write_text(json.dumps(SHAPED))
+    code, _, _ = _report([tmp_path, "--json", tmp_path / "r.json", "-q"], capsys)
+    eff = json.loads((tmp_path / "r.json").read_text())["runs"][0]["efficiency"]
+    assert code == 0 and [(r["op"], r["count"], r["flops"], r["time_ns"]) for r in eff["rows"]] == [
+        ("aten::addmm", 1, 2 * 64 * 16 * 32 + 64 * 16, 2_500)]
+
+
+def test_fuzz_shaped_kineto_trace():
+    from hypothesis import given
+
+    from tests.reliability.contract_helpers import assert_contract, cli
+    from tests.reliability.test_reliability_fuzz import FUZZ, mutated_json
+
+    @FUZZ
+    @given(text=mutated_json(SHAPED))
+    def check(text):
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="fuzz_") as tmp:
+            run = Path(tmp) / "run"
+            run.mkdir()
+            (run / "rank0.pt.trace.json").write_text(text, encoding="utf-8", errors="surrogatepass")
+            code, _, err = cli("report", run, "--json", Path(tmp) / "r.json", "-q")
+            assert_contract(code, err)
+            if code == 0:
+                json.loads((Path(tmp) / "r.json").read_text())  # strict JSON: no NaN
+
+    check()

@@ -333,19 +333,23 @@ def configure(peak_tflops: float | None = None, peak_bandwidth: float | None = N
 
 def _device_name(device_properties: list[dict], kernels: pl.DataFrame, fallback: str | None) -> str | None:
     """The trace's GPU name (Kineto deviceProperties: the one the most kernels ran on), else the run's device."""
-    names = {p.get("id"): p.get("name") for p in device_properties if isinstance(p, dict)}
+    # deviceProperties come as the trace wrote them: only an integer id and a text name are used
+    names = {p["id"]: p["name"] for p in device_properties if isinstance(p, dict) and isinstance(p.get("id"), int)
+             and isinstance(p.get("name"), str)}
     if kernels.height and names:
         busiest = kernels["device"].drop_nulls().mode()
         if busiest.len() and names.get(busiest.sort()[0]):
             return str(names[busiest.sort()[0]])
-    first = next((n for n in names.values() if isinstance(n, str) and n), None)
+    first = next((p["name"] for p in device_properties if isinstance(p, dict) and isinstance(p.get("name"), str)
+                  and p["name"]), None)
     return first or fallback
 
 
 def for_run(run: RunData) -> dict | None:
     """The efficiency analysis of every trace of a run that recorded shapes, as one table (None when none did)."""
     device = run.workload.get("device") if run.workload else None
-    fallback = (device.get("name") or device.get("arch")) if isinstance(device, dict) else None
+    fallback = next((v for v in (device.get("name"), device.get("arch")) if isinstance(v, str) and v), None) \
+        if isinstance(device, dict) else None
     parts = []
     for src in run.timing:
         tables = trace_tables.load_tables(src)
