@@ -334,6 +334,9 @@ def test_section_table_and_roofline_chart():
     assert "more (operator, shape) groups" in (tables[0].note or "")
     assert tables[1].rows == [["aten::index_select", "30522x512 141", 1, 10_000]]
     assert any("model covers" in line for b in sec.blocks if isinstance(b, Lines) for line in b.lines)
+    first = result["rows"][0]
+    assert any(line.startswith(f"First to fix: `{first['op']}`") and f"{first['saved_ns'] / 1e6:,.3f} ms saved" in line
+               for b in sec.blocks if isinstance(b, Lines) for line in b.lines)
     chart = next(b for b in sec.blocks if isinstance(b, Roofline))
     svg = _block(chart, 80)
     assert svg.startswith("<svg") and svg.count("<circle") == len(chart.points) >= 4
@@ -545,6 +548,7 @@ def test_shapes_column_marks_transposed_and_strided_inputs():
     assert view._shape([[8, 128, 512], [512], []], [[65536, 512, 1], [1], []]) == "8x128x512 512"
     assert view._shape([[8, 128, 512]], [[0, 512, 1]]) == "8x128x512~"  # an expanded (broadcast) input
     assert view._shape([[8, 128]], None) == "8x128"
+    assert view._shape([[8, [128]], [4]], [[1, 2], [1]]) == "8x[128] 4"  # as the trace wrote it: no layout read
 
 
 def test_a_run_of_several_traces_merges_their_tables(tmp_path, capsys):

@@ -16,7 +16,8 @@ SHAPE_CHARS = 60
 def _layout(shape: list, strides: Any) -> str:
     """'' for a row-major contiguous tensor, 'ᵀ' for a transposed 2-D one, '~' for other strides (broadcast,
     slices): what tells apart two groups of the same shapes."""
-    if not isinstance(strides, list) or len(strides) != len(shape) or not all(isinstance(x, int) for x in strides):
+    if (not isinstance(strides, list) or len(strides) != len(shape)
+            or not all(isinstance(x, int) and not isinstance(x, bool) for x in [*strides, *shape])):
         return ""
     expected, step = [], 1
     for d in reversed(shape):
@@ -64,6 +65,11 @@ def section(run: ReportRun, top: int) -> Section | None:
         "Ranked by the time saved if each group reached "
         f"{target:.0%} of its roofline (roofline time = max(FLOPs / peak FLOP rate, bytes / peak bandwidth)).",
     ]
+    first = rows[0] if rows and rows[0]["saved_ns"] else None
+    if first:
+        lines.append(f"First to fix: `{first['op']}` {_shape(first['input_dims'], first['input_strides'])} "
+                     f"{_dtype(first)}, {first['count']} calls at {first['roofline_pct']:.0f}% of its roofline "
+                     f"({first['bound']}-bound): {first['saved_ns'] / 1e6:,.3f} ms saved at {target:.0%}.")
     meta = []
     if peak:
         ceilings = ", ".join(f"{d} {v:,.1f}" for d, v in peak["matrix_tflops"].items())
