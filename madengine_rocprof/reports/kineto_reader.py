@@ -21,6 +21,7 @@ time (CHUNK bytes), so memory does not grow with the size of the file, only with
 from __future__ import annotations
 
 import array
+import codecs
 import contextlib
 import gzip
 import json
@@ -147,8 +148,8 @@ class _Meta(msgspec.Struct):
 _EVENTS = msgspec.json.Decoder(list[_Event], float_hook=str)
 _META = msgspec.json.Decoder(_Meta, float_hook=str)
 CHUNK = 8 << 20  # decompressed bytes decoded at a time: memory stays flat however large the trace
+GZIP_MAGIC = b"\x1f\x8b"
 EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
 
 
 class _Stream:
@@ -163,7 +164,9 @@ class _Stream:
         self.lines = 0  # newlines consumed before `buffer`
         self.buffer = b""
         self.eof = False
-        inputs.check_regular(path, "PyTorch profiler trace")  # a FIFO or device would hang or never end
+        # a FIFO or device would hang or never end; the file, and what it decompresses to, within the limit
+        inputs.check_regular(path, "PyTorch profiler trace", inputs.JSON_TRACE_LIMIT)
+        self.limit = inputs.limit_for(inputs.JSON_TRACE_LIMIT)
         try:
             fh = gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")  # noqa: SIM115
         except OSError as err:
@@ -174,10 +177,18 @@ class _Stream:
         self._reader.start()
 
     def _read_ahead(self, fh) -> None:
+        decoded = 0
         with fh:
             while not self._stop.is_set():
                 try:
                     data = fh.read(CHUNK)
+                    decoded += len(data)
+                    if decoded > self.limit:  # a gzip bomb, or a trace too large for this machine's memory
+                        self._chunks.put(UserError(
+                            f"PyTorch profiler trace decompresses to over the limit of {self.limit:,} bytes",
+                            file=str(self.path), fix=f"check that the right file was given; to read it anyway set "
+                                                     f"{inputs.LIMIT_ENV} to a size in MiB"))
+                        return
                 except (EOFError, zlib.error, gzip.BadGzipFile) as err:
                     self._chunks.put(UserError(f"cannot decompress: {err}", file=str(self.path), fix=FIX))
                     return
@@ -233,16 +244,23 @@ def _decode_error_pos(err: Exception) -> int | None:
 def _events(stream: _Stream, handle) -> _Meta:
     """Decode the events block by block, passing each decoded list to `handle(events, index of the first)`.
 
-    A block ends at the last `}, {` in the buffer; if that was inside a string the block does not decode, and a
-    longer one is tried. Returns the top-level object with an empty event list (its keys may come before or after
-    the events).
+    A block ends at the last `}, {` outside strings in the buffer (_boundaries); if it does not decode (a `}, {`
+    between objects inside an event's args) the one before is tried, then a longer buffer. Returns the top-level
+    object with an empty event list (its keys may come before or after the events).
     """
+    stream.fill()
+    if stream.buffer[:2] == GZIP_MAGIC:  # only a name without .gz gets here: gzip.open reads the others
+        raise UserError("the file is gzip-compressed", file=str(stream.path), line=1,
+                        fix=f"name it {stream.path.name}.gz (the reader decompresses .json.gz), or decompress it")
+    if stream.buffer.startswith(codecs.BOM_UTF8):
+        stream.consume(len(codecs.BOM_UTF8))  # dropped, as the input layer drops it from every JSON file
     while True:  # the prefix, up to `"traceEvents": [`
         match = EVENTS_KEY.search(stream.buffer)
         if match:
             break
         if not stream.fill() or len(stream.buffer) > 8 * CHUNK:
             raise stream.error('no "traceEvents" list: not a PyTorch profiler trace', 0)
+    _check_head(stream, stream.buffer[:match.end()])
     head = stream.consume(match.end())
     seen = 0
     while True:
@@ -261,11 +279,26 @@ def _events(stream: _Stream, handle) -> _Meta:
         stream.consume(comma + 1)
 
 
+def _check_head(stream: _Stream, head: bytes) -> None:
+    """The text before the events is the start of a JSON object: a comment or stray bytes there are reported where
+    they are (not at the end of the file, where decoding the whole would fail)."""
+    try:
+        _META.decode(head + b"]}")
+    except msgspec.DecodeError as err:
+        pos = _decode_error_pos(err)
+        if pos is None or pos >= len(head):  # the head itself is fine: the rest is judged later
+            return
+        raise stream.error(f"not valid JSON before the events: {err}", pos) from None
+    except msgspec.ValidationError:
+        return  # the keys' types are judged with the keys after the events
+
+
 def _decode_block(stream: _Stream, seen: int) -> tuple[list[_Event] | None, int]:
     """The events of the buffer up to a candidate end of an event (the last `}, {` first); (None, 0) if none decodes.
 
-    A candidate can be inside a string that holds `}, {`: then the block does not decode and the next one back is
-    tried. A buffer that grew past 8 blocks without a decodable end is broken JSON, reported where it breaks.
+    A candidate outside strings can still be inside an event (`[{}, {}]` in its args): then the block does not
+    decode and the next one back is tried. A buffer that grew past 8 blocks without a decodable end is broken JSON,
+    reported where it breaks.
     """
     error: Exception | None = None
     for attempt, cut in enumerate(_boundaries(stream.buffer)):
@@ -283,17 +316,44 @@ def _decode_block(stream: _Stream, seen: int) -> tuple[list[_Event] | None, int]
     return None, 0
 
 
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)  # a whole JSON string literal
+
+
 def _boundaries(buffer: bytes) -> Iterator[int]:
-    """Offsets just past the `}` of `}, {` in the buffer, the last first: tentative ends of a block of whole events."""
+    """Offsets just past the `}` of `}, {` outside strings in the buffer, the last first: tentative ends of a block
+    of whole events.
+
+    The buffer starts between two events, outside any string, so a place is outside strings when the quotes before
+    it pair up. Text inside a string (a kernel name holding `}, {`) is never offered: counted with bytes.count (no
+    Python loop per byte), or, where the buffer holds an escaped quote, by matching whole string literals."""
+    escaped = buffer.find(b'\\"') >= 0
     end = len(buffer)
-    for _ in range(2):  # Kineto writes `},` then a newline and `{`: found with rfind, no regex over the buffer
-        end = buffer.rfind(b"},", 0, end)
-        if end < 0:
-            break
-        if buffer[end + 2: end + 2 + 64].lstrip()[:1] == b"{":
-            yield end + 1
-    # other writers (spaces before the comma), or every `},` was inside a string: the regex, over the whole buffer
-    yield from reversed([match.start() + 1 for match in BETWEEN_EVENTS.finditer(buffer)])
+    quotes_after = 0  # quotes in buffer[end:]
+    total = buffer.count(b'"')
+    while True:
+        brace = buffer.rfind(b"}", 0, end)
+        if brace < 0:
+            return
+        quotes_after += buffer.count(b'"', brace, end)
+        end = brace
+        after = buffer[brace + 1: brace + 65].lstrip()
+        if after[:1] != b"," or after[1:].lstrip()[:1] != b"{":
+            continue
+        if (_outside_string(buffer, brace) if escaped else (total - quotes_after) % 2 == 0):
+            yield brace + 1
+
+
+def _outside_string(buffer: bytes, pos: int) -> bool:
+    """Whether `pos` lies outside every string literal, the buffer starting outside one (exact with escapes)."""
+    at = 0
+    while True:
+        quote = buffer.find(b'"', at, pos)
+        if quote < 0:
+            return True
+        literal = _STRING.match(buffer, quote)
+        if literal is None or literal.end() > pos:
+            return False
+        at = literal.end()
 
 
 def _last_block(stream: _Stream, head: bytes, handle, seen: int) -> _Meta:
@@ -400,7 +460,8 @@ def to_ns(value: Any) -> int:
     """Kineto microseconds (JSON int, or a decimal's text) -> integer nanoseconds, rounded half to even.
 
     Text must be a JSON number (ASCII digits, no blanks, underscores, NaN or Infinity; what the CSV reader accepts
-    less its padding) of at most 64 characters; anything else is a ValueError."""
+    less its padding) of at most 64 characters; anything else is a ValueError, a number far out of range (1e400)
+    an OverflowError."""
     if type(value) is int:
         return value * 1000
     if type(value) is str and len(value) <= _MAX_TIME_TEXT and _NUMBER_TEXT.fullmatch(value):
@@ -409,11 +470,11 @@ def to_ns(value: Any) -> int:
             return int(whole) * 1000 + int(frac.ljust(3, "0"))
         try:  # more than three decimals, an exponent or a sign: exact decimal arithmetic, exponent bounded
             number = _DECIMAL.create_decimal(value)
-            if number.adjusted() > 30:  # 10^30 us: far past 2^64 ns; the caller reports it out of range
-                raise ValueError(value)
-            return int(_DECIMAL.multiply(number, 1000).to_integral_value(ROUND_HALF_EVEN, _DECIMAL))
-        except (InvalidOperation, Overflow, ArithmeticError):
-            pass
+        except (Overflow, InvalidOperation):
+            raise OverflowError(value) from None  # 1e1000000: a number, far out of range
+        if number.adjusted() > 30:  # 10^30 us: far past 2^64 ns; the caller reports it out of range
+            raise OverflowError(value)
+        return int(_DECIMAL.multiply(number, 1000).to_integral_value(ROUND_HALF_EVEN, _DECIMAL))
     raise ValueError(value)
 
 
@@ -516,7 +577,10 @@ class _Tables:
         key = bytes(raw)
         code = self.raw.get(key)
         if code is None:
-            value = json.loads(key)  # msgspec has checked it is JSON
+            try:  # msgspec has checked it is JSON; the strict loader bounds its depth and numbers
+                value = inputs.loads(key.decode("utf-8"), None, "trace")
+            except (UserError, UnicodeDecodeError) as err:
+                raise _Bad(f"an argument is not usable JSON: {getattr(err, 'what', err)}") from None
             if value is None:
                 self.raw[key] = NULL
                 return NULL
@@ -611,9 +675,14 @@ class _Collected:
                     self.cpu.append((self.strings.setdefault(name, name), (event.pid, event.tid), start, end))
             except OverflowError:  # beyond +-2^63 ns relative to baseTimeNanoseconds: no uint64 timestamp
                 raise self._out_of_range(event, events, first) from None
+            except _Bad as err:
+                raise self._bad(event, events, first, str(err)) from None
             if kind is not _KERNEL and kind is not _COPY and name.startswith("ProfilerStep#"):
                 match = STEP.match(name)
-                if match and len(match.group(1)) <= _STEP_DIGITS:
+                if match:
+                    if len(match.group(1)) > _STEP_DIGITS:
+                        raise self._bad(event, events, first, f"the step number has {len(match.group(1)):,} "
+                                                              f"digits; torch.profiler counts steps from 0")
                     self.steps.setdefault(int(match.group(1)), (start, end))
 
     def _gpu(self, event: _Event, kind: str, name: str, start: int, end: int) -> None:
@@ -657,9 +726,12 @@ class _Collected:
             _name(event)
             return _times(event)
         except _Bad as err:
-            index = first + next(i for i, e in enumerate(events) if e is event)
-            raise UserError(f"{event.cat} event {_short(event.name)!r}: {err}", file=str(self.path),
-                            where=f"$.traceEvents[{index}]", fix=FIX) from None
+            raise self._bad(event, events, first, str(err)) from None
+
+    def _bad(self, event: _Event, events: list[_Event], first: int, what: str) -> UserError:
+        index = first + next(i for i, e in enumerate(events) if e is event)
+        return UserError(f"{_short(event.cat)} event {_short(event.name)!r}: {what}", file=str(self.path),
+                         where=f"$.traceEvents[{index}]", fix=FIX)
 
 
 def _short(value: Any, limit: int = 80) -> Any:
@@ -671,6 +743,9 @@ def _times(event: _Event) -> tuple[int, int]:
     try:
         start = to_ns(event.ts)
         duration = to_ns(event.dur)
+    except OverflowError:
+        raise _Bad(f"ts {_short(event.ts, 40)!r} / dur {_short(event.dur, 40)!r} are out of range (a time must lie "
+                   f"in [0, 2^64) ns)") from None
     except ValueError:
         raise _Bad(f"ts {_short(event.ts, 40)!r} / dur {_short(event.dur, 40)!r} are not numbers of microseconds "
                    f"(JSON numbers: ASCII digits, optional fraction and exponent; no NaN, Infinity, blanks or "
