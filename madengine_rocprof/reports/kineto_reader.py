@@ -171,7 +171,6 @@ class _Stream:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.offset = 0  # bytes consumed before `buffer`
-        self.lines = 0  # newlines consumed before `buffer`
         self.buffer = b""
         self.eof = False
         # a FIFO or device would hang or never end; the file, and what it decompresses to, within the limit
@@ -230,18 +229,33 @@ class _Stream:
             with contextlib.suppress(queue.Empty):
                 self._chunks.get(timeout=0.05)
 
-    def consume(self, n: int) -> bytes:
-        taken, self.buffer = self.buffer[:n], self.buffer[n:]
+    def _lines_consumed(self) -> int | None:
+        """Newlines before `buffer`: counted only for an error (the file read again up to there), so reading a
+        good trace scans its text once less. None if the file cannot be read again."""
+        lines, left = 0, self.offset
+        try:
+            with _gzip.open(self.path, "rb") if self.path.name.endswith(".gz") else open(self.path, "rb") as fh:
+                while left > 0:
+                    data = fh.read(min(CHUNK, left))
+                    if not data:
+                        break
+                    lines += data.count(b"\n")
+                    left -= len(data)
+        except (OSError, *_INFLATE_ERRORS):
+            return None
+        return lines
+
+    def consume(self, n: int) -> None:
+        self.buffer = self.buffer[n:]
         self.offset += n
-        self.lines += taken.count(b"\n")
-        return taken
 
     def error(self, what: str, pos: int | None = None, where: str | None = None) -> UserError:
         """An error at byte `pos` of the buffer (line and column counted from the start of the file)."""
         line = column = None
         if pos is not None:
             pos = max(0, min(pos, len(self.buffer)))
-            line = self.lines + self.buffer.count(b"\n", 0, pos) + 1
+            before = self._lines_consumed()
+            line = None if before is None else before + self.buffer.count(b"\n", 0, pos) + 1
             column = pos - (self.buffer.rfind(b"\n", 0, pos) + 1) + 1
         return UserError(what, file=str(self.path), line=line, column=column, where=where, fix=FIX)
 
@@ -271,7 +285,8 @@ def _events(stream: _Stream, handle) -> _Meta:
         if not stream.fill() or len(stream.buffer) > 8 * CHUNK:
             raise stream.error('no "traceEvents" list: not a PyTorch profiler trace', 0)
     _check_head(stream, stream.buffer[:match.end()])
-    head = stream.consume(match.end())
+    head = stream.buffer[:match.end()]
+    stream.consume(match.end())
     seen = 0
     while True:
         while not stream.eof and len(stream.buffer) < CHUNK:
