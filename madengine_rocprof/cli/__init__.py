@@ -7,11 +7,14 @@ Each subcommand lives in its own module under this package and exposes
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import importlib
 import os
+import signal
 import sqlite3
 import sys
+import threading
 from pathlib import Path
 
 from madengine_rocprof import __version__
@@ -87,13 +90,35 @@ def _internal_error(err: BaseException) -> int:
     return EXIT_INVALID
 
 
+@contextlib.contextmanager
+def _stopping_signals_raise():
+    """SIGTERM and SIGHUP raise, as SIGINT does (KeyboardInterrupt), instead of ending the process where it stands:
+    the clean-up of every `with` runs, so a write in progress leaves no temporary file. `run` installs its own."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from madengine_rocprof.runner.stopping import Interrupted
+
+    def _raise(signum, _frame):
+        raise Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, _raise) for sig in (signal.SIGTERM, signal.SIGHUP)
+                if signal.getsignal(sig) is not signal.SIG_IGN}  # nohup: an ignored SIGHUP stays ignored
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def dispatch(args: argparse.Namespace) -> int:
     """Every command's one exit path: bad input and file-system refusals give the standard message, never a
     traceback; a stopping signal gives the shell's 128 + signal number; anything unexpected is exit 2 with
     BUG_MARK and a bug-report hint (so CI never mistakes a crash for a verdict, exit 1)."""
     try:
         try:
-            return int(args.func(args) or 0)
+            with _stopping_signals_raise():
+                return int(args.func(args) or 0)
         except OSError as err:
             raise from_os_error(err) from None
         except RecursionError:
