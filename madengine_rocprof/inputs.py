@@ -262,6 +262,9 @@ def loads(text: str, source: str | None = None, kind: str = "file", max_depth: i
         data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int,
                           object_pairs_hook=_no_conflicting_duplicates)
     except json.JSONDecodeError as err:
+        if kind != "trace" and text.startswith(("//", "/*", "#"), err.pos):
+            raise InputError("invalid JSON: a comment (JSON has no comments)", file=source, line=err.lineno,
+                             column=err.colno, fix='remove it, or keep the note in a "_comment" key') from None
         raise InputError(f"invalid JSON: {err.msg}", file=source, line=err.lineno, column=err.colno,
                          fix="check commas, quotes and brackets near that place (JSON allows no comments or "
                              "trailing commas)" if kind != "trace" else fix) from None

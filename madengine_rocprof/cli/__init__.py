@@ -54,14 +54,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The exit code of one command line (argparse's own exits, a bad option value or --help, returned too)."""
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv[0] if argv else None)
-    args, extra = parser.parse_known_args(argv)
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if extra and getattr(args, "func", None) and not getattr(args, "accepts_extra", False):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    except SystemExit as stop:  # usage errors (a bad number included) are exit 2 before anything runs
+        return stop.code if isinstance(stop.code, int) else EXIT_INVALID
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
-    if extra and not getattr(args, "accepts_extra", False):
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if getattr(args, "accepts_extra", False):
         args.extra = extra
     return dispatch(args)

@@ -100,7 +100,7 @@ def _value(row: dict) -> tuple[str, str]:
 
 def render_markdown(result: dict, name_width: int = 60) -> str:
     from madengine_rocprof.reports.formatting import DASH, display_name, shorten
-    from madengine_rocprof.reports.markdown import table
+    from madengine_rocprof.reports.markdown import escape, table
 
     s = result["settings"]
     conf = f"{s['confidence'] * 100:g}%"
@@ -152,7 +152,7 @@ def render_markdown(result: dict, name_width: int = 60) -> str:
             f"{len(gate['inconclusive'])} metric(s) inconclusive: one run on each side, so run-to-run noise cannot "
             "be told from a change. Repeat the runs (2 or more BASE runs: a directory of repeated runs)."
         )
-    return "\n".join(out) + "\n"
+    return escape("\n".join(out) + "\n")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -95,7 +95,7 @@ def check_selection(top: int | None, min_share: float | None) -> tuple:
 
 def render_markdown(report: dict, name_width: int = 60) -> str:
     from madengine_rocprof.reports.formatting import DASH, display_name, ms, pct, shorten
-    from madengine_rocprof.reports.markdown import table
+    from madengine_rocprof.reports.markdown import escape, table
 
     peak = report["peak"]
     out = [
@@ -174,7 +174,7 @@ def render_markdown(report: dict, name_width: int = 60) -> str:
     ]
     if notes:
         out += ["", "Second-pass names as the profiler spelled them:", ""] + notes
-    return "\n".join(out) + "\n"
+    return escape("\n".join(out) + "\n")
 
 
 def escalate(

@@ -21,7 +21,8 @@ def number_option(low: float = -math.inf, high: float = math.inf, *, integer: bo
         try:
             return inputs.number(raw, low=low, high=high, integer=integer, low_open=low_open)
         except ValueError as err:
-            raise argparse.ArgumentTypeError(str(err)) from None
+            what, _, give = str(err).partition("; ")
+            raise argparse.ArgumentTypeError(f"{what}\n  fix: {give}") from None
 
     parse.__name__ = "whole number" if integer else "number"  # argparse names the type in its messages
     return parse

@@ -188,6 +188,10 @@ def build(profiler_args: list[str], app_argv: list[str], *, output_dir: str | No
     )
     inferred = infer_profile(parsed, cwd)
     core = PROFILE_ALIASES.get(profile, profile) if profile else None
+    # mistakes in the options themselves are refused (exit 2) whichever profiler is found, or none: before the
+    # choice, so "no profiler" (127) never hides them and no backend runs the app despite them
+    _check_rocprofv3(parsed)
+    _check_input_output_keys(parsed, cwd)
     prof = detect.choose(profiler or flags.get("profiler"), PROFILE_KINDS.get(core or "", PROFILE_KINDS[inferred]), env)
     out = resolve_output_dir(parsed, output_dir, cwd)
     plan = Plan(prof, [], list(parsed.app), out, profile=profile or None, messages=early,
@@ -271,8 +275,6 @@ def _rocprofv3(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool) -> None:
             continue
         keep.append(o)
     _unsupported(plan, too_new, drop, f"rocprofv3 of ROCm {'.'.join(map(str, release))}")
-    _check_rocprofv3(parsed)
-    _check_input_output_keys(parsed, cwd)
     final_formats = _formats(plan, formats, release, parsed)
     template = "%hostname%/%pid%"
     if output_file:

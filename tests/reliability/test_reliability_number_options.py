@@ -53,9 +53,7 @@ def test_a_bad_number_exits_2_before_anything_runs(tmp_path, capsys, argv, optio
     run = write_run(tmp_path / "first", step_times=[1.0, 2.0], kernels={"k": [1000, 2000]})
     out = tmp_path / "runs"
     before = sorted(p.name for p in tmp_path.iterdir())
-    with pytest.raises(SystemExit) as stop:
-        cli_main([a.format(run=run, out=out) for a in argv])
-    assert stop.value.code == 2
+    assert cli_main([a.format(run=run, out=out) for a in argv]) == 2
     err = capsys.readouterr().err
     assert f"argument {option}" in err and "give" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no first.escalate/, no runs/
