@@ -118,6 +118,7 @@ class FileSet:
     def __init__(self) -> None:
         self._files: list[tuple[str, str]] = []        # (temporary file, target)
         self._streams: list[tuple[Any, str, int, str]] = []  # (anonymous staging file, target, st_mode, mode)
+        self._folders: list[str] = []  # created for the targets: removed (when still empty) by discard()
 
     def __enter__(self) -> FileSet:
         return self
@@ -138,6 +139,10 @@ class FileSet:
             self._streams.append((staged, path, kind, mode))
             yield staged
             return
+        folder = os.path.dirname(os.path.abspath(path))
+        while not os.path.lexists(folder):  # folders this set creates go again if it is discarded
+            self._folders.append(folder)
+            folder = os.path.dirname(folder)
         fd, tmp, final_mode = _stage(path)
         self._files.append((tmp, path))
         if executable:  # x wherever r is given
@@ -170,6 +175,8 @@ class FileSet:
                         os.replace(old, target)
             done = []
             raise
+        else:
+            self._folders = []  # committed: the folders hold the outputs now
         finally:
             for _target, old in done:
                 if old is not None:
@@ -183,7 +190,10 @@ class FileSet:
                 os.unlink(tmp)
         for staged, *_ in self._streams:
             staged.close()
-        self._files, self._streams = [], []
+        for folder in sorted(set(self._folders), key=len, reverse=True):  # deepest first; only empty ones
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+        self._files, self._streams, self._folders = [], [], []
 
 
 def _keep_old(target: str) -> str | None:

@@ -88,7 +88,8 @@ def _internal_error(err: BaseException) -> int:
     place = f" at {Path(frame.filename).name}:{frame.lineno}" if frame else ""
     print(f"error: {BUG_MARK}: {type(err).__name__}: {str(err)[:300]}{place}\n"
           "  fix: please report it with the command line and the input files (set MADENGINE_ROCPROF_TRACEBACK=1 "
-          "for the full traceback); nothing was written", file=sys.stderr)
+          "for the full traceback); the command stopped where it was: check the files it was writing",
+          file=sys.stderr)
     if os.environ.get("MADENGINE_ROCPROF_TRACEBACK"):
         traceback.print_exception(err, file=sys.stderr)
     return EXIT_INVALID

@@ -228,8 +228,11 @@ def escalate(
 
 def run(args: argparse.Namespace) -> int:
     from madengine_rocprof.reports import categories
-    from madengine_rocprof.reports.output import write_text
+    from madengine_rocprof.reports.output import OutputSet
 
+    outputs = OutputSet([args.run_dir, args.kernel_rules])  # before anything is read or run
+    outputs.claim("--json", args.json)
+    outputs.claim("--markdown", args.markdown)
     categories.configure(args.kernel_rules)
     top, share = check_selection(args.top, args.min_share)
     result, text = escalate(
@@ -251,10 +254,11 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return 0
     text = render_markdown(result, args.name_width)
-    if args.json:
-        write_text(args.json, json.dumps(result, indent=1, allow_nan=False) + "\n")
-    if args.markdown:
-        write_text(args.markdown, text)
+    with outputs.files() as files:  # both or neither
+        if args.json:
+            files.write_text(args.json, json.dumps(result, indent=1, allow_nan=False) + "\n")
+        if args.markdown:
+            files.write_text(args.markdown, text)
     if not args.quiet:
         sys.stdout.write(text)
     return 0 if all(not p.get("exit_code") for p in result["passes"]) else 1

@@ -135,10 +135,3 @@ def atomic_writer(path: Path):
 def write_text(path: Path, text: str) -> None:
     with atomic_writer(path) as fh:
         fh.write(text)
-
-
-def write_json(path: Path, data: Report) -> None:
-    """The report JSON (indent 1 keeps big reports small)."""
-    path = Path(path)
-    with _as_user_error(path):
-        atomic.write_json(path, data, indent=1)

@@ -143,3 +143,24 @@ def test_a_stopping_signal_during_the_write_leaves_no_temporary_file(tmp_path, s
     assert proc.returncode == 128 + sig, proc.stderr
     assert "Traceback" not in proc.stderr
     assert sorted(os.listdir(out)) == []  # no .r.json.XXXX.tmp, and no r.md without its r.json
+
+
+@pytest.mark.parametrize("option", ["--json", "--markdown"])
+def test_escalate_never_replaces_an_input(tmp_path, capsys, option):
+    run = _run(tmp_path / "run")
+    target = run / "workload_result.json"
+    before = target.read_bytes()
+    assert cli_main(["escalate", str(run), "--join-only", option, str(target)]) == 2
+    assert "input" in capsys.readouterr().err
+    assert target.read_bytes() == before and not (tmp_path / "run.escalate").exists()
+
+
+def test_export_tools_writes_the_wrapper_and_tools_json_together_or_neither(tmp_path, capsys):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    assert cli_main(["export-tools", str(tmp_path / "tools.json"), "--wrapper-dir", str(blocker / "tools")]) == 2
+    assert "fix:" in capsys.readouterr().err and sorted(os.listdir(tmp_path)) == ["blocker"]
+    assert cli_main(["export-tools", str(blocker / "tools.json"), "--wrapper-dir", str(tmp_path / "tools")]) == 2
+    assert sorted(os.listdir(tmp_path)) == ["blocker"]  # the wrapper was not placed for a tools.json never written
+    assert cli_main(["export-tools", str(tmp_path / "tools.json"), "--wrapper-dir", str(tmp_path / "tools")]) == 0
+    assert os.access(tmp_path / "tools" / "rocprof_wrapper.sh", os.X_OK)
