@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     from madengine_rocprof.reports.output import OutputSet
 
     settings = _settings(args)
-    outputs = OutputSet([args.base, args.new, args.kernel_rules])  # before anything is read
+    outputs = OutputSet([args.base, args.new, categories.rules_path(args.kernel_rules)])  # before anything is read
     outputs.claim("--json", args.json)
     outputs.claim("--markdown", args.markdown)
     categories.configure(args.kernel_rules)

@@ -230,7 +230,8 @@ def run(args: argparse.Namespace) -> int:
     from madengine_rocprof.reports import categories
     from madengine_rocprof.reports.output import OutputSet
 
-    outputs = OutputSet([args.run_dir, args.kernel_rules])  # before anything is read or run
+    # before anything is read or run: an output never replaces an input
+    outputs = OutputSet([args.run_dir, args.repo / args.models, categories.rules_path(args.kernel_rules)])
     outputs.claim("--json", args.json)
     outputs.claim("--markdown", args.markdown)
     categories.configure(args.kernel_rules)

@@ -68,7 +68,8 @@ def _slug(label: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    outputs = OutputSet([*args.runs, args.kernel_rules])  # before anything is read: outputs never replace inputs
+    # before anything is read: an output never replaces an input
+    outputs = OutputSet([*args.runs, categories.rules_path(args.kernel_rules)])
     for option in ("--json", "--html", "--markdown"):
         outputs.claim(option, getattr(args, option[2:]))
     outputs.claim("--perfetto", args.perfetto, folder=True)

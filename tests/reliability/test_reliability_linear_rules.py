@@ -19,9 +19,14 @@ from ..insights.insights_builders import HEADER_7
 
 PIECES = ["nvjet_", "gemm_", "matmul_", "floatto", "transpose_nchw", "computefused", "maxpool", "cask_cudnn",
           " const", "[clone ", "a::", "(anonymous namespace)::"]
+# every module whose patterns read kernel or operator names (or other text from a profile)
 MODULES = ["madengine_rocprof.reports.categories", "madengine_rocprof.reports.kernel_names",
            "madengine_rocprof.reports.roles", "madengine_rocprof.insights.kernel_match",
-           "madengine_rocprof.reports.formatting"]
+           "madengine_rocprof.reports.formatting", "madengine_rocprof.reports.analysis",
+           "madengine_rocprof.reports.dispatches", "madengine_rocprof.reports.cpu_ops",
+           "madengine_rocprof.reports.multinode", "madengine_rocprof.reports.html_page",
+           "madengine_rocprof.reports.markdown", "madengine_rocprof.reports.discover",
+           "madengine_rocprof.insights.escalate", "madengine_rocprof.insights.peaks"]
 
 
 def _crafted(piece: str, size: int, tail: str = "") -> str:

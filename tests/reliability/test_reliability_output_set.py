@@ -164,3 +164,12 @@ def test_export_tools_writes_the_wrapper_and_tools_json_together_or_neither(tmp_
     assert sorted(os.listdir(tmp_path)) == ["blocker"]  # the wrapper was not placed for a tools.json never written
     assert cli_main(["export-tools", str(tmp_path / "tools.json"), "--wrapper-dir", str(tmp_path / "tools")]) == 0
     assert os.access(tmp_path / "tools" / "rocprof_wrapper.sh", os.X_OK)
+
+
+def test_the_rules_file_in_force_is_an_input_too(tmp_path, capsys, monkeypatch):
+    run = _run(tmp_path / "run")
+    rules = tmp_path / "rules.json"
+    rules.write_text('{"rules": []}')
+    monkeypatch.setenv("MADENGINE_ROCPROF_KERNEL_RULES", str(rules))
+    assert cli_main(["report", str(run), "-q", "--markdown", str(rules)]) == 2
+    assert "replace the input" in capsys.readouterr().err and rules.read_text() == '{"rules": []}'
