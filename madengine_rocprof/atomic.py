@@ -156,10 +156,10 @@ class FileSet:
             fh.write(text)
 
     def commit(self) -> None:
-        done: list[tuple[str, str | None]] = []  # (target, hard-linked copy of what it replaced, or None: it was new)
+        done: list[tuple[str, bool, str | None]] = []  # (target, was there, a copy of what it replaced)
         try:
             for tmp, target in self._files:
-                done.append((target, _keep_old(target)))
+                done.append((target, os.path.lexists(target), _keep_old(target)))
                 _rename(tmp, target)
             for staged, target, kind, mode in self._streams:
                 staged.seek(0)
@@ -167,18 +167,19 @@ class FileSet:
                 with _open_stream(target, kind, mode, {} if binary else {"encoding": "utf-8", "newline": ""}) as out:
                     shutil.copyfileobj(staged, out, 1 << 20)
         except BaseException:
-            for target, old in reversed(done):
+            for target, existed, old in reversed(done):
                 with contextlib.suppress(OSError):
-                    if old is None:
-                        os.unlink(target)
-                    else:
+                    if old is not None:
                         os.replace(old, target)
+                    elif not existed:
+                        os.unlink(target)
+                    # else: replaced, and no copy could be kept (a file system without hard links)
             done = []
             raise
         else:
             self._folders = []  # committed: the folders hold the outputs now
         finally:
-            for _target, old in done:
+            for _target, _existed, old in done:
                 if old is not None:
                     with contextlib.suppress(OSError):
                         os.unlink(old)
@@ -197,15 +198,19 @@ class FileSet:
 
 
 def _keep_old(target: str) -> str | None:
-    """A hard link to the file `target` names now, so a failed commit can put it back; None when there is none (or
-    the file system has no hard links: then a failed commit cannot restore that one file)."""
-    if not os.path.isfile(target) or os.path.islink(target):
+    """A second name for what `target` names now (a hard link to a file, a copy of a symbolic link), so a failed
+    commit can put it back; None when there is nothing, or no second name can be made."""
+    is_link = os.path.islink(target)
+    if not is_link and not os.path.isfile(target):
         return None
     folder, base = os.path.split(os.path.abspath(target))
     for _ in range(5):
         old = os.path.join(folder, f".{base}.{os.urandom(4).hex()}.old.tmp")
         try:
-            os.link(target, old)
+            if is_link:
+                os.symlink(os.readlink(target), old)
+            else:
+                os.link(target, old)
             return old
         except FileExistsError:
             continue

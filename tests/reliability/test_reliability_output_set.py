@@ -173,3 +173,25 @@ def test_the_rules_file_in_force_is_an_input_too(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("MADENGINE_ROCPROF_KERNEL_RULES", str(rules))
     assert cli_main(["report", str(run), "-q", "--markdown", str(rules)]) == 2
     assert "replace the input" in capsys.readouterr().err and rules.read_text() == '{"rules": []}'
+
+
+def test_a_failed_commit_puts_back_what_it_replaced(tmp_path, monkeypatch):
+    from madengine_rocprof import atomic
+
+    kept, link, new = tmp_path / "kept.json", tmp_path / "link.json", tmp_path / "new.json"
+    kept.write_text("old")
+    link.symlink_to(tmp_path / "elsewhere.json")
+    renames = []
+
+    def failing_third_rename(tmp, target):  # the disk fills at the last rename
+        renames.append(target)
+        if len(renames) == 3:
+            raise OSError(28, "No space left on device", target)
+        os.replace(tmp, target)
+
+    monkeypatch.setattr(atomic, "_rename", failing_third_rename)
+    with pytest.raises(OSError), atomic.FileSet() as files:
+        for path in (kept, link, new):
+            files.write_text(path, "new")
+    assert kept.read_text() == "old" and os.readlink(link) == str(tmp_path / "elsewhere.json")
+    assert sorted(os.listdir(tmp_path)) == ["kept.json", "link.json"]
