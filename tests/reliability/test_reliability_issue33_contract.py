@@ -50,6 +50,7 @@ def test_a_kernel_filter_that_does_not_compile_is_refused_by_validate_and_regist
     ["--stats"],
     ["--pc-sampling-method", "stochastic", "--pc-sampling-unit", "time", "--pc-sampling-interval", "1024"],
     ["--pc-sampling-method", "host_trap", "--pc-sampling-unit", "cycles", "--pc-sampling-interval", "1"],
+    ["--pc-sampling-method", "host_trap", "--pc-sampling-unit", "time", "--pc-sampling-interval", "1_000"],
     ["-i", "input.json", "--kernel-trace"],
 ])
 def test_wrap_refuses_bad_options_with_exit_2_whatever_profiler_is_there(tmp_path, options):
