@@ -55,12 +55,7 @@ def register(subparsers) -> None:
 
 
 # Control bytes (ESC sequences, carriage returns, bells) in kernel names or labels must not drive the terminal.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """Text for the terminal: every control character except newline and tab shown as an escape (\\x1b)."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+printable = markdown.show_controls
 
 
 def _slug(label: str) -> str:

@@ -17,10 +17,15 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
 
 
+def show_controls(text: str) -> str:
+    """Every control character except newline and tab shown as an escape (`\\x1b`): for files and the terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def escape(document: str) -> str:
     """The one escaper of every Markdown document the commands write (report, compare, escalate, kernels): control
     characters shown as `\\xNN`, a tag-opening `<` as `&lt;` outside code spans (inside them nothing is HTML)."""
-    document = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", document)
+    document = show_controls(document)
     if "<" not in document:
         return document
     lines = []
