@@ -66,15 +66,16 @@ class UserError(Exception):
     def __str__(self) -> str:
         location = ""
         if self.file:
-            location = str(self.file)
+            location = _bounded(str(self.file))
             if self.line is not None:
                 location += f":{self.line}"
                 if self.column is not None:
                     location += f":{self.column}"
-        parts = [p for p in (location, self.where) if p]
-        text = ": ".join(parts + [self.what]) if parts else self.what
+        parts = [p for p in (location, _bounded(self.where or "")) if p]
+        what = _bounded(self.what)
+        text = ": ".join(parts + [what]) if parts else what
         if self.fix:
-            text += f"\n  fix: {self.fix}"
+            text += f"\n  fix: {_bounded(self.fix)}"
         return text
 
 
@@ -88,4 +89,21 @@ class UserErrors(UserError):
         self.errors = errors
 
     def __str__(self) -> str:
-        return "\n".join(str(e) for e in self.errors)
+        shown = [str(e) for e in self.errors[:MAX_LISTED]]
+        if len(self.errors) > MAX_LISTED:  # 100,000 duplicate counters must not print 200,000 lines
+            shown.append(f"... and {len(self.errors) - MAX_LISTED:,} more problem(s) in the same input, not listed "
+                         "(fix the ones above and check again)")
+        return "\n".join(shown)
+
+
+# Every message is bounded where it is printed: a value echoed from the input (a 10 MB regex or config key) is cut
+# in the middle, keeping its start and the reason after it; a list of problems shows its first MAX_LISTED.
+MAX_PART = 1000
+MAX_LISTED = 20
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= MAX_PART:
+        return text
+    head, tail = text[: MAX_PART * 3 // 4], text[-MAX_PART // 4 :]
+    return f"{head} ... ({len(text) - len(head) - len(tail):,} characters not shown) ... {tail}"

@@ -262,6 +262,9 @@ def loads(text: str, source: str | None = None, kind: str = "file", max_depth: i
         data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int,
                           object_pairs_hook=_no_conflicting_duplicates)
     except json.JSONDecodeError as err:
+        if kind != "trace" and text.startswith(("//", "/*", "#"), err.pos):
+            raise InputError("invalid JSON: a comment (JSON has no comments)", file=source, line=err.lineno,
+                             column=err.colno, fix='remove it, or keep the note in a "_comment" key') from None
         raise InputError(f"invalid JSON: {err.msg}", file=source, line=err.lineno, column=err.colno,
                          fix="check commas, quotes and brackets near that place (JSON allows no comments or "
                              "trailing commas)" if kind != "trace" else fix) from None
@@ -425,22 +428,50 @@ _ON = ("1", "yes", "true", "on")
 _OFF = ("0", "no", "false", "off")
 
 
+def number(raw: str, *, low: float = -math.inf, high: float = math.inf, integer: bool = False,
+           low_open: bool = False) -> int | float:
+    """The one rule for a number a user types (a command-line option, an environment variable): decimal notation only
+    (no NaN, Infinity, `1_000` or non-ASCII digits), finite, a whole number when `integer`, within [low, high] (above
+    `low` when `low_open`). A ValueError says what was wrong and what to give instead."""
+    raw = raw.strip()
+    kind = "a whole number" if integer else "a number"
+    span = describe_range(low, high, low_open)
+    value = float(raw) if _ENV_NUMBER.fullmatch(raw) and len(raw) < 40 else math.nan
+    if not math.isfinite(value) or (integer and not value.is_integer()):
+        raise ValueError(f"{bounded(raw, 60)!r} is not {kind}; give {kind} {span}")
+    if value < low or value > high or (low_open and value == low):
+        raise ValueError(f"{bounded(raw, 60)!r} is out of range; give {kind} {span}")
+    return int(value) if integer else value
+
+
+def describe_range(low: float, high: float, low_open: bool = False) -> str:
+    if math.isinf(high):
+        return f"{'above' if low_open else 'of at least'} {_plain(low)}" if math.isfinite(low) else ""
+    return f"{'above' if low_open else 'from'} {_plain(low)} {'and at most' if low_open else 'to'} {_plain(high)}"
+
+
+def bounded(text: str, limit: int = 200) -> str:
+    """A user's value echoed in a message: at most `limit` characters, the rest counted (a 10 MB regex must not
+    become 10 MB of stderr)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text.encode('utf-8', 'replace')):,} bytes)"
+
+
 def env_number(env: Mapping[str, str], name: str, default: float, *, low: float = 0, high: float = 1e15,
                integer: bool = False) -> float:
-    """Environment variable `name` as a number in [low, high] (a whole number when `integer`); unset or blank gives
-    `default`. Anything else (text, NaN, Infinity, out of range) is an InputError naming the variable. Stdlib only:
-    the embedded tracer reads its settings with this inside the user's workload."""
+    """Environment variable `name` by `number`'s rule; unset or blank gives `default`. Anything else (text, NaN,
+    Infinity, out of range) is an InputError naming the variable. Stdlib only: the embedded tracer reads its
+    settings with this inside the user's workload."""
     raw = env.get(name, "").strip()
     if not raw:
         return default
-    kind = "a whole number" if integer else "a number"
-    span = f"from {_plain(low)} to {_plain(high)}, or unset it (default {_plain(default)})"
-    value = float(raw) if _ENV_NUMBER.fullmatch(raw) and len(raw) < 40 else math.nan
-    if not math.isfinite(value) or (integer and not value.is_integer()):
-        raise InputError(f"{raw[:60]!r} is not {kind}", where=name, fix=f"set it to {kind} {span}")
-    if not low <= value <= high:
-        raise InputError(f"{raw[:60]!r} is out of range", where=name, fix=f"set it to {kind} {span}")
-    return int(value) if integer else value
+    try:
+        return number(raw, low=low, high=high, integer=integer)
+    except ValueError as err:
+        what, _, give = str(err).partition("; ")
+        raise InputError(what, where=name, fix=f"set it to {give.removeprefix('give ')}, or unset it (default "
+                                                f"{_plain(default)})") from None
 
 
 def _plain(number: float) -> str:

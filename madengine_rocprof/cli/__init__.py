@@ -7,11 +7,14 @@ Each subcommand lives in its own module under this package and exposes
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import importlib
 import os
+import signal
 import sqlite3
 import sys
+import threading
 from pathlib import Path
 
 from madengine_rocprof import __version__
@@ -51,14 +54,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The exit code of one command line (argparse's own exits, a bad option value or --help, returned too)."""
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv[0] if argv else None)
-    args, extra = parser.parse_known_args(argv)
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if extra and getattr(args, "func", None) and not getattr(args, "accepts_extra", False):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    except SystemExit as stop:  # usage errors (a bad number included) are exit 2 before anything runs
+        return stop.code if isinstance(stop.code, int) else EXIT_INVALID
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
-    if extra and not getattr(args, "accepts_extra", False):
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if getattr(args, "accepts_extra", False):
         args.extra = extra
     return dispatch(args)
@@ -81,10 +88,32 @@ def _internal_error(err: BaseException) -> int:
     place = f" at {Path(frame.filename).name}:{frame.lineno}" if frame else ""
     print(f"error: {BUG_MARK}: {type(err).__name__}: {str(err)[:300]}{place}\n"
           "  fix: please report it with the command line and the input files (set MADENGINE_ROCPROF_TRACEBACK=1 "
-          "for the full traceback); nothing was written", file=sys.stderr)
+          "for the full traceback); the command stopped where it was: check the files it was writing",
+          file=sys.stderr)
     if os.environ.get("MADENGINE_ROCPROF_TRACEBACK"):
         traceback.print_exception(err, file=sys.stderr)
     return EXIT_INVALID
+
+
+@contextlib.contextmanager
+def _stopping_signals_raise():
+    """SIGTERM and SIGHUP raise, as SIGINT does (KeyboardInterrupt), instead of ending the process where it stands:
+    the clean-up of every `with` runs, so a write in progress leaves no temporary file. `run` installs its own."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from madengine_rocprof.runner.stopping import Interrupted
+
+    def _raise(signum, _frame):
+        raise Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, _raise) for sig in (signal.SIGTERM, signal.SIGHUP)
+                if signal.getsignal(sig) is not signal.SIG_IGN}  # nohup: an ignored SIGHUP stays ignored
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -93,7 +122,8 @@ def dispatch(args: argparse.Namespace) -> int:
     BUG_MARK and a bug-report hint (so CI never mistakes a crash for a verdict, exit 1)."""
     try:
         try:
-            return int(args.func(args) or 0)
+            with _stopping_signals_raise():
+                return int(args.func(args) or 0)
         except OSError as err:
             raise from_os_error(err) from None
         except RecursionError:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from madengine_rocprof.cli.kernels import add_rules_option
+from madengine_rocprof.cli.options import COUNT_OR_ZERO, NAME_WIDTH, PERCENT, number_option
 from madengine_rocprof.errors import UserError
 
 EXIT_REGRESSION = 1  # the only way to exit 1: a judged regression, never a crash
@@ -34,13 +35,14 @@ def register(subparsers) -> None:
     )
     p.add_argument(
         "--threshold",
-        type=float,
+        type=number_option(0, 1000, low_open=False),
         default=5.0,
         metavar="PCT",
         help="a regression must be slower by more than PCT percent (default 5)",
     )
     p.add_argument(
-        "--confidence", type=float, default=95.0, metavar="PCT", help="confidence level of the intervals (default 95)"
+        "--confidence", type=number_option(50, 99.999), default=95.0, metavar="PCT",
+        help="confidence level of the intervals (default 95)",
     )
     p.add_argument(
         "--statistic",
@@ -51,21 +53,22 @@ def register(subparsers) -> None:
     )
     p.add_argument(
         "--top",
-        type=int,
+        type=COUNT_OR_ZERO,
         default=10,
         metavar="N",
         help="kernels compared: the base's top N by time (default 10; 0: step time only)",
     )
     p.add_argument(
         "--min-share",
-        type=float,
+        type=PERCENT,
         default=1.0,
         metavar="PCT",
         help="... with at least PCT percent of the base's kernel time (default 1)",
     )
     p.add_argument("--json", type=Path, metavar="FILE", help="write the comparison as JSON")
     p.add_argument("--markdown", type=Path, metavar="FILE", help="write the Markdown summary to FILE as well")
-    p.add_argument("--name-width", type=int, default=60, metavar="N", help="shorten kernel names to N characters")
+    p.add_argument("--name-width", type=NAME_WIDTH, default=60, metavar="N",
+                   help="shorten kernel names to N characters")
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the Markdown")
     add_rules_option(p)
     p.set_defaults(func=run)
@@ -74,18 +77,7 @@ def register(subparsers) -> None:
 def _settings(args: argparse.Namespace):
     from madengine_rocprof.insights.compare import Settings
 
-    checks = [
-        ("--threshold", 0 <= args.threshold < 1000, "a percentage >= 0"),
-        ("--confidence", 50 <= args.confidence < 100, "a percentage in [50, 100), e.g. 95"),
-        ("--top", args.top >= 0, "0 or more"),
-        ("--min-share", 0 <= args.min_share <= 100, "a percentage in [0, 100]"),
-    ]
-    for option, ok, fix in checks:
-        if not ok:
-            raise UserError(
-                f"invalid value {getattr(args, option[2:].replace('-', '_'))}", where=option, fix=f"give {fix}"
-            )
-    return Settings(
+    return Settings(  # each value was checked by its option's type (cli/options.py)
         statistic=args.statistic,
         confidence=args.confidence / 100,
         threshold=args.threshold / 100,
@@ -108,7 +100,7 @@ def _value(row: dict) -> tuple[str, str]:
 
 def render_markdown(result: dict, name_width: int = 60) -> str:
     from madengine_rocprof.reports.formatting import DASH, display_name, shorten
-    from madengine_rocprof.reports.markdown import table
+    from madengine_rocprof.reports.markdown import escape, table
 
     s = result["settings"]
     conf = f"{s['confidence'] * 100:g}%"
@@ -160,17 +152,20 @@ def render_markdown(result: dict, name_width: int = 60) -> str:
             f"{len(gate['inconclusive'])} metric(s) inconclusive: one run on each side, so run-to-run noise cannot "
             "be told from a change. Repeat the runs (2 or more BASE runs: a directory of repeated runs)."
         )
-    return "\n".join(out) + "\n"
+    return escape("\n".join(out) + "\n")
 
 
 def run(args: argparse.Namespace) -> int:
     # an unexpected exception reaches the CLI's top-level handler: exit 2 with the bug mark, never 1 (the verdict)
     from madengine_rocprof.insights.compare import compare_sides, load_side
     from madengine_rocprof.reports import categories
-    from madengine_rocprof.reports.output import write_text
+    from madengine_rocprof.reports.output import OutputSet
 
-    categories.configure(args.kernel_rules)
     settings = _settings(args)
+    outputs = OutputSet([args.base, args.new, categories.rules_path(args.kernel_rules)])  # before anything is read
+    outputs.claim("--json", args.json)
+    outputs.claim("--markdown", args.markdown)
+    categories.configure(args.kernel_rules)
     result = compare_sides(load_side(args.base, "base"), load_side(args.new, "new"), settings)
     text = render_markdown(result, args.name_width)
     if not args.quiet:
@@ -182,8 +177,9 @@ def run(args: argparse.Namespace) -> int:
             where="BASE/NEW",
             fix="repeat the runs: give a directory of 2 or more repeated runs as BASE (and/or NEW)",
         )
-    if args.json:
-        write_text(args.json, json.dumps(result, indent=1, allow_nan=False) + "\n")
-    if args.markdown:
-        write_text(args.markdown, text)
+    with outputs.files() as files:  # both or neither
+        if args.json:
+            files.write_text(args.json, json.dumps(result, indent=1, allow_nan=False) + "\n")
+        if args.markdown:
+            files.write_text(args.markdown, text)
     return EXIT_REGRESSION if args.gate and result["gate"]["failed"] else 0

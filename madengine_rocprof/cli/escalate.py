@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from madengine_rocprof.cli.kernels import add_rules_option
+from madengine_rocprof.cli.options import COUNT, COUNT_OR_ZERO, NAME_WIDTH, PEAK, SECONDS, number_option
 from madengine_rocprof.errors import UserError
 
 
@@ -16,36 +17,36 @@ def add_selection_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
     """Options shared by `escalate` and `run --escalate` (prefix `escalate-` on run)."""
     p.add_argument(
         f"--{prefix}top",
-        type=int,
+        type=COUNT,
         default=None,
         metavar="N",
         help="escalate the top N kernels by kernel time (default 5, or all above --min-share)",
     )
     p.add_argument(
         f"--{prefix}min-share",
-        type=float,
+        type=number_option(0, 100, low_open=True),
         default=None,
         metavar="PCT",
         help="escalate every kernel with at least PCT percent of the kernel time (capped by --top if given)",
     )
     p.add_argument(
         f"--{prefix}launches-per-kernel",
-        type=int,
+        type=COUNT,
         default=10,
         metavar="N",
         help="ncu: about N launches per chosen kernel (--launch-count scaled by the rarest one; default 10)",
     )
     p.add_argument(
         f"--{prefix}launch-skip",
-        type=int,
+        type=COUNT_OR_ZERO,
         default=0,
         metavar="N",
         help="ncu: skip the first N matching launches (warm-up; default 0)",
     )
     p.add_argument(
-        "--peak-bandwidth", type=float, metavar="GB/s", help="device memory bandwidth peak (default: datasheet)"
+        "--peak-bandwidth", type=PEAK, metavar="GB/s", help="device memory bandwidth peak (default: datasheet)"
     )
-    p.add_argument("--peak-tflops", type=float, metavar="TFLOP/s", help="device FP32 peak (default: datasheet)")
+    p.add_argument("--peak-tflops", type=PEAK, metavar="TFLOP/s", help="device FP32 peak (default: datasheet)")
 
 
 def register(subparsers) -> None:
@@ -75,32 +76,26 @@ def register(subparsers) -> None:
     p.add_argument(
         "--runner", choices=("auto", "docker", "local"), help="runner of the second pass (default: the first pass's)"
     )
-    p.add_argument("--timeout", type=float, metavar="S", help="second-pass workload time limit in seconds")
+    p.add_argument("--timeout", type=SECONDS, metavar="S", help="second-pass workload time limit in seconds")
     p.add_argument("--dry-run", action="store_true", help="print the plan (kernels, profiles, filters) and run nothing")
     p.add_argument("--join-only", action="store_true", help="do not run: join the passes recorded in RUN.escalate/")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the joined report as JSON")
     p.add_argument("--markdown", type=Path, metavar="FILE", help="write the Markdown to FILE as well")
-    p.add_argument("--name-width", type=int, default=60, metavar="N", help="shorten kernel names to N characters")
+    p.add_argument("--name-width", type=NAME_WIDTH, default=60, metavar="N",
+                   help="shorten kernel names to N characters")
     p.add_argument("--quiet", action="store_true", help="do not echo workload output or print the Markdown")
     add_rules_option(p)
     p.set_defaults(func=run)
 
 
-def check_selection(top: int | None, min_share: float | None, launches: int, skip: int, prefix: str = "") -> tuple:
-    if top is not None and top < 1:
-        raise UserError(f"must be at least 1, got {top}", where=f"--{prefix}top")
-    if min_share is not None and not 0 < min_share <= 100:
-        raise UserError(f"must be a percentage in (0, 100], got {min_share:g}", where=f"--{prefix}min-share")
-    if launches < 1 or skip < 0:
-        raise UserError(
-            "launch counts must be >= 1 (per kernel) and >= 0 (skip)", where=f"--{prefix}launches-per-kernel"
-        )
+def check_selection(top: int | None, min_share: float | None) -> tuple:
+    """(top, share as a fraction): top 5 when neither is given. The values were checked by the options' types."""
     return (5 if top is None and min_share is None else top), (None if min_share is None else min_share / 100)
 
 
 def render_markdown(report: dict, name_width: int = 60) -> str:
     from madengine_rocprof.reports.formatting import DASH, display_name, ms, pct, shorten
-    from madengine_rocprof.reports.markdown import table
+    from madengine_rocprof.reports.markdown import escape, table
 
     peak = report["peak"]
     out = [
@@ -184,7 +179,7 @@ def render_markdown(report: dict, name_width: int = 60) -> str:
     ]
     if notes:
         out += ["", "Second-pass names as the profiler spelled them:", ""] + notes
-    return "\n".join(out) + "\n"
+    return escape("\n".join(out) + "\n")
 
 
 def escalate(
@@ -238,10 +233,14 @@ def escalate(
 
 def run(args: argparse.Namespace) -> int:
     from madengine_rocprof.reports import categories
-    from madengine_rocprof.reports.output import write_text
+    from madengine_rocprof.reports.output import OutputSet
 
+    # before anything is read or run: an output never replaces an input
+    outputs = OutputSet([args.run_dir, args.repo / args.models, categories.rules_path(args.kernel_rules)])
+    outputs.claim("--json", args.json)
+    outputs.claim("--markdown", args.markdown)
     categories.configure(args.kernel_rules)
-    top, share = check_selection(args.top, args.min_share, args.launches_per_kernel, args.launch_skip)
+    top, share = check_selection(args.top, args.min_share)
     result, text = escalate(
         args.run_dir,
         top=top,
@@ -261,10 +260,11 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return 0
     text = render_markdown(result, args.name_width)
-    if args.json:
-        write_text(args.json, json.dumps(result, indent=1, allow_nan=False) + "\n")
-    if args.markdown:
-        write_text(args.markdown, text)
+    with outputs.files() as files:  # both or neither
+        if args.json:
+            files.write_text(args.json, json.dumps(result, indent=1, allow_nan=False) + "\n")
+        if args.markdown:
+            files.write_text(args.markdown, text)
     if not args.quiet:
         sys.stdout.write(text)
     return 0 if all(not p.get("exit_code") for p in result["passes"]) else 1

@@ -4,10 +4,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from madengine_rocprof.atomic import atomic_write
-from madengine_rocprof.errors import UserError
 from madengine_rocprof.models.tool import DEFAULT_COUNTERS_DIR, DEFAULT_WRAPPER
 from madengine_rocprof.registry import get_tool, list_tools
+from madengine_rocprof.reports.output import OutputSet
 
 
 def register(subparsers) -> None:
@@ -36,16 +35,19 @@ def build_tools_json(names: list[str] | None, wrapper: str, counters_dir: str) -
 
 
 def run(args) -> int:
+    outputs = OutputSet([])
+    outputs.claim("OUTPUT", args.output)
+    outputs.claim("--wrapper-dir", args.wrapper_dir, folder=True)
     names = [n.strip() for n in args.tools.split(",") if n.strip()] if args.tools else None
     data = build_tools_json(names, args.wrapper, args.counters_dir)
-    if args.output.is_dir():
-        raise UserError(
-            "is a directory, expected a file path", file=str(args.output), fix=f"use {args.output / 'tools.json'}"
-        )
-    if args.wrapper_dir:  # first: a tools.json is not left behind naming a wrapper that could not be placed
-        from madengine_rocprof.wrapper import bundle
+    placed: list[str] = []
+    with outputs.files() as files:  # tools.json and the wrapper appear together: neither names a missing other
+        if args.wrapper_dir:
+            from madengine_rocprof.wrapper import bundle
 
-        print("wrote " + ", ".join(bundle.install_into(str(args.wrapper_dir))))
-    atomic_write(args.output, json.dumps(data, indent=2, allow_nan=False) + "\n")
+            placed = bundle.install_into(str(args.wrapper_dir), files)
+        files.write_text(args.output, json.dumps(data, indent=2, allow_nan=False) + "\n")
+    if placed:
+        print("wrote " + ", ".join(placed))
     print(f"wrote {len(data['tools'])} tools to {args.output}")
     return 0

@@ -74,7 +74,7 @@ def _classify(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(rows, indent=1, allow_nan=False) + "\n")
         return 0
     from madengine_rocprof.reports.formatting import display_name
-    from madengine_rocprof.reports.markdown import table
+    from madengine_rocprof.reports.markdown import escape, table
 
     lines = table(
         ["kernel", "category", "role", "library", "rule"],
@@ -85,7 +85,7 @@ def _classify(args: argparse.Namespace) -> int:
         f"{len(rows)} kernels, {unknown} unknown"
         + (" (add rules: docs/reports.md, 'Kernel taxonomy')" if unknown else "")
     )
-    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.write(escape("\n".join(lines) + "\n"))
     return 0
 
 

@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 from madengine_rocprof.cli.kernels import add_rules_option
-from madengine_rocprof.errors import UserError
+from madengine_rocprof.cli.options import COUNT, NAME_WIDTH
 from madengine_rocprof.reports import build_report, categories, html_page, load_runs, markdown, perfetto
 from madengine_rocprof.reports.analyses import efficiency
 from madengine_rocprof.reports.analysis import DEFINITIONS
-from madengine_rocprof.reports.output import write_json, write_text
+from madengine_rocprof.reports.output import OutputSet, write_json_to
 
 
 def register(subparsers) -> None:
@@ -28,7 +28,7 @@ def register(subparsers) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN", type=Path, help="directory holding profiler output")
     parser.add_argument("--baseline", metavar="RUN", help="run to compare against (label or path; default: the first)")
     parser.add_argument(
-        "--top", type=int, default=10, metavar="N", help="kernels listed per run, in every output (default 10)"
+        "--top", type=COUNT, default=10, metavar="N", help="kernels listed per run, in every output (default 10)"
     )
     parser.add_argument(
         "--definitions",
@@ -48,7 +48,7 @@ def register(subparsers) -> None:
     parser.add_argument("--perfetto", type=Path, metavar="DIR",
                         help="write DIR/<run>.perfetto.json per run (open in ui.perfetto.dev)")
     parser.add_argument(
-        "--name-width", type=int, default=70, metavar="N", help="shorten kernel names to N characters in tables"
+        "--name-width", type=NAME_WIDTH, default=70, metavar="N", help="shorten kernel names to N characters in tables"
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="do not print the Markdown")
     parser.add_argument("--peak-tflops", type=float, metavar="TFLOP/s",
@@ -64,12 +64,7 @@ def register(subparsers) -> None:
 
 
 # Control bytes (ESC sequences, carriage returns, bells) in kernel names or labels must not drive the terminal.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """Text for the terminal: every control character except newline and tab shown as an escape (\\x1b)."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+printable = markdown.show_controls
 
 
 def _slug(label: str) -> str:
@@ -86,8 +81,11 @@ def _positive(value: float | None, option: str, limit: float) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.top < 1:
-        raise UserError("--top must be at least 1", where="--top")
+    # before anything is read: an output never replaces an input
+    outputs = OutputSet([*args.runs, categories.rules_path(args.kernel_rules)])
+    for option in ("--json", "--html", "--markdown"):
+        outputs.claim(option, getattr(args, option[2:]))
+    outputs.claim("--perfetto", args.perfetto, folder=True)
     categories.configure(args.kernel_rules)
     efficiency.configure(_positive(args.peak_tflops, "--peak-tflops", 1e7), _positive(
         args.peak_bandwidth, "--peak-bandwidth", 1e8), _positive(args.roofline_target, "--roofline-target", 1.0) or 0.8)
@@ -95,20 +93,28 @@ def run(args: argparse.Namespace) -> int:
     report = build_report(runs, args.baseline, steady_state=args.steady_state, definitions=args.definitions)
     text = markdown.render(report, top=args.top, name_width=args.name_width)
     page = html_page.render(report, top=args.top) if args.html else None
-    if args.json:
-        write_json(args.json, report)
-    if page is not None:
-        write_text(args.html, page)
-    if args.markdown:
-        write_text(args.markdown, text)
+    traces = []
     if args.perfetto:
         for data in runs:
             if not perfetto.has_timeline(data):
                 print(printable(f"perfetto: {data.label} has no per-dispatch trace, skipped"), file=sys.stderr)
                 continue
             target = args.perfetto / f"{_slug(data.label)}.perfetto.json"
-            events = perfetto.write_trace(data, target)
-            print(printable(f"perfetto: wrote {target} ({events:,} kernel events)"), file=sys.stderr)
+            outputs.claim("--perfetto", target)  # two runs whose labels give one file name are refused too
+            traces.append((data, target))
+    written = []
+    with outputs.files() as files:  # all outputs appear together, or none does
+        if args.json:
+            write_json_to(files, args.json, report)
+        if page is not None:
+            files.write_text(args.html, page)
+        if args.markdown:
+            files.write_text(args.markdown, text)
+        for data, target in traces:
+            events = perfetto.write_trace(data, target, files)
+            written.append(f"perfetto: wrote {target} ({events:,} kernel events)")
+    for line in written:
+        print(printable(line), file=sys.stderr)
     if not args.quiet:
         sys.stdout.write(printable(text))
     return 0

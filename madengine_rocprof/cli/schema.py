@@ -4,9 +4,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from madengine_rocprof import resources
-from madengine_rocprof.atomic import atomic_write
+from madengine_rocprof import inputs, resources
+from madengine_rocprof.errors import UserError
 from madengine_rocprof.models.schema import render_schema
+from madengine_rocprof.reports.output import OutputSet
 
 SCHEMA_PATH = resources.SCHEMA
 
@@ -26,11 +27,17 @@ def register(subparsers) -> None:
 def run(args) -> int:
     text = render_schema()
     if args.write:
-        atomic_write(args.path, text)
+        outputs = OutputSet([])
+        outputs.claim("--path", args.path)
+        with outputs.files() as files:
+            files.write_text(args.path, text)
         print(f"wrote {args.path}")
         return 0
     if args.check:
-        current = args.path.read_text(encoding="utf-8") if args.path.is_file() else None
+        if args.path.exists() and not args.path.is_file():  # a folder or a pipe is not a stale schema: bad input
+            raise UserError("is not a regular file", file=str(args.path), where="--path",
+                            fix="give the schema file (profiling-configs/schema.json)")
+        current = inputs.read_text(args.path, "schema") if args.path.is_file() else None
         if current != text:
             print(f"error: {args.path} is stale (fix: madengine-rocprof schema --write)", file=sys.stderr)
             return 1

@@ -45,10 +45,21 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def _looks_like_json(stripped: str) -> bool:
+    """JSON of any top level (null, a number, a string: refused as "not an object" with a fix), or JSON that starts
+    with a comment (refused by the JSON reader with its line): not a counter file, whose lines are `pmc:` and `#`."""
+    if stripped.startswith(("//", "/*")):
+        return True
+    if stripped[0] in '{["-0123456789':
+        return True
+    word = stripped.split(None, 1)[0].rstrip(",")
+    return word in ("null", "true", "false")
+
+
 def detect_kind(path: str, text: str) -> str:
     """'context', 'tool', 'counters' or 'schema' (a JSON Schema such as profiling-configs/schema.json)."""
     stripped = text.lstrip()
-    if path.endswith(".txt") or (stripped and stripped[0] not in "{["):
+    if path.endswith(".txt") or (stripped and not _looks_like_json(stripped)):
         return "counters"
     try:
         data = inputs.loads(text, path)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from madengine_rocprof.wrapper.rocprof_csv import truncate_name
 
 _ANONYMOUS = re.compile(r"\(anonymous namespace\)::|<unnamed>::")
-_QUALIFIER = re.compile(r"[A-Za-z_]\w*::")
+_QUALIFIER = re.compile(r"(?<!\w)[A-Za-z_]\w*::")  # from a word's start only: linear (each word scanned once)
 _TOKEN = re.compile(r"\d+[uUlL]*|[A-Za-z_]\w*")
 _NOISE = {"const", "volatile", "void", "lambda", "instance", "struct", "class", "enum", "typename"}
 _TEMPLATE_PARAM = re.compile(r"T\d+")

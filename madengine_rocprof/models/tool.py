@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
 
+from madengine_rocprof.inputs import bounded
 from madengine_rocprof.wrapper.planner import AMD_ONLY_PROFILES, ENV_PROFILE, PROFILE_KINDS, known_profile
 
 PROFILE_ENV = ENV_PROFILE  # the wrapper reads it as a user override; tools never set it
@@ -177,6 +178,22 @@ class ToolDefinition(BaseModel):
                 # The entry renders --profile itself; a second one would disagree with core_profile.
                 raise ValueError("extra_args must not contain --profile (fix: set \"core_profile\" instead)")
         return args
+
+    @field_validator("kernel_include_regex", "kernel_exclude_regex")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        """The profiler compiles the filter when the workload starts (rocprofv3: C++ std::regex, ECMAScript; ncu:
+        `regex:`); a pattern no regex engine accepts is refused here, by `validate` and `tools register`, instead of
+        failing the run. Python's `re` accepts the syntax those engines share (lookahead included)."""
+        if value is None:
+            return value
+        try:
+            re.compile(value)
+        except (re.error, RecursionError, OverflowError) as err:
+            raise ValueError(f"{bounded(value, 80)!r} is not a regular expression: {getattr(err, 'msg', err)} "
+                             "(fix: escape ( ) [ ] { } . * + ? | \\ ^ $ with a backslash to match them literally)") \
+                from None
+        return value
 
     @field_validator("output_file")
     @classmethod

@@ -360,7 +360,9 @@ def analyze_run(run: RunData, steady_state: bool = False, definitions: str = "ou
                 "wall time"
             )
         )
-    if any(s.counter_time is None for s in run.timing) and not any(s.has_timeline for s in run.timing):
+    if run.timing and not any(s.dispatches for s in run.timing):  # a trace that holds no kernel is not statistics
+        notes.append("no kernel dispatches were recorded: the profiled program ran no GPU kernel the profiler saw")
+    elif any(s.counter_time is None for s in run.timing) and not any(s.has_timeline for s in run.timing):
         notes.append("only per-kernel statistics (no per-dispatch trace): no timeline, no Perfetto trace")
     time_from = _counter_time_note(run)
     if time_from:

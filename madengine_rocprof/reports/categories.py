@@ -145,15 +145,18 @@ def _library_of_key(key: str) -> str:
 # ---- GEMM shape class --------------------------------------------------------------------------------------
 # The macro tile a GEMM library picked says what problem shape it was picked for: Tensile `MT128x64x16`,
 # cuBLAS `tilesize128x128x8`, nvjet `_tst_128x64_`, CUTLASS/cuBLAS `_128x128_16x4` / `sgemm_128x64_`, ...
+# Quantifiers between two literals are bounded ({0,80}): an unbounded `\w*?` rescans the rest of the name from
+# every occurrence of the first literal, quadratic in a crafted name (`nvjet_` x 20,000 took 40 s).
 _TILE = (
     _re(r"MT(\d+)x(\d+)"),
     _re(r"tilesize(\d+)x(\d+)"),
-    _re(r"nvjet_\w*?_(\d+)x(\d+)_"),
+    _re(r"nvjet_\w{0,80}?_(\d{1,6})x(\d{1,6})_"),
     _re(r"(?:gemm|gemv)_(\d+)x(\d+)"),
     _re(r"_(\d+)x(\d+)_\d+x\d+"),
-    _re(r"gemm_[a-z0-9_]*?_(\d+)x(\d+)_"),  # CUTLASS with epilogue and type words: `s16816gemm_relu_bf16_128x64_64x6`
+    # CUTLASS with epilogue and type words: `s16816gemm_relu_bf16_128x64_64x6`
+    _re(r"gemm_[a-z0-9_]{0,80}?_(\d{1,6})x(\d{1,6})_"),
     _re(r"_t(\d+)x(\d+)x\d+"),  # TensorRT-LLM's generated batched GEMMs: `bmm_..._t128x16x256u2`
-    _re(r"matmul\w*?_(\d+)x(\d+)x\d+x\d+"),  # Triton matmul_ogs: `_matmul_ogs_NNT_..._128x128x128x1`
+    _re(r"matmul\w{0,120}?_(\d{1,6})x(\d{1,6})x\d+x\d+"),  # Triton matmul_ogs: `_matmul_ogs_NNT_..._128x128x128x1`
 )
 
 
@@ -234,14 +237,14 @@ _BUILTIN = (
         "cast",
         "memory copy",
         "dtype cast",
-        r"(bfloat16|half|float|fp8|float\d+|int\d*)(to\w+?)?_copy_kernel|aten::(_to_copy|type_as)\b",
+        r"(bfloat16|half|float|fp8|float\d+|int\d*)(to\w{1,40}?)?_copy_kernel|aten::(_to_copy|type_as)\b",
     ),
     # cuDNN and MIOpen convert between NCHW and NHWC around convolutions: a copy with a permutation
     (
         "layout",
         "memory copy",
         "layout transform",
-        r"nchwToNhwc|nhwcToNchw|tensorTransformGeneric|batched_transpose_|transpose_(NCHW|CNHW|NHWC)\w*2|NCHW2|NHWC2|"
+        r"nchwToNhwc|nhwcToNchw|tensorTransformGeneric|batched_transpose_|transpose_(NCHW|CNHW|NHWC)\w{0,80}2|NCHW2|NHWC2|"
         r"nchw_to_nhwc|"
         r"nhwc_to_nchw",
     ),
@@ -344,7 +347,7 @@ _BUILTIN = (
         "normalization",
         _direction("norm"),
         r"(rms|layer|batch|group|instance|_|\b)_?norm(?!al)|welford|GammaBeta|MIOpenBatchNorm|(?<![a-z])bn_(fw|bw)_|"
-        r"RowwiseMoments|Compute(Internal|Fused|BackwardFused)\w*(Params|Gradients)|cuApply(Layer|RMS)Norm",
+        r"RowwiseMoments|Compute(Internal|Fused|BackwardFused)\w{0,80}(Params|Gradients)|cuApply(Layer|RMS)Norm",
     ),
     # LAPACK-style factorisations and solves (cuSOLVER, MAGMA, rocSOLVER)
     (
@@ -360,7 +363,7 @@ _BUILTIN = (
         "convolution",
         _direction("convolution"),
         r"conv(olution)?([_\d]|\b)|implicit_convolve|xmma_(fprop|dgrad|wgrad)|(fprop|dgrad|wgrad)_|miopenConv|^igemm_(fwd|bwd|wrw)|"
-        r"scudnn|winograd|fft2d_|dgrad_engine|wgrad_alg\d|cask_cudnn\w*::compute\w*Offsets|reduce_wgrad|Im\d?d2Col|"
+        r"scudnn|winograd|fft2d_|dgrad_engine|wgrad_alg\d|cask_cudnn\w{0,80}::compute\w{0,80}Offsets|reduce_wgrad|Im\d?d2Col|"
         r"im2col|col2im|xdlops_bwd_(weight|data)|grouped_conv|depthwise",
     ),
     (
@@ -381,7 +384,7 @@ _BUILTIN = (
         "pooling",
         "reduction",
         _direction("pooling"),
-        r"max_?pool|avg_?pool|adaptive_(avg|average|max)_?pool|average_pool|pooling|MaxPool\w*Backward",
+        r"max_?pool|avg_?pool|adaptive_(avg|average|max)_?pool|average_pool|pooling|MaxPool\w{0,80}Backward",
     ),
     (
         "sort",
@@ -562,11 +565,20 @@ def set_rules(rules: tuple[UserRule, ...]) -> None:
     classify.cache_clear()
 
 
+# The built-in rules are linear in the name's length (quantifiers between literals bounded; tested on crafted
+# names), but each still reads the name: a 120 KB crafted name costs ~0.3 s. The longest real kernel names (CK and
+# CUTLASS templates) are a few KB.
+MAX_RULE_TEXT = 16 * 1024
+
+
 @lru_cache(maxsize=65536)
 def classify(kernel_name: str) -> KernelClass:
     """Category, role and library of a kernel (or CPU operator) name. User rules search the whole name as
     documented; the built-in rules match `match_key(name)`, so parameter types never decide."""
     key = match_key(kernel_name)
+    cut = ""
+    if len(key) > MAX_RULE_TEXT:  # no real kernel is named so long: the rules read its first part, and say so
+        key, cut = key[:MAX_RULE_TEXT], f" (on the first {MAX_RULE_TEXT:,} characters of a {len(key):,}-character name)"
     library = _library_of_key(key)
     for rule in _user_rules:
         if rule.pattern.search(kernel_name):
@@ -574,8 +586,9 @@ def classify(kernel_name: str) -> KernelClass:
     lower = key.lower()
     for rule_id, category, role, pattern in RULES:
         if pattern.search(lower):
-            return KernelClass(category, role(key) if callable(role) else str(role), library, f"built-in {rule_id}")
-    return KernelClass(UNKNOWN, UNKNOWN, library, "")
+            return KernelClass(category, role(key) if callable(role) else str(role), library,
+                               f"built-in {rule_id}{cut}")
+    return KernelClass(UNKNOWN, UNKNOWN, library, cut.strip())
 
 
 # transfers a DMA/copy engine runs, as profilers name them: Kineto `Memcpy HtoD (Pinned -> Device)` / `Memset (Device)`,

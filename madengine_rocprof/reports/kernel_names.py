@@ -16,10 +16,26 @@ from dataclasses import dataclass
 
 _OPEN = {"<": ">", "(": ")", "{": "}", "[": "]"}
 _CLOSE = {v: k for k, v in _OPEN.items()}
-# what compilers and profilers append after the parameter list: `const`, `[clone .kd]`, ROCm's `.kd` symbol suffix
-_TRAILER = re.compile(r"(\s+const|\s*\[clone [^\]]*\]|\.kd)+$")
 # a prefix that reads as a C++ return type: qualified or templated (`std::enable_if<...>::type`), or a builtin type
 _RETURN_TYPE = re.compile(r"::|<|^((un)?signed |const )*(int|float|double|bool|char|long|short|auto|size_t)\b")
+
+
+def _strip_trailers(text: str) -> str:
+    """Drop what compilers and profilers append after the parameter list: ` const`, `[clone .kd]`, ROCm's `.kd`
+    symbol suffix, in any order and number. From the end, one trailer at a time: linear, where an end-anchored
+    regex rescans from every start (quadratic on ` const` x 20,000 + `x`)."""
+    while True:
+        if text.endswith("const") and len(text) > 5 and text[-6].isspace():
+            text = text[:-5].rstrip()
+        elif text.endswith(".kd"):
+            text = text[:-3]
+        elif text.endswith("]"):
+            start = text.rfind("[clone ")
+            if start < 0 or "]" in text[start:-1]:
+                return text
+            text = text[:start].rstrip()
+        else:
+            return text
 
 
 @dataclass(frozen=True)
@@ -86,8 +102,7 @@ def split_name(name: str) -> KernelName:
     qualified `at::native::(anonymous namespace)::softmax_warp_forward`, template args `float, float, 8`.
     """
     text = " ".join(name.split())
-    if text.endswith(("const", "]", ".kd")):
-        text = _TRAILER.sub("", text)
+    text = _strip_trailers(text)
     if text.startswith("void "):
         text = text[5:]
     # the parameter list: the bracket group that closes the name, when something precedes it

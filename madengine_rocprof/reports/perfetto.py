@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from madengine_rocprof.atomic import FileSet
 from madengine_rocprof.reports.categories import categorize
 from madengine_rocprof.reports.discover import iter_dispatches
 from madengine_rocprof.reports.model import RunData
@@ -19,12 +20,13 @@ def has_timeline(run: RunData) -> bool:
     return any(s.has_timeline for s in run.timing)
 
 
-def write_trace(run: RunData, path: Path) -> int:
-    """Write the trace; returns the number of dispatch events written."""
+def write_trace(run: RunData, path: Path, files: FileSet | None = None) -> int:
+    """Write the trace (staged in `files`, the command's output set, when given); returns the number of dispatch
+    events written."""
     sources = [s for s in run.timing if s.has_timeline]
     origin = min(s.first_start_ns or 0 for s in sources)  # a source with a timeline has a first start
     events = 0
-    with atomic_writer(path) as fh:
+    with files.open(path) if files is not None else atomic_writer(path) as fh:
         fh.write('{"displayTimeUnit":"ns","otherData":' + json.dumps({"run": run.label, "path": str(run.path),
                  "time_origin_ns": origin}, allow_nan=False) + ',"traceEvents":[\n')
         first = True

@@ -87,8 +87,10 @@ def _packets(path: Path) -> Iterator[tuple[int, bytes]]:
     try:
         with open(path, "rb") as fh:
             size = fh.seek(0, 2)
-            if size == 0:
-                return
+            if size == 0:  # as an empty CSV: rocprofv3 writes no file at all when nothing was captured
+                raise UserError("empty file: no Perfetto trace packets", file=str(path),
+                                fix="the profiler was interrupted while writing; re-run it (rocprofv3 writes no "
+                                    "file at all when nothing was captured)")
             with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
                 pos = 0
                 while pos < size:

@@ -139,12 +139,21 @@ def distributed_env(ctx: AdditionalContext) -> dict[str, str]:
     if (dist.nnodes or 1) != 1:
         raise UserError(f"nnodes {dist.nnodes}: madengine-rocprof run drives one node", where="distributed.nnodes",
                         fix="use --runner slurm (with a slurm block) for several nodes, or set nnodes to 1")
-    if dist.nproc_per_node and ctx.gpus_per_node and dist.nproc_per_node != ctx.gpus_per_node:
-        raise UserError(f"gpus_per_node {ctx.gpus_per_node} and distributed.nproc_per_node {dist.nproc_per_node} "
-                        "differ: madengine would start gpus_per_node ranks, madengine-rocprof nproc_per_node",
-                        where="gpus_per_node", fix="set both to the same number of ranks")
+    check_rank_count(ctx)
     n = dist.nproc_per_node or ctx.gpus_per_node or 1
     runner = f"torchrun --standalone --nnodes=1 --nproc_per_node={n}"
     if dist.port:
         runner = f"torchrun --nnodes=1 --nproc_per_node={n} --master_port={dist.port}"
     return {"MAD_MULTI_NODE_RUNNER": runner, "MAD_RUNTIME_NGPUS": str(n)}
+
+
+def check_rank_count(ctx: AdditionalContext, source: str | None = None) -> None:
+    """gpus_per_node and distributed.nproc_per_node name one rank count (for a torchrun launch): `run` and `validate`
+    both refuse two different numbers."""
+    dist = ctx.distributed
+    if dist is None or not dist.launcher:
+        return
+    if dist.nproc_per_node and ctx.gpus_per_node and dist.nproc_per_node != ctx.gpus_per_node:
+        raise UserError(f"gpus_per_node {ctx.gpus_per_node} and distributed.nproc_per_node {dist.nproc_per_node} "
+                        "differ: madengine would start gpus_per_node ranks, madengine-rocprof nproc_per_node",
+                        file=source, where="gpus_per_node", fix="set both to the same number of ranks")

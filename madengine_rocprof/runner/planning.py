@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from madengine_rocprof.errors import UserError
+from madengine_rocprof.inputs import bounded
 from madengine_rocprof.models import AdditionalContext, ScriptRef, load_context
 from madengine_rocprof.registry.store import PACKAGE_ROOT
 from madengine_rocprof.runner import host
-from madengine_rocprof.runner.chain import Chain, build_chain, distributed_env, model_command
+from madengine_rocprof.runner.chain import Chain, build_chain, check_rank_count, distributed_env, model_command
 from madengine_rocprof.runner.selection import ModelCard, load_models, select_models
 
 DEFAULT_TIMEOUT_S = 7200.0     # madengine's default model timeout
@@ -54,12 +55,20 @@ class Planned:
     hooks: list[tuple[str, ScriptRef, Path]]   # (phase, ref, host file)
 
 
+# Longer argument strings are no real model's: Linux refuses a single argument over 128 KiB, and shlex.split takes
+# time quadratic in the length (26 s for 1.28 MB).
+MAX_ARGS_CHARS = 64 * 1024
+
+
 def _words(text: str, where: str, file: str | None = None) -> list[str]:
     """Arguments split as a shell would (they are quoted again when the command is built)."""
+    if len(text) > MAX_ARGS_CHARS:
+        raise UserError(f"the arguments are {len(text):,} characters long, more than the {MAX_ARGS_CHARS:,} allowed",
+                        file=file, where=where, fix="pass large inputs in a file and give its path as the argument")
     try:
         return shlex.split(text)
     except ValueError as err:
-        raise UserError(f"cannot split arguments {text!r}: {err}", file=file, where=where,
+        raise UserError(f"cannot split arguments {bounded(text)!r}: {err}", file=file, where=where,
                         fix="close the quote, or quote the argument that contains it") from None
 
 
@@ -95,6 +104,7 @@ def check_context(ctx: AdditionalContext, source: str | None = None) -> None:
             raise UserError(f"'{name}' is not a build argument name", file=source, where="docker_build_arg",
                             fix="use letters, digits and _, not starting with a digit")
     _words(ctx.model_args or "", "model_args", source)
+    check_rank_count(ctx, source)
 
 
 def confined(root: Path, relative: str, where: str, file: str | None = None) -> Path:

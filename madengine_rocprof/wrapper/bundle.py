@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import zipfile
 
-from madengine_rocprof.atomic import atomic_file
+from madengine_rocprof.atomic import FileSet, atomic_file
 
 PYZ_NAME = "madengine_rocprof_wrapper.pyz"
 SCRIPT_NAME = "rocprof_wrapper.sh"
@@ -51,9 +50,9 @@ def _sources() -> list[tuple[str, str]]:
     return files
 
 
-def build_pyz(dest: str) -> str:
-    """Write the zipapp to `dest` (atomically) and return its path."""
-    with atomic_file(dest, "wb") as raw:
+def build_pyz(dest: str, files: FileSet | None = None) -> str:
+    """Write the zipapp to `dest` (atomically; staged in `files` when given) and return its path."""
+    with files.open(dest, "wb", executable=True) if files is not None else atomic_file(dest, "wb") as raw:
         raw.write(b"#!/usr/bin/env python3\n")
         with zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
             zf.writestr(zipfile.ZipInfo("__main__.py", _FIXED_TIME), _MAIN)
@@ -62,7 +61,8 @@ def build_pyz(dest: str) -> str:
                     info = zipfile.ZipInfo(arcname, _FIXED_TIME)
                     info.compress_type = zipfile.ZIP_DEFLATED
                     zf.writestr(info, fh.read())
-    os.chmod(dest, 0o755)
+    if files is None:
+        os.chmod(dest, 0o755)
     return dest
 
 
@@ -75,12 +75,13 @@ def script_source() -> str:
     return str(resources.WRAPPER_SCRIPT)
 
 
-def install_into(tools_dir: str) -> list[str]:
-    """Place rocprof_wrapper.sh and the zipapp in madengine's scripts/common/tools/ (or any folder)."""
-    os.makedirs(tools_dir, exist_ok=True)
+def install_into(tools_dir: str, files: FileSet | None = None) -> list[str]:
+    """Place rocprof_wrapper.sh and the zipapp in madengine's scripts/common/tools/ (or any folder); staged in
+    `files` (a command's output set) when given, else each written atomically now."""
+    if files is None:
+        with FileSet() as staged:
+            return install_into(tools_dir, staged)
     script = os.path.join(tools_dir, SCRIPT_NAME)
-    tmp = script + ".tmp"
-    shutil.copyfile(script_source(), tmp)
-    os.chmod(tmp, os.stat(tmp).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    os.replace(tmp, script)
-    return [script, build_pyz(os.path.join(tools_dir, PYZ_NAME))]
+    with open(script_source(), "rb") as source, files.open(script, "wb", executable=True) as out:
+        shutil.copyfileobj(source, out)
+    return [script, build_pyz(os.path.join(tools_dir, PYZ_NAME), files)]

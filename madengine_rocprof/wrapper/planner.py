@@ -9,6 +9,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.wrapper import detect, nvidia
 from madengine_rocprof.wrapper import options as opts
@@ -188,6 +189,10 @@ def build(profiler_args: list[str], app_argv: list[str], *, output_dir: str | No
     )
     inferred = infer_profile(parsed, cwd)
     core = PROFILE_ALIASES.get(profile, profile) if profile else None
+    # mistakes in the options themselves are refused (exit 2) whichever profiler is found, or none: before the
+    # choice, so "no profiler" (127) never hides them and no backend runs the app despite them
+    _check_rocprofv3(parsed)
+    _check_input_output_keys(parsed, cwd)
     prof = detect.choose(profiler or flags.get("profiler"), PROFILE_KINDS.get(core or "", PROFILE_KINDS[inferred]), env)
     out = resolve_output_dir(parsed, output_dir, cwd)
     plan = Plan(prof, [], list(parsed.app), out, profile=profile or None, messages=early,
@@ -271,8 +276,6 @@ def _rocprofv3(plan: Plan, parsed: opts.Parsed, cwd: str, drop: bool) -> None:
             continue
         keep.append(o)
     _unsupported(plan, too_new, drop, f"rocprofv3 of ROCm {'.'.join(map(str, release))}")
-    _check_rocprofv3(parsed)
-    _check_input_output_keys(parsed, cwd)
     final_formats = _formats(plan, formats, release, parsed)
     template = "%hostname%/%pid%"
     if output_file:
@@ -325,14 +328,15 @@ def _check_rocprofv3(parsed: opts.Parsed) -> None:
         if method == "host_trap" and unit != "time":
             raise UserError(f"--pc-sampling-method host_trap needs --pc-sampling-unit time, not {unit}",
                             where="--pc-sampling-unit", fix="use --pc-sampling-unit time")
-        try:
-            value = int(interval)
+        try:  # the project's one number rule: decimal, whole, in range (int() took "1_024" and non-ASCII digits)
+            value = int(inputs.number(interval, low=1, high=2**32, integer=True))
         except ValueError:
             value = 0
         if value <= 0 or (method == "stochastic" and (value < 256 or value & (value - 1))):
             need = "a power of 2 >= 256" if method == "stochastic" else "a positive integer (microseconds)"
-            raise UserError(f"--pc-sampling-interval {interval} is invalid: {method} needs {need}",
-                            where="--pc-sampling-interval")
+            raise UserError(f"--pc-sampling-interval {inputs.bounded(interval, 60)} is invalid: {method} needs {need}",
+                            where="--pc-sampling-interval", fix=f"give {need}, e.g. "
+                            + ("1048576" if method == "stochastic" else "1000"))
 
 
 # Keys the wrapper always sets on the command line: rocprofv3 stops with "conflicting value for KEY" when a
