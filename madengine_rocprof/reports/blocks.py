@@ -54,7 +54,14 @@ class Stacked:
     normalize: bool = False
 
 
-Block = Lines | Table | Bars | Stacked
+@dataclass
+class Picture:
+    """A ready-made inline SVG (HTML only; Markdown leaves it out), e.g. the per-rank collectives timeline."""
+
+    svg: str
+
+
+Block = Lines | Table | Bars | Stacked | Picture
 
 
 @dataclass
