@@ -56,9 +56,9 @@ def step_times_ms(trace_file: Path) -> list[float]:
 def analyze(run: RunData, collectives: dict | None = None) -> dict | None:
     """The multi-rank section of a run, or None when fewer than two processes were profiled.
 
-    Where collectives were matched across ranks (analyses/collectives.py), the slowest rank is the late rank, the
-    one the others wait on at collectives, and `straggler` (slowest by step or GPU time) is None: by GPU time the rank
-    that waits longest looks slowest, the opposite of the truth."""
+    Where collectives were matched across ranks (analyses/collectives.py), `late_rank` is the one the others wait on
+    at collectives, and without step times `straggler` is None: judged by GPU time, the rank that waits longest
+    looks slowest, the opposite of the truth. Step times (a rank's own pace) still give a straggler."""
     if len({s.process for s in run.timing}) < 2:
         return None
     ranks: list[dict[str, Any]] = []
@@ -87,9 +87,10 @@ def analyze(run: RunData, collectives: dict | None = None) -> dict | None:
         nodes.append({"host": host, "ranks": len(mine), "dispatches": sum(r["dispatches"] for r in mine),
                       "gpu_time_ns": gpu, "communication_share": comm / gpu if gpu else None,
                       "step_time_ms": max(steps) if steps else None})
-    if collectives and collectives["count"]:
-        return {"nodes": nodes, "ranks": ranks, "straggler": None, "late_rank": collectives["late_rank"]}
-    return {"nodes": nodes, "ranks": ranks, "straggler": straggler(ranks), "late_rank": None}
+    matched = bool(collectives and collectives["count"])
+    by_gpu_time = not all(r["step_time_ms"] is not None for r in ranks)
+    return {"nodes": nodes, "ranks": ranks, "straggler": None if matched and by_gpu_time else straggler(ranks),
+            "late_rank": collectives["late_rank"] if collectives and matched else None}
 
 
 def straggler(ranks: list[dict]) -> dict | None:
@@ -127,12 +128,13 @@ def section(run: ReportRun, top: int) -> Section | None:
               [[r["label"], r["host"] or DASH, r["dispatches"], r["gpu_time_ns"], r["step_time_ms"],
                 r["communication_ns"], r["communication_share"]] for r in data["ranks"]]),
     ]
-    if data.get("straggler") is None and run.get("collectives"):
+    if run.get("collectives"):
         late = data.get("late_rank")
+        what = "Slowest rank" if data.get("straggler") is None else "Late rank at collectives"
         blocks.append(Lines([
-            f"Slowest rank: rank {late}, the late rank at collectives (the others wait on it; see Collectives across "
+            f"{what}: rank {late}, the late rank at collectives (the others wait on it; see Collectives across "
             "ranks)" if late is not None else
-            "Slowest rank: none, every collective started at the same time on every rank (see Collectives across "
+            f"{what}: none, every collective started at the same time on every rank (see Collectives across "
             "ranks)"]))
     s = data["straggler"]
     if s:

@@ -235,7 +235,7 @@ def collective_row(number: int, ranks: dict[int, _Instance]) -> dict[str, Any]:
         "algbw_gbps": algbw,
         "busbw_gbps": algbw * BUS_FACTOR[kind](n) if algbw is not None and kind in BUS_FACTOR else None,
         "ranks": [
-            {"rank": r, "start_ns": i.start, "end_ns": i.end, "wait_ns": last_start - i.start,
+            {"rank": r, "start_ns": i.start, "end_ns": i.end, "wait_ns": min(last_start, i.end) - i.start,
              "transfer_ns": max(i.end - last_start, 0)}
             for r, i in ranks.items()
         ],
@@ -304,7 +304,7 @@ def analyze(traces: list[RankTrace], detail_rows: int | None = None) -> dict[str
             t["count"] += 1
             t["wait"] += r["wait_ns"]
             t["transfer"] += r["transfer_ns"]
-            waits[r["rank"]].append((r["start_ns"], row["last_start_ns"]))
+            waits[r["rank"]].append((r["start_ns"], r["start_ns"] + r["wait_ns"]))
             transfers[r["rank"]].append((row["last_start_ns"], r["end_ns"]))
     per_rank_rows = []
     for trace in sorted(traces, key=lambda t: t.rank):
@@ -338,9 +338,11 @@ def analyze(traces: list[RankTrace], detail_rows: int | None = None) -> dict[str
     if differ:
         notes.append(f"{differ} matched collectives are named differently on different ranks: matching by "
                      f"{how} paired kernels of different collectives")
-    if any(r["transfer_ns"] != r["end_ns"] - row["last_start_ns"] for row in rows for r in row["ranks"]):
-        notes.append("some rank's collective kernel ended before the last rank started it: the ranks' clocks "
-                     "disagree (traces from different hosts?); those transfers count as 0")
+    early = sum(1 for row in rows for r in row["ranks"] if r["end_ns"] < row["last_start_ns"])
+    if early:
+        notes.append(f"{early} collective kernels ended before the last rank started the collective: the ranks' "
+                     "clocks disagree (traces from different hosts?) or the kernels were paired wrongly; such a "
+                     "kernel counts as all wait, no transfer")
     return {
         "count": len(rows),
         "matched_by": how,
