@@ -17,10 +17,10 @@ from typing import Any
 
 from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
+from madengine_rocprof.reports.analyses.ranks import rank_of
 from madengine_rocprof.reports.blocks import Column, Lines, Section, Table
 from madengine_rocprof.reports.categories import categorize
 from madengine_rocprof.reports.formatting import DASH, ms, number, pct
-from madengine_rocprof.reports.analyses.ranks import rank_of
 from madengine_rocprof.reports.model import RunData, TimingSource
 from madengine_rocprof.wrapper.contracts import ReportRun
 

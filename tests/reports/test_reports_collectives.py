@@ -11,6 +11,7 @@ import json
 import statistics
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -54,7 +55,9 @@ def sweep_outside(part: list[tuple[int, int]], cover: list[tuple[int, int]]) -> 
 def expected(ranks: dict[int, dict]) -> dict:
     """Collectives paired by order (no process-group metadata), with every figure of the report."""
     count = min(len(r["comm"]) for r in ranks.values())
-    skews, per = [], {r: {"wait": 0, "transfer": 0, "caused": 0, "late": 0, "waits": [], "moves": []} for r in ranks}
+    skews: list[int] = []
+    per: dict[int, dict[str, Any]] = {
+        r: {"wait": 0, "transfer": 0, "caused": 0, "late": 0, "waits": [], "moves": []} for r in ranks}
     for i in range(count):
         starts = {r: ranks[r]["comm"][i][0] for r in ranks}
         last = max(starts.values())
@@ -102,7 +105,7 @@ def assert_matches(got: dict, want: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def hta_report() -> dict:
+def hta_report() -> Any:
     return build_report(load_runs([FIXTURES / "hta_two_ranks"]))["runs"][0]
 
 
@@ -181,6 +184,7 @@ def test_late_rank_agrees_with_hta_stragglers(folder):
     """HTA's straggler is the rank that starts its communication late: the same question as our late rank."""
     hta = HTA_COMM["folders"][folder]["potential_stragglers"]
     got = build_report(load_runs([FIXTURES / folder]))["runs"][0]["collectives"]
+    assert got is not None
     if isinstance(hta, str):  # HTA could not answer (recorded with its error)
         assert hta.startswith("HTA error") and got["late_rank"] is not None
     else:
@@ -203,7 +207,8 @@ def test_overlap_with_compute_as_hta_computes_it(folder):
         comm = [(s, e) for n, s, e in kernels if "nccl" in n.lower() and any(abs(s - k) < 1000 for k, _ in kept)]
         assert len(comm) == len(kept)
         total = sweep_outside(comm, [])
-        hta_compute = [(s, e) for n, s, e in kernels if "nccl" not in n.lower() and not n.startswith(("Memcpy", "Memset"))]
+        hta_compute = [(s, e) for n, s, e in kernels
+                       if "nccl" not in n.lower() and not n.startswith(("Memcpy", "Memset"))]
         ours_compute = [(s, e) for n, s, e in kernels if categorize(n) not in ("communication", "memory copy")]
         assert round(100 * (1 - sweep_outside(comm, hta_compute) / total), 2) == hta["comm_comp_overlap_pctg"][rank]
         assert sweep_outside(comm, ours_compute) >= sweep_outside(comm, hta_compute)
@@ -243,6 +248,7 @@ def test_late_rank_is_the_one_the_others_wait_on_not_the_one_that_waits():
     r1 = rank_trace(1, [(GEMM, 0, 1_000_000), (KERNEL, 6_000_000, 9_100_020),
                         (GEMM, 9_100_020, 9_500_000), (KERNEL, 10_000_000, 40_050_010)])
     got = analyze([r0, r1])
+    assert got is not None
     assert got["late_rank"] == 0
     assert got["skew_ns"] == {"median": 16_500_000, "p90": 30_000_000, "max": 30_000_000}
     by_rank = {r["rank"]: r for r in got["per_rank"]}
@@ -262,6 +268,7 @@ def test_sequence_numbers_bytes_and_bandwidth():
                     [comm(1, seq=7), comm(2, seq=8, collective="_allgather_base", nelems=250_000, out=1_000_000,
                                           dtype="BFloat16")])
     got = analyze([r0, r1])
+    assert got is not None
     assert got["matched_by"] == "sequence number" and got["groups"] == ["0"]
     reduce, gather = got["collectives"]
     assert (reduce["seq"], reduce["bytes"], reduce["late_rank"], reduce["time_ns"]) == (7, 4_000_000, 0, 5_000_000)
@@ -275,6 +282,7 @@ def test_kernels_without_a_partner_are_unmatched_not_paired_wrongly():
     r0 = rank_trace(0, [(KERNEL, 0, 10), (KERNEL, 100, 110)], [comm(1, seq=1), comm(2, seq=2)])
     r1 = rank_trace(1, [(KERNEL, 105, 110)], [comm(1, seq=2)])  # its window began after seq 1
     got = analyze([r0, r1])
+    assert got is not None
     assert got["count"] == 1 and got["collectives"][0]["seq"] == 2
     assert {r["rank"]: r["unmatched"] for r in got["per_rank"]} == {0: 1, 1: 0}
     assert got["notes"] and "rank 0: 1" in got["notes"][0]
@@ -283,6 +291,7 @@ def test_kernels_without_a_partner_are_unmatched_not_paired_wrongly():
 def test_no_skew_no_late_rank_and_one_rank_no_section():
     same = [rank_trace(r, [(KERNEL, 100, 200)]) for r in (0, 1)]
     got = analyze(same)
+    assert got is not None
     assert got["late_rank"] is None and got["skew_ns"]["max"] == 0
     assert analyze([rank_trace(0, [(KERNEL, 0, 1)]), rank_trace(1, [(GEMM, 0, 1)])]) is None
 

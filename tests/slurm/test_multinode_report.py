@@ -95,9 +95,10 @@ def test_without_step_annotations_the_late_rank_at_collectives_is_the_slowest(tw
     rank1 = next(two_node_run.rglob("rank1_22_kernel_trace.csv"))
     rank1.write_text(rank1.read_text().replace(",6000000,7000000", ",5000000,7000000"))
     report = build_report(load_runs([two_node_run]))
-    section = report["runs"][0]["multi_node"]
+    section, collectives = report["runs"][0]["multi_node"], report["runs"][0]["collectives"]
+    assert section is not None and collectives is not None
     assert section["straggler"] is None and section["late_rank"] == 0
-    assert report["runs"][0]["collectives"]["skew_ns"]["max"] == 1_000_000
+    assert collectives["skew_ns"]["max"] == 1_000_000
     text = markdown.render(report)
     assert "Slowest rank: rank 0, the late rank at collectives" in text and "Stragglers by" not in text
 

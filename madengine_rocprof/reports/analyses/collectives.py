@@ -292,7 +292,8 @@ def analyze(traces: list[RankTrace], detail_rows: int | None = None) -> dict[str
     how, matched, unmatched = match(per_rank)
     rows = [collective_row(n, c) for n, c in enumerate(matched, 1)]
     skews = [r["skew_ns"] for r in rows]
-    totals = {t.rank: {"wait": 0, "transfer": 0, "caused": 0, "late": 0, "count": 0} for t in traces}
+    totals: dict[int, dict[str, int]] = {t.rank: {"wait": 0, "transfer": 0, "caused": 0, "late": 0, "count": 0}
+                                         for t in traces}
     waits: dict[int, list[tuple[int, int]]] = {t.rank: [] for t in traces}
     transfers: dict[int, list[tuple[int, int]]] = {t.rank: [] for t in traces}
     for row in rows:
@@ -306,7 +307,7 @@ def analyze(traces: list[RankTrace], detail_rows: int | None = None) -> dict[str
             t["transfer"] += r["transfer_ns"]
             waits[r["rank"]].append((r["start_ns"], r["start_ns"] + r["wait_ns"]))
             transfers[r["rank"]].append((row["last_start_ns"], r["end_ns"]))
-    per_rank_rows = []
+    per_rank_rows: list[dict[str, Any]] = []
     for trace in sorted(traces, key=lambda t: t.rank):
         t, compute = totals[trace.rank], _compute_intervals(trace)
         moving = merged(transfers[trace.rank])
@@ -324,7 +325,7 @@ def analyze(traces: list[RankTrace], detail_rows: int | None = None) -> dict[str
             "exposed_transfer_ns": length_outside(moving, compute),
             "exposed_wait_ns": length_outside(merged(waits[trace.rank]), merged(compute + moving)),
         })
-    caused = {r["rank"]: r["caused_wait_ns"] for r in per_rank_rows}
+    caused: dict[int, int] = {r["rank"]: r["caused_wait_ns"] for r in per_rank_rows}
     top = max(caused.values(), default=0)
     late_rank = min(r for r, v in caused.items() if v == top) if top > 0 else None
     notes = []

@@ -35,7 +35,7 @@ def _size(num_bytes) -> str:
 
 
 def section(run: ReportRun, top: int) -> Section | None:
-    data = run.get("collectives")  # type: ignore[misc]
+    data = run.get("collectives")
     if not data:
         return None
     skew = data["skew_ns"]
@@ -117,15 +117,15 @@ def timeline_svg(collectives: list[dict], ranks: list[int], width: int = 1000) -
     for c in collectives:
         name = c["collective"] or c["kernel"]
         for r in c["ranks"]:
-            y = lanes.get(r["rank"])
-            if y is None:
+            lane_y = lanes.get(r["rank"])
+            if lane_y is None:
                 continue
             for what, start, end, colour in (("wait", r["start_ns"], c["last_start_ns"], WAIT),
                                              ("transfer", c["last_start_ns"], r["end_ns"], TRANSFER)):
                 if end <= start:
                     continue
                 title = f"rank {r['rank']}, #{c['number']} {name}: {what} {ms(end - start)} ms"
-                parts.append(f'<rect x="{x(start):.2f}" y="{y}" width="{max((end - start) * scale, 1.0):.2f}" '
+                parts.append(f'<rect x="{x(start):.2f}" y="{lane_y}" width="{max((end - start) * scale, 1.0):.2f}" '
                              f'height="{lane}" fill="{colour}"><title>{escape(title)}</title></rect>')
     base = gap + len(ranks) * (lane + gap)
     for n in range(6):  # an axis in ms from the first arrival

@@ -9,11 +9,11 @@ from madengine_rocprof.wrapper.contracts import ReportRun
 
 def headline(run: ReportRun) -> list[str]:
     """One fact per rank (busy, idle, its share) and the spread, for the run's heading; [] for one process."""
-    rows = [r for r in run.get("per_rank") or [] if r["busy_ns"] is not None]  # type: ignore[attr-defined]
+    rows = [r for r in run.get("per_rank") or [] if r["busy_ns"] is not None]
     if len(rows) < 2:
         return []
     shares = [r["idle_share"] for r in rows if r["idle_share"] is not None]
-    facts = [f"per rank: " + "; ".join(
+    facts = ["per rank: " + "; ".join(
         f"**{r['label']}** busy {ms(r['busy_ns'])} ms, idle {ms(r['idle_ns'])} ms ({pct(r['idle_share'])})"
         for r in rows)]
     if shares:
@@ -24,7 +24,7 @@ def headline(run: ReportRun) -> list[str]:
 
 def top_kernels(run: ReportRun, top: int) -> Section | None:
     """The top kernels of each rank, labelled by rank (the run's top-kernel table merges them)."""
-    rows = run.get("per_rank") or []  # type: ignore[attr-defined]
+    rows = run.get("per_rank") or []
     if len(rows) < 2:
         return None
     blocks: list = [Lines(["The run's top-kernel table sums every rank; here each rank alone."], kind="meta")]
