@@ -312,3 +312,31 @@ def test_collective_kinds(name, kind):
 def test_rank_in_file_names(path, rank):
     found = RANK_IN_NAME.findall(path)
     assert (int(found[-1]) if found else None) == rank
+
+
+ROCPROF_HEADER = ('"Kind","Agent_Id","Queue_Id","Stream_Id","Thread_Id","Dispatch_Id","Kernel_Id","Kernel_Name",'
+                  '"Correlation_Id","Start_Timestamp","End_Timestamp"')
+RCCL = "ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)"  # RCCL's generic kernel names no collective
+
+
+def test_rocprofv3_per_rank_traces_with_rccl_names(tmp_path):
+    """rocprofv3-format kernel traces, one per rank (`rank<r>_<pid>_kernel_trace.csv`, as the embedded tracer writes
+    under a launcher): ranks from the names, RCCL kernels matched in order, rank 1 late at the second."""
+    run = tmp_path / "run"
+    run.mkdir()
+    kernels = {0: [("Cijk_Ailk_Bljk_HHS_BH_MT128x128", 0, 4_000), (RCCL, 5_000, 9_000), (RCCL, 10_000, 20_000)],
+               1: [("Cijk_Ailk_Bljk_HHS_BH_MT128x128", 0, 4_500), (RCCL, 6_000, 9_010), (RCCL, 17_000, 20_020)]}
+    for rank, rows in kernels.items():
+        lines = [ROCPROF_HEADER] + [f'"KERNEL_DISPATCH","Agent {4 + rank}",1,1,7,{i},{i},"{name}",{i},{s},{e}'
+                                    for i, (name, s, e) in enumerate(rows, 1)]
+        (run / f"rank{rank}_{100 + rank}_kernel_trace.csv").write_text("\n".join(lines) + "\n")
+    report = build_report(load_runs([run]))["runs"][0]
+    got = report["collectives"]
+    assert got is not None
+    assert (got["count"], got["late_rank"], got["skew_ns"]["max"]) == (2, 1, 7_000)
+    assert [(r["rank"], r["wait_ns"], r["transfer_ns"]) for r in got["per_rank"]] == [(0, 1_000 + 7_000, 3_000 + 3_000),
+                                                                                      (1, 0, 3_010 + 3_020)]
+    # rank 0 waits 1 us from 5 us, with no compute then; its second wait, 10-17 us, is exposed too
+    assert [r["exposed_wait_ns"] for r in got["per_rank"]] == [8_000, 0]
+    assert [r["label"] for r in report["per_rank"]] == ["rank 0", "rank 1"]
+    assert report["multi_node"] is not None and report["multi_node"]["late_rank"] == 1

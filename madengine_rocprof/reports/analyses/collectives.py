@@ -112,7 +112,8 @@ def _links(trace: RankTrace, kernels: pl.DataFrame) -> list[dict | None]:
     runtime, comms = trace.runtime, trace.comms
     if runtime is None or comms is None or not comms.height or "correlation" not in kernels.columns:
         return [None] * kernels.height
-    launch = {c: (p, t, s) for c, p, t, s in runtime.filter(pl.col("correlation").is_not_null())
+    wanted = kernels["correlation"].drop_nulls()
+    launch = {c: (p, t, s) for c, p, t, s in runtime.filter(pl.col("correlation").is_in(wanted.implode()))
               .select("correlation", "pid", "tid", "start").iter_rows()}
     by_thread: dict[tuple, list[dict]] = {}
     for row in comms.sort("start").iter_rows(named=True):
@@ -140,9 +141,8 @@ def _links(trace: RankTrace, kernels: pl.DataFrame) -> list[dict | None]:
 
 
 def _instances(trace: RankTrace) -> list[_Instance]:
-    kernels = trace.kernels.filter(
-        pl.col("name").map_elements(lambda n: categorize(n) == COMMUNICATION, return_dtype=pl.Boolean))
-    kernels = kernels.sort("start")
+    names = [n for n in trace.kernels["name"].unique().to_list() if categorize(n) == COMMUNICATION]
+    kernels = trace.kernels.filter(pl.col("name").is_in(names)).sort("start")
     found: list[_Instance] = []
     for row, link in zip(kernels.iter_rows(named=True), _links(trace, kernels), strict=True):
         op = KERNEL_OP.search(row["name"])
