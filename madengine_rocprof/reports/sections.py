@@ -236,7 +236,7 @@ def run_header(run: ReportRun, top: int) -> Section:
             facts.append(
                 f"GPU busy {ms(summary['busy_ns'])} ms (union of kernels, copies and memsets per device), idle "
                 f"{ms(summary['idle_ns'])} ms ({pct(summary['idle_share'])} of the devices' spans)"
-                + (" (all ranks together)" if rank_views.headline(run) else "")
+                + (" (all processes together)" if rank_views.headline(run) else "")
             )
             facts += rank_views.headline(run)
         if summary["kernel_time_from"] != ["kernel trace"]:
@@ -275,7 +275,7 @@ def top_kernels(run: ReportRun, top: int) -> Section | None:
             ],
         )
     return Section(
-        f"Top {len(kernels)} kernels by total time",
+        f"Top {len(kernels)} kernels by total time" + (" (all processes together)" if run.get("per_rank") else ""),
         blocks=[
             _time_bars(kernels, "total_ns", lambda k: f"{ms(k['total_ns'])} ms"),
             Table(

@@ -381,9 +381,14 @@ def _by_kind(rows: list[dict]) -> list[dict[str, Any]]:
 def of_run(run: RunData) -> dict[str, Any] | None:
     """The run's collectives, from the per-dispatch tables of its Kineto traces and rocprofv3-format kernel traces
     (one per rank); None with fewer than two such traces."""
+    # a source built in memory (by a caller of build_report, not read from a file) has no tables to read
+    sources = [s for s in run.timing if s.has_timeline and not s.cpu_operators and s.fmt in TABLE_FORMATS
+               and (s.tables is not None or s.path.is_file())]
+    if len(sources) < 2:
+        return None
     traces: list[RankTrace] = []
-    for source in run.timing:
-        tables = load_tables(source) if source.has_timeline and source.fmt in TABLE_FORMATS else None
+    for source in sources:
+        tables = load_tables(source)
         if tables is None:
             continue
         rank = tables.rank if tables.rank is not None else rank_of(source)
