@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import statistics
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +27,37 @@ from .test_reports_kineto import FIXTURES, events, interval, load_trace
 
 
 def raw_ranks(folder: Path) -> dict[int, dict]:
-    """Per rank (distributedInfo.rank): its NCCL kernels and its compute kernels as exact ns intervals."""
+    """Per rank (distributedInfo.rank): its NCCL kernels (start, end, args) and compute kernels, exact ns."""
     out = {}
     for path in sorted(folder.glob("*.json*")):
         trace = load_trace(path)
         kernels = events(trace, "kernel")
         out[int(trace["distributedInfo"]["rank"])] = {
-            "comm": sorted(interval(trace, e) for e in kernels if "nccl" in e["name"].lower()),
+            "comm": sorted((*interval(trace, e), e["args"]) for e in kernels if "nccl" in e["name"].lower()),
             "compute": [interval(trace, e) for e in kernels
                         if "nccl" not in e["name"].lower() and categorize(e["name"]) != "memory copy"],
         }
     return out
+
+
+def pairs_by_order(ranks: dict[int, dict]) -> list[dict[int, tuple]]:
+    """The i-th NCCL kernel of every rank together."""
+    return [{r: ranks[r]["comm"][i] for r in ranks} for i in range(min(len(x["comm"]) for x in ranks.values()))]
+
+
+def pairs_by_nearest_end(ranks: dict[int, dict]) -> list[dict[int, tuple]]:
+    """Two ranks: kernels of the same collective and message size (the kernel events' own args) whose ends are each
+    other's nearest: a collective completes on every rank at nearly the same time."""
+    (r0, a), (r1, b) = sorted((r, x["comm"]) for r, x in ranks.items())
+
+    def key(k):
+        return k[2].get("Collective name"), k[2].get("In msg nelems")
+
+    def nearest(k, among):
+        same = [m for m in among if key(m) == key(k)]
+        return min(same, key=lambda m: abs(m[1] - k[1])) if same else None
+
+    return [{r0: x, r1: y} for x in a if (y := nearest(x, b)) is not None and nearest(y, a) == x]
 
 
 def covered(intervals: list[tuple[int, int]], at: int, until: int) -> bool:
@@ -47,24 +66,29 @@ def covered(intervals: list[tuple[int, int]], at: int, until: int) -> bool:
 
 def sweep_outside(part: list[tuple[int, int]], cover: list[tuple[int, int]]) -> int:
     """Length of time inside some `part` interval and inside no `cover` interval, by elementary segments."""
+    cover = [c for c in cover if any(c[0] < e and s < c[1] for s, e in part)]  # only those that can matter
     points = sorted({p for s, e in part + cover for p in (s, e)})
     return sum(b - a for a, b in zip(points, points[1:], strict=False)
                if covered(part, a, b) and not covered(cover, a, b))
 
 
-def expected(ranks: dict[int, dict]) -> dict:
-    """Collectives paired by order (no process-group metadata), with every figure of the report."""
-    count = min(len(r["comm"]) for r in ranks.values())
+DTYPE_BYTES = {"Float": 4, "BFloat16": 2, "Half": 2, "Double": 8}
+BUS = {"allreduce": lambda n: 2 * (n - 1) / n, "broadcast": lambda n: 1, "_allgather_base": lambda n: (n - 1) / n,
+       "_reduce_scatter_base": lambda n: (n - 1) / n}
+
+
+def expected(ranks: dict[int, dict], pairs: list[dict[int, tuple]]) -> dict:
+    """Every figure of the report for these matched collectives."""
     skews: list[int] = []
+    rows = []
     per: dict[int, dict[str, Any]] = {
         r: {"wait": 0, "transfer": 0, "caused": 0, "late": 0, "waits": [], "moves": []} for r in ranks}
-    for i in range(count):
-        starts = {r: ranks[r]["comm"][i][0] for r in ranks}
+    for pair in sorted(pairs, key=lambda p: min(k[0] for k in p.values())):
+        starts = {r: k[0] for r, k in pair.items()}
         last = max(starts.values())
         skews.append(last - min(starts.values()))
         late = min(r for r in starts if starts[r] == last)
-        for r in ranks:
-            start, end = ranks[r]["comm"][i]
+        for r, (start, end, _) in pair.items():
             # a kernel that ended before the last start (clocks that disagree) is all wait
             per[r]["wait"] += min(end, last) - start
             per[r]["transfer"] += max(end - last, 0)
@@ -72,11 +96,20 @@ def expected(ranks: dict[int, dict]) -> dict:
             per[r]["moves"].append((last, end))
         if skews[-1]:
             per[late]["late"] += 1
-            per[late]["caused"] += sum(min(ranks[r]["comm"][i][1], last) - starts[r] for r in ranks)
+            per[late]["caused"] += sum(min(k[1], last) - k[0] for k in pair.values())
+        args = pair[late][2]
+        size = (max(args["In msg nelems"], args["Out msg nelems"]) * DTYPE_BYTES[args["dtype"]]
+                if "dtype" in args else None)
+        time = pair[late][1] - last
+        rows.append({"first_start_ns": min(starts.values()), "skew_ns": skews[-1],
+                     "late_rank": late if skews[-1] else None, "time_ns": time, "bytes": size,
+                     "algbw_gbps": size / time if size else None,
+                     "busbw_gbps": size / time * BUS[args["Collective name"]](args["Group size"]) if size else None})
     caused = {r: p["caused"] for r, p in per.items()}
     ordered = sorted(skews)
+    paired = {r: {k[:2] for p in pairs for q, k in p.items() if q == r} for r in ranks}
     return {
-        "count": count,
+        "count": len(pairs),
         "skew_ns": {"median": statistics.median(skews), "p90": ordered[-(-9 * len(ordered) // 10) - 1],
                     "max": max(skews)},
         "late_rank": max(sorted(caused), key=lambda r: caused[r]) if max(caused.values()) else None,
@@ -84,14 +117,17 @@ def expected(ranks: dict[int, dict]) -> dict:
             {"rank": r, "wait_ns": p["wait"], "transfer_ns": p["transfer"], "caused_wait_ns": p["caused"],
              "late_count": p["late"],
              "exposed_transfer_ns": sweep_outside(p["moves"], ranks[r]["compute"]),
-             "exposed_wait_ns": sweep_outside(p["waits"], ranks[r]["compute"] + p["moves"])}
+             "exposed_wait_ns": sweep_outside(p["waits"], ranks[r]["compute"] + p["moves"]),
+             "unmatched": len(ranks[r]["comm"]) - len(paired[r])}
             for r, p in sorted(per.items())
         ],
+        "collectives": rows,
     }
 
 
 PER_RANK_KEYS = ("rank", "wait_ns", "transfer_ns", "caused_wait_ns", "late_count", "exposed_transfer_ns",
-                 "exposed_wait_ns")
+                 "exposed_wait_ns", "unmatched")
+COLLECTIVE_KEYS = ("first_start_ns", "skew_ns", "late_rank", "time_ns", "bytes")
 
 
 def assert_matches(got: dict, want: dict) -> None:
@@ -99,6 +135,11 @@ def assert_matches(got: dict, want: dict) -> None:
     assert got["skew_ns"] == want["skew_ns"]
     assert got["late_rank"] == want["late_rank"]
     assert [{k: r[k] for k in PER_RANK_KEYS} for r in got["per_rank"]] == want["per_rank"]
+    assert [{k: c[k] for k in COLLECTIVE_KEYS} for c in got["collectives"]] == \
+        [{k: c[k] for k in COLLECTIVE_KEYS} for c in want["collectives"]]
+    for mine, theirs in zip(got["collectives"], want["collectives"], strict=True):
+        for key in ("algbw_gbps", "busbw_gbps"):
+            assert mine[key] == pytest.approx(theirs[key]) if theirs[key] is not None else mine[key] is None
 
 
 # --- HTA's two-rank trace ---------------------------------------------------------------------------------------------
@@ -111,7 +152,8 @@ def hta_report() -> Any:
 
 def test_hta_two_ranks_every_figure_exact(hta_report):
     got = hta_report["collectives"]
-    want = expected(raw_ranks(FIXTURES / "hta_two_ranks"))
+    ranks = raw_ranks(FIXTURES / "hta_two_ranks")
+    want = expected(ranks, pairs_by_order(ranks))
     assert_matches(got, want)
     assert got["count"] == 10 and got["ranks"] == [0, 1]
     # every NCCL kernel matched: exposed wait + transfer is the busy-time section's exposed communication
@@ -174,6 +216,80 @@ def test_json_cli_carries_collectives(tmp_path):
     assert all({"wait_ns", "transfer_ns"} <= set(r) for r in got["per_rank"])
 
 
+# --- two-rank traces recorded here on two H100s (DDP and FSDP2, PyTorch profiler with record_param_comms) ---------
+
+RECORDED = ["ours_h100_ddp_v1_2rank", "ours_h100_fsdp_v1_2rank"]
+
+
+@pytest.fixture(scope="module", params=RECORDED)
+def recorded(request) -> tuple[str, Any]:
+    return request.param, build_report(load_runs([FIXTURES / request.param]))["runs"][0]
+
+
+def test_recorded_two_rank_traces_every_figure_exact(recorded):
+    """Matched here by the kernels' own args and nearest end times, independent of the report's matching (by the
+    host's record_param_comms and order within the process group)."""
+    folder, report = recorded
+    ranks = raw_ranks(FIXTURES / folder)
+    pairs = pairs_by_nearest_end(ranks)
+    got = report["collectives"]
+    assert_matches(got, expected(ranks, pairs))
+    assert got["matched_by"] == "order within process group" and got["groups"] == ["0"]
+    # every matched pair ends within 25 us on both ranks: no collective was paired with the wrong one
+    assert max(max(r["end_ns"] for r in c["ranks"]) - min(r["end_ns"] for r in c["ranks"])
+               for c in got["collectives"]) < 25_000
+    assert [r["label"] for r in report["multi_node"]["ranks"]] == ["rank 0", "rank 1"]
+
+
+def test_recorded_late_rank_is_not_the_rank_with_most_communication_time(recorded):
+    """Issue 31: the rank with the most NCCL kernel time is the one that waits; the late rank is the other."""
+    folder, report = recorded
+    got = report["collectives"]
+    by_comm = max(report["multi_node"]["ranks"], key=lambda r: r["communication_ns"])["rank"]
+    assert got["late_rank"] is not None and got["late_rank"] != by_comm
+    assert report["multi_node"]["straggler"] is None and report["multi_node"]["late_rank"] == got["late_rank"]
+
+
+# --- TraceLens's NcclAnalyser on the same traces (tracelens_nccl_values.json, made by tracelens_nccl_values.py) ------
+
+TRACELENS = json.loads((FIXTURES / "tracelens_nccl_values.json").read_text())
+
+
+@pytest.mark.parametrize("folder", RECORDED)
+def test_tracelens_agrees_on_skew_wait_size_and_bandwidth(folder):
+    """TraceLens pairs by process group and order, from the kernels' own args; its skew, per-rank total wait, times
+    arrived last and message size equal ours on its collectives (allreduce, allgather, reducescatter; no
+    broadcast). Its comm latency is the shortest kernel of the ranks, ours the late rank's kernel (the same where the
+    late rank's kernel is the shortest); its GB is 2^30 bytes, ours 10^9."""
+    tracelens = TRACELENS["folders"][folder]
+    got = build_report(load_runs([FIXTURES / folder]))["runs"][0]["collectives"]
+    base = int(load_trace(sorted((FIXTURES / folder).glob("*.json*"))[0]).get("baseTimeNanoseconds") or 0)
+    ours = {c["ranks"][0]["start_ns"] - base: c for c in got["collectives"]}  # TraceLens reads `ts` alone
+    waits = {r: 0 for r in got["ranks"]}
+    last = {r: 0 for r in got["ranks"]}
+    same_latency = 0
+    for theirs in tracelens["collectives"]:
+        start = round(theirs["rank_ts_us"]["0"] * 1000)
+        mine = next(c for s, c in ours.items() if abs(s - start) <= 2)  # float microseconds: within 2 ns
+        assert abs(theirs["skew_in_start_time_us"] * 1000 - mine["skew_ns"]) <= 2
+        assert round(theirs["full_msg_size_mb"] * 2**20) == mine["bytes"]
+        latency = theirs["comm_latency_us"] * 1000
+        assert theirs["algo_bw_gbps"] * 2**30 / 1e9 == pytest.approx(mine["bytes"] / latency)
+        durations = [r["end_ns"] - r["start_ns"] for r in mine["ranks"]]
+        assert abs(latency - min(durations)) <= 2 and mine["time_ns"] >= min(durations)
+        if mine["time_ns"] == min(durations):  # the late rank's kernel is the shortest
+            same_latency += 1
+            assert abs(latency - mine["time_ns"]) <= 2
+        for r in mine["ranks"]:
+            waits[r["rank"]] += r["wait_ns"]
+        if mine["late_rank"] is not None:
+            last[mine["late_rank"]] += 1
+    for row in tracelens["straggler_summary"]:
+        assert abs(row["total_wait_time_us"] * 1000 - waits[row["rank"]]) <= 100  # TraceLens rounds to 0.1 us
+        assert row["times_arrived_last"] == last[row["rank"]]
+    assert same_latency == len(tracelens["collectives"])  # on these traces, every time
+
+
 # --- Holistic Trace Analysis on the same traces (hta_comm_values.json, made by hta_comm_values.py) ------------------
 
 HTA_COMM = json.loads((FIXTURES / "hta_comm_values.json").read_text())
@@ -193,23 +309,22 @@ def test_late_rank_agrees_with_hta_stragglers(folder):
 
 @pytest.mark.parametrize("folder", sorted(HTA_COMM["folders"]))
 def test_overlap_with_compute_as_hta_computes_it(folder):
-    """HTA's comm/comp overlap (share of communication time overlapped by compute), on the communication kernels HTA
-    kept (those launched in complete ProfilerSteps): with HTA's compute (every kernel but NCCL and Memcpy/Memset, copy
-    kernels on the SMs included) the sweep here gives HTA's percentage; with ours (copy kernels are not compute) the
-    exposed communication is larger or equal (docs/reports.md)."""
+    """HTA's comm/comp overlap (share of communication time overlapped by compute) over the kernels HTA kept (those
+    launched in complete ProfilerSteps, named by correlation id): with HTA's compute (every kernel but NCCL and
+    Memcpy/Memset, copy kernels on the SMs included) the sweep here gives HTA's percentage; with ours (copy kernels
+    are not compute) at most as much communication is overlapped (docs/reports.md)."""
     hta = HTA_COMM["folders"][folder]
-    base = round(Decimal(str(hta["min_ts_us"])) * 1000)
     for path in sorted((FIXTURES / folder).glob("*.json*")):
         trace = load_trace(path)
         rank = str(trace["distributedInfo"]["rank"])
-        kernels = [(e["name"], *interval(trace, e)) for e in events(trace, "kernel")]
-        kept = [(s + base, e + base) for s, e in hta["kept_comm_kernels_ns"][rank]]
-        comm = [(s, e) for n, s, e in kernels if "nccl" in n.lower() and any(abs(s - k) < 1000 for k, _ in kept)]
-        assert len(comm) == len(kept)
-        total = sweep_outside(comm, [])
-        hta_compute = [(s, e) for n, s, e in kernels
-                       if "nccl" not in n.lower() and not n.startswith(("Memcpy", "Memset"))]
+        kept = set(hta["kept_kernel_correlations"][rank])
+        kernels = [(e["name"], *interval(trace, e)) for e in events(trace, "kernel")
+                   if e["args"]["correlation"] in kept]
+        assert len(kernels) == len(kept)
+        comm = [(s, e) for n, s, e in kernels if "nccl" in n.lower()]
+        hta_compute = [(s, e) for n, s, e in kernels if "nccl" not in n.lower()]  # kernels: no Memcpy/Memset names
         ours_compute = [(s, e) for n, s, e in kernels if categorize(n) not in ("communication", "memory copy")]
+        total = sweep_outside(comm, [])
         assert round(100 * (1 - sweep_outside(comm, hta_compute) / total), 2) == hta["comm_comp_overlap_pctg"][rank]
         assert sweep_outside(comm, ours_compute) >= sweep_outside(comm, hta_compute)
 

@@ -177,15 +177,19 @@ def match(per_rank: dict[int, list[_Instance]]) -> tuple[str, list[dict[int, _In
             for inst in items:
                 keyed.setdefault((inst.group, inst.seq), {}).setdefault(rank, []).append(inst)
     else:
-        grouped = bool(every) and all(i.group is not None for i in every)
+        # by process group where every rank names some (its unlinked kernels form a group of their own)
+        grouped = all(any(i.group is not None for i in items) for items in per_rank.values() if items)
         how = "order within process group" if grouped else "order (one group: no process-group metadata)"
+        sequences: dict[Any, dict[int, list[_Instance]]] = {}
         for rank, items in per_rank.items():
-            counters: dict[Any, int] = {}
             for inst in items:  # start order
-                group = inst.group if grouped else "all"
-                n = counters.get(group, 0)
-                counters[group] = n + 1
-                keyed.setdefault((group, n), {}).setdefault(rank, []).append(inst)
+                sequences.setdefault(inst.group if grouped else "all", {}).setdefault(rank, []).append(inst)
+        for group, ranks in sequences.items():
+            reference = min(ranks)
+            for rank, items in ranks.items():
+                shift = 0 if rank == reference else best_offset(ranks[reference], items)
+                for n, inst in enumerate(items):
+                    keyed.setdefault((group, n + shift), {}).setdefault(rank, []).append(inst)
     matched, unmatched = [], dict.fromkeys(per_rank, 0)
     for ranks in keyed.values():
         if len(ranks) < 2:
@@ -195,6 +199,28 @@ def match(per_rank: dict[int, list[_Instance]]) -> tuple[str, list[dict[int, _In
         matched.append({rank: _merge_same_key(items) for rank, items in sorted(ranks.items())})
     matched.sort(key=lambda c: (min(i.start for i in c.values()), min(c)))
     return how, matched, unmatched
+
+
+EDGE = 8  # collectives of a group that one rank's profiling window may hold and another's not, at either end
+
+
+def best_offset(reference: list[_Instance], other: list[_Instance]) -> int:
+    """The shift that pairs `other[j]` with `reference[j + shift]`, for traces whose windows began at different
+    collectives: among shifts that leave at most EDGE collectives of the shorter sequence unpaired, the one with the
+    smallest median difference of end times (the ranks of one collective finish together: it completes only when
+    every rank's data has arrived), then the fewest pairs of different collective kinds, then the smallest shift."""
+    best: tuple | None = None
+    need = max(1, min(len(reference), len(other)) - EDGE)
+    for shift in range(-(len(other) - 1), len(reference)):
+        pairs = [(reference[j + shift], b) for j, b in enumerate(other) if 0 <= j + shift < len(reference)]
+        if len(pairs) < need:
+            continue
+        differ = sum(1 for a, b in pairs if a.collective and b.collective
+                     and collective_kind(a.collective) != collective_kind(b.collective))
+        score = (statistics.median(abs(a.end - b.end) for a, b in pairs), differ, abs(shift))
+        if best is None or score < best[0]:
+            best = (score, shift)
+    return 0 if best is None else best[1]
 
 
 def _bytes(first: _Instance) -> int | None:
@@ -335,7 +361,7 @@ def analyze(traces: list[RankTrace], detail_rows: int | None = None) -> dict[str
             + ", ".join(f"rank {r}: {n}" for r, n in sorted(unmatched.items()) if n)
             + " (a profiling window that starts or ends at a different collective on each rank, or ranks whose "
             "traces are missing)")
-    differ = sum(1 for c in matched if len({i.collective for i in c.values() if i.collective}) > 1)
+    differ = sum(1 for c in matched if len({collective_kind(i.collective) for i in c.values() if i.collective}) > 1)
     if differ:
         notes.append(f"{differ} matched collectives are named differently on different ranks: matching by "
                      f"{how} paired kernels of different collectives")
