@@ -7,6 +7,9 @@ library, microseconds as Decimal, interval coverage by an elementary-segment swe
 
 from __future__ import annotations
 
+import csv
+import gzip
+import io
 import json
 import statistics
 from pathlib import Path
@@ -455,3 +458,51 @@ def test_rocprofv3_per_rank_traces_with_rccl_names(tmp_path):
     assert [r["exposed_wait_ns"] for r in got["per_rank"]] == [8_000, 0]
     assert [r["label"] for r in report["per_rank"]] == ["rank 0", "rank 1"]
     assert report["multi_node"] is not None and report["multi_node"]["late_rank"] == 1
+
+
+def test_order_matching_aligns_windows_that_begin_at_different_collectives():
+    """Rank 1's profiling window caught two all-reduces before rank 0's began (no Seq to tell): pairing the i-th with
+    the i-th would pair each collective with an earlier one; the ends show the alignment."""
+    step = 1_000_000
+    r0 = rank_trace(0, [(KERNEL, 2 * step + 500 * i + 300, 2 * step + 500 * i + 400) for i in range(5)],
+                    [dict(comm(n, seq=0), seq=None) for n in range(1, 6)])
+    r1 = rank_trace(1, [(KERNEL, 500 * i, 500 * i + 400) for i in range(2)]
+                    + [(KERNEL, 2 * step + 500 * i, 2 * step + 500 * i + 401) for i in range(5)],
+                    [dict(comm(n, seq=0), seq=None) for n in range(1, 8)])
+    got = analyze([r0, r1])
+    assert got is not None
+    assert got["matched_by"] == "order within process group" and got["count"] == 5
+    assert {r["rank"]: r["unmatched"] for r in got["per_rank"]} == {0: 0, 1: 2}
+    assert got["skew_ns"]["max"] == 300 and got["late_rank"] == 0
+
+
+GPU_RUNS = FIXTURES.parent / "gpu_runs"
+
+
+def test_our_tracer_per_rank_traces_every_figure_exact(tmp_path):
+    """The embedded tracer's own two-rank H100 run (rocprofv3-format `rank<r>_<pid>_kernel_trace.csv`, no
+    record_param_comms): ranks from the file names, kernels matched in order, every figure equal to the computation
+    here (the CSV read with the csv module, pairs by nearest end among kernels of the same name)."""
+    source = GPU_RUNS / "ours_h100_2rank"
+    run = tmp_path / "ours_h100_2rank"
+    (run / "vm").mkdir(parents=True)
+    ranks: dict[int, dict] = {}
+    for packed in sorted((source / "vm").glob("*_trace.csv.gz")):
+        text = gzip.decompress(packed.read_bytes()).decode()
+        (run / "vm" / packed.name.removesuffix(".gz")).write_text(text)
+        if "kernel_trace" not in packed.name:
+            continue
+        rows = list(csv.DictReader(io.StringIO(text)))
+        ranks[int(packed.name.split("_")[0].removeprefix("rank"))] = {
+            "comm": sorted((int(r["Start_Timestamp"]), int(r["End_Timestamp"]), {"Collective name": r["Kernel_Name"]})
+                           for r in rows if "nccl" in r["Kernel_Name"].lower()),
+            "compute": [(int(r["Start_Timestamp"]), int(r["End_Timestamp"])) for r in rows
+                        if "nccl" not in r["Kernel_Name"].lower() and categorize(r["Kernel_Name"]) != "memory copy"],
+        }
+    report = build_report(load_runs([run]))["runs"][0]
+    got = report["collectives"]
+    assert got is not None and got["ranks"] == [0, 1] and len(ranks[0]["comm"]) == 36
+    assert_matches(got, expected(ranks, pairs_by_nearest_end(ranks)))
+    assert got["count"] == 36 and got["matched_by"].startswith("order")
+    assert [r["label"] for r in report["per_rank"]] == ["rank 0", "rank 1"]
+    assert report["multi_node"]["late_rank"] == got["late_rank"] == 0

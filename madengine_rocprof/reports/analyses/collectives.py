@@ -367,9 +367,10 @@ def analyze(traces: list[RankTrace], detail_rows: int | None = None) -> dict[str
                      f"{how} paired kernels of different collectives")
     early = sum(1 for row in rows for r in row["ranks"] if r["end_ns"] < row["last_start_ns"])
     if early:
-        notes.append(f"{early} collective kernels ended before the last rank started the collective: the ranks' "
-                     "clocks disagree (traces from different hosts?) or the kernels were paired wrongly; such a "
-                     "kernel counts as all wait, no transfer")
+        notes.append(f"{early} collective kernels ended before the last rank started the collective: a root "
+                     "that sent a small broadcast into its peers' buffers without waiting, ranks' clocks that "
+                     "disagree (traces from different hosts), or kernels paired wrongly; such a kernel counts as all "
+                     "wait, no transfer")
     return {
         "count": len(rows),
         "matched_by": how,
