@@ -506,3 +506,5 @@ def test_our_tracer_per_rank_traces_every_figure_exact(tmp_path):
     assert got["count"] == 36 and got["matched_by"].startswith("order")
     assert [r["label"] for r in report["per_rank"]] == ["rank 0", "rank 1"]
     assert report["multi_node"]["late_rank"] == got["late_rank"] == 0
+    by_comm = max(report["multi_node"]["ranks"], key=lambda r: r["communication_ns"])["rank"]
+    assert by_comm == 1  # the rank with the most NCCL kernel time is the one that waits

@@ -13,8 +13,12 @@ def headline(run: ReportRun) -> list[str]:
     if len(rows) < 2:
         return []
     shares = [r["idle_share"] for r in rows if r["idle_share"] is not None]
+    # a collective kernel that waits for the late rank keeps its GPU busy: say how much of busy is such waiting
+    waiting = {r["rank"]: r["wait_ns"] for r in (run.get("collectives") or {}).get("per_rank", [])}
     facts = ["per rank: " + "; ".join(
-        f"**{r['label']}** busy {ms(r['busy_ns'])} ms, idle {ms(r['idle_ns'])} ms ({pct(r['idle_share'])})"
+        f"**{r['label']}** busy {ms(r['busy_ns'])} ms"
+        + (f" ({ms(waiting[r['rank']])} ms of it waiting at collectives)" if waiting.get(r["rank"]) else "")
+        + f", idle {ms(r['idle_ns'])} ms ({pct(r['idle_share'])})"
         for r in rows)]
     if shares:
         facts.append(f"idle share across ranks: {pct(min(shares))} to {pct(max(shares))} "
