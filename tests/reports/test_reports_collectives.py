@@ -265,7 +265,7 @@ def test_tracelens_agrees_on_skew_wait_size_and_bandwidth(folder):
     broadcast). Its comm latency is the shortest kernel of the ranks, ours the late rank's kernel (the same where the
     late rank's kernel is the shortest); its GB is 2^30 bytes, ours 10^9."""
     tracelens = TRACELENS["folders"][folder]
-    got = build_report(load_runs([FIXTURES / folder]))["runs"][0]["collectives"]
+    got: Any = build_report(load_runs([FIXTURES / folder]))["runs"][0]["collectives"]
     base = int(load_trace(sorted((FIXTURES / folder).glob("*.json*"))[0]).get("baseTimeNanoseconds") or 0)
     ours = {c["ranks"][0]["start_ns"] - base: c for c in got["collectives"]}  # TraceLens reads `ts` alone
     waits = {r: 0 for r in got["ranks"]}
@@ -448,7 +448,7 @@ def test_rocprofv3_per_rank_traces_with_rccl_names(tmp_path):
         lines = [ROCPROF_HEADER] + [f'"KERNEL_DISPATCH","Agent {4 + rank}",1,1,7,{i},{i},"{name}",{i},{s},{e}'
                                     for i, (name, s, e) in enumerate(rows, 1)]
         (run / f"rank{rank}_{100 + rank}_kernel_trace.csv").write_text("\n".join(lines) + "\n")
-    report = build_report(load_runs([run]))["runs"][0]
+    report: Any = build_report(load_runs([run]))["runs"][0]
     got = report["collectives"]
     assert got is not None
     assert (got["count"], got["late_rank"], got["skew_ns"]["max"]) == (2, 1, 7_000)
@@ -499,7 +499,7 @@ def test_our_tracer_per_rank_traces_every_figure_exact(tmp_path):
             "compute": [(int(r["Start_Timestamp"]), int(r["End_Timestamp"])) for r in rows
                         if "nccl" not in r["Kernel_Name"].lower() and categorize(r["Kernel_Name"]) != "memory copy"],
         }
-    report = build_report(load_runs([run]))["runs"][0]
+    report: Any = build_report(load_runs([run]))["runs"][0]
     got = report["collectives"]
     assert got is not None and got["ranks"] == [0, 1] and len(ranks[0]["comm"]) == 36
     assert_matches(got, expected(ranks, pairs_by_nearest_end(ranks)))
