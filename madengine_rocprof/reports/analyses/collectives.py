@@ -408,8 +408,10 @@ def _by_kind(rows: list[dict]) -> list[dict[str, Any]]:
 def of_run(run: RunData) -> dict[str, Any] | None:
     """The run's collectives, from the per-dispatch tables of its Kineto traces and rocprofv3-format kernel traces
     (one per rank); None with fewer than two such traces."""
-    # a source built in memory (by a caller of build_report, not read from a file) has no tables to read
+    # only traces with collective kernels (their names are known before any table is read); a source built in
+    # memory (by a caller of build_report, not read from a file) has no tables to read
     sources = [s for s in run.timing if s.has_timeline and not s.cpu_operators and s.fmt in TABLE_FORMATS
+               and any(categorize(name) == COMMUNICATION for name in s.kernels)
                and (s.tables is not None or s.path.is_file())]
     if len(sources) < 2:
         return None
