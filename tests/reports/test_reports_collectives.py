@@ -222,6 +222,7 @@ def test_json_cli_carries_collectives(tmp_path):
 # --- two-rank traces recorded here on two H100s (DDP and FSDP2, PyTorch profiler with record_param_comms) ---------
 
 RECORDED = ["ours_h100_ddp_v1_2rank", "ours_h100_fsdp_v1_2rank"]
+REPORT_SHELL: Any = {"schema_version": 1, "tool": "t", "generated_at": "", "baseline": "", "comparison": []}
 
 
 @pytest.fixture(scope="module", params=RECORDED)
@@ -251,6 +252,9 @@ def test_recorded_late_rank_is_not_the_rank_with_most_communication_time(recorde
     by_comm = max(report["multi_node"]["ranks"], key=lambda r: r["communication_ns"])["rank"]
     assert got["late_rank"] is not None and got["late_rank"] != by_comm
     assert report["multi_node"]["straggler"] is None and report["multi_node"]["late_rank"] == got["late_rank"]
+    late = next(r for r in report["per_rank"] if r["rank"] == got["late_rank"])
+    hint = f"rank {got['late_rank']}'s GPU is idle" in markdown.render({**REPORT_SHELL, "runs": [report]})
+    assert hint == (late["idle_share"] >= 0.5)  # FSDP: rank 1 late at every collective with its GPU 93% idle
 
 
 # --- TraceLens's NcclAnalyser on the same traces (tracelens_nccl_values.json, made by tracelens_nccl_values.py) ------

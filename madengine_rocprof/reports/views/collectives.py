@@ -6,13 +6,14 @@ from __future__ import annotations
 from html import escape
 
 from madengine_rocprof.reports.blocks import Column, Lines, Picture, Section, Table
-from madengine_rocprof.reports.formatting import DASH, ms, number
+from madengine_rocprof.reports.formatting import DASH, ms, number, pct
 from madengine_rocprof.reports.svg import CHAR_PX, FONT
 from madengine_rocprof.wrapper.contracts import ReportRun
 
 WAIT, TRANSFER = "#E69F00", "#0072B2"  # Okabe-Ito orange and blue, as in svg.py
 SHOWN = 20  # collectives listed by skew; the JSON has all of them
 DRAWN = 400  # collectives drawn in the timeline
+IDLE_HINT = 0.5  # a late rank whose GPU is idle at least this share of its span is late on the host side
 
 DEFINITIONS = (
     "Each collective runs as one NCCL/RCCL kernel on every rank of its group. No data moves before the last rank "
@@ -54,6 +55,10 @@ def section(run: ReportRun, top: int) -> Section | None:
             f"**late rank: {late}**, the rank the others wait on: it arrived last at {row['late_count']} of "
             f"{data['count']} collectives and kept the others waiting {ms(row['caused_wait_ns'])} ms in all"
         )
+        idle = next((r["idle_share"] for r in run.get("per_rank") or [] if r["rank"] == late), None)
+        if idle is not None and idle >= IDLE_HINT:
+            facts.append(f"rank {late}'s GPU is idle {pct(idle)} of its span: it reaches collectives late because "
+                         "its host issues the work late (launches, Python, data), not because its GPU has more to do")
     blocks: list = [Lines(facts), Lines([DEFINITIONS], kind="meta")]
     if data["notes"]:
         blocks.append(Lines([f"note: {n}" for n in data["notes"]], kind="note"))
