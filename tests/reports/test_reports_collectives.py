@@ -253,7 +253,8 @@ def test_recorded_late_rank_is_not_the_rank_with_most_communication_time(recorde
     assert got["late_rank"] is not None and got["late_rank"] != by_comm
     assert report["multi_node"]["straggler"] is None and report["multi_node"]["late_rank"] == got["late_rank"]
     late = next(r for r in report["per_rank"] if r["rank"] == got["late_rank"])
-    hint = f"rank {got['late_rank']}'s GPU is idle" in markdown.render({**REPORT_SHELL, "runs": [report]})
+    whole: Any = {**REPORT_SHELL, "runs": [report]}
+    hint = f"rank {got['late_rank']}'s GPU is idle" in markdown.render(whole)
     assert hint == (late["idle_share"] >= 0.5)  # FSDP: rank 1 late at every collective with its GPU 93% idle
 
 
