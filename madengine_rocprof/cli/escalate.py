@@ -138,6 +138,11 @@ def render_markdown(report: dict, name_width: int = 60) -> str:
                 f"FP32 {d['fp32_tflops']:,.3f} TFLOP/s"
                 + (f" ({d['fp32_pct_of_peak']:.1f}% of peak)" if "fp32_pct_of_peak" in d else "")
             )
+        if "tensor_tflops" in d:
+            parts.append(
+                f"tensor cores {d['tensor_tflops']:,.1f} TFLOP/s, {d['tensor_flops']:,.0f} FLOPs/launch"
+                + (f" ({d['tensor_pct_of_peak']:.1f}% of {d['tensor_peak']})" if "tensor_pct_of_peak" in d else "")
+            )
         for key, label in (
             ("ncu_sm_throughput_pct", "SM"),
             ("ncu_dram_throughput_pct", "DRAM"),
@@ -214,7 +219,7 @@ def escalate(
         first = load_run(run_dir, run_dir.name)
         targets = esc.select_targets(first, top, min_share)
         calls = {name: stats.calls for name, stats in merge_kernels(first).items()}
-        plan = esc.plan_second_pass(run_dir, targets, calls, launches, skip)
+        plan = esc.plan_second_pass(run_dir, targets, calls, launches, skip, esc.device_name(first))
         if dry_run:
             return plan, json.dumps(plan, indent=1, allow_nan=False) + "\n"
         plan = esc.run_second_pass(

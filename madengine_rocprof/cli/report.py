@@ -13,6 +13,7 @@ from pathlib import Path
 from madengine_rocprof.cli.kernels import add_rules_option
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import build_report, categories, html_page, load_runs, markdown, perfetto
+from madengine_rocprof.reports.analyses import efficiency
 from madengine_rocprof.reports.analysis import DEFINITIONS
 from madengine_rocprof.reports.output import write_json, write_text
 
@@ -50,6 +51,14 @@ def register(subparsers) -> None:
         "--name-width", type=int, default=70, metavar="N", help="shorten kernel names to N characters in tables"
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="do not print the Markdown")
+    parser.add_argument("--peak-tflops", type=float, metavar="TFLOP/s",
+                        help="one compute roof for every dtype, for the efficiency table (default: the datasheet's "
+                        "per-dtype peaks of the trace's GPU; needed for a GPU without a datasheet entry)")
+    parser.add_argument("--peak-bandwidth", type=float, metavar="GB/s",
+                        help="device memory bandwidth for the efficiency table (default: datasheet)")
+    parser.add_argument("--roofline-target", type=float, default=0.8, metavar="FRACTION",
+                        help="the fraction of its roofline each operator is assumed to reach when ranking the time a "
+                        "fix would save (default 0.8)")
     add_rules_option(parser)
     parser.set_defaults(func=run)
 
@@ -67,10 +76,21 @@ def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "run"
 
 
+def _positive(value: float | None, option: str, limit: float) -> float | None:
+    """A positive, finite number up to `limit` (NaN and Infinity fail the comparison too), or None if not given."""
+    if value is not None and not 0 < value <= limit:
+        raise UserError(f"must be a positive number up to {limit:g}, got {value:g}", where=option,
+                        fix="give the datasheet figure, e.g. --peak-tflops 989.4 --peak-bandwidth 3350"
+                        if option != "--roofline-target" else "give a fraction in (0, 1], e.g. 0.8")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise UserError("--top must be at least 1", where="--top")
     categories.configure(args.kernel_rules)
+    efficiency.configure(_positive(args.peak_tflops, "--peak-tflops", 1e7), _positive(
+        args.peak_bandwidth, "--peak-bandwidth", 1e8), _positive(args.roofline_target, "--roofline-target", 1.0) or 0.8)
     runs = load_runs(args.runs)
     report = build_report(runs, args.baseline, steady_state=args.steady_state, definitions=args.definitions)
     text = markdown.render(report, top=args.top, name_width=args.name_width)

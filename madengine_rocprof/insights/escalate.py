@@ -10,7 +10,8 @@ once per counter profile they need, with the profiler's kernel filter, and join 
   with `kernel_include_regex` set to exactly the chosen names. The wrapper turns that into rocprofv3
   `--kernel-include-regex`, or ncu `--kernel-name regex:` plus `--launch-skip/--launch-count` on NVIDIA;
 - the joined report gives per kernel: time, calls and share from the first pass, counters and derived metrics from
-  the second (achieved bandwidth or FP32 rate against the device's peak) and what bounds it.
+  the second (achieved bandwidth, FP32 rate, tensor/matrix-core FLOPs per launch and their rate, each against the
+  device's peak) and what bounds it.
 """
 
 from __future__ import annotations
@@ -60,6 +61,17 @@ REPORT_FILE = "escalation.json"
 BOUND_AT = 60.0  # percent of a peak from which that resource is called the bound
 ENV_LAUNCH_SKIP = "MADENGINE_ROCPROF_NCU_LAUNCH_SKIP"
 ENV_LAUNCH_COUNT = "MADENGINE_ROCPROF_NCU_LAUNCH_COUNT"
+ENV_METRICS = "MADENGINE_ROCPROF_NCU_METRICS"  # the wrapper's comma list replacing the profile's ncu metrics
+# ncu's top-level tensor-path op counters, as ncu names them on Hopper (ncu --query-metrics on an H100, ncu
+# 2025.3.1: benchmarks/insights/README.md); they are disjoint, while the op_hgmma_/op_hmma_ and _sparsity_ variants
+# repeat the same ops. Other architectures name them differently, and ncu refuses a name it does not know, so the
+# compute_bound pass asks for them only where the first pass's device is one of these.
+TENSOR_METRICS = (
+    (re.compile(r"H100|H200|GH200", re.IGNORECASE), (
+        "sm__ops_path_tensor_src_bf16_dst_fp32.sum", "sm__ops_path_tensor_src_fp16.sum",
+        "sm__ops_path_tensor_src_tf32_dst_fp32.sum", "sm__ops_path_tensor_src_fp8.sum",
+        "sm__ops_path_tensor_src_fp64.sum")),
+)
 
 
 @dataclass
@@ -119,10 +131,12 @@ def launch_budget(calls: list[int], launches_per_kernel: int, others: int = 0) -
     return max(launches_per_kernel * len(calls), -(-launches_per_kernel * (sum(calls) + others) // rarest))
 
 
-def escalation_tool(profile: str, kernels: int, regex: str, launch_count: int, launch_skip: int):
+def escalation_tool(profile: str, kernels: int, regex: str, launch_count: int, launch_skip: int,
+                    ncu_metrics: str | None = None):
     """The built-in counter tool of `profile`, limited to the kernels `regex` selects (kernel_match.filter_regex;
     kernel trace kept for the per-kernel time); on ncu at most `launch_count` matching launches are profiled, after
-    `launch_skip`. Full names (no truncation): the filter's lookaheads read template arguments."""
+    `launch_skip`, with `ncu_metrics` (a comma list) instead of the profile's metrics where given. Full names (no
+    truncation): the filter's lookaheads read template arguments."""
     from madengine_rocprof.registry.store import get_tool, tool_from_data
 
     base = get_tool(BASE_TOOL[profile])
@@ -142,6 +156,7 @@ def escalation_tool(profile: str, kernels: int, regex: str, launch_count: int, l
             **base.env_vars,
             ENV_LAUNCH_SKIP: str(launch_skip),
             ENV_LAUNCH_COUNT: str(launch_count),
+            **({ENV_METRICS: ncu_metrics} if ncu_metrics else {}),
         },
         pre_scripts=[],
         post_scripts=[],
@@ -224,6 +239,15 @@ def model_tag(info: dict) -> str:
     return ":".join([info["model"]] + [f"{k[2:]}={v}" for k, v in zip(extra[::2], extra[1::2], strict=True)])
 
 
+def tensor_metrics(device: str | None) -> str | None:
+    """The compute_bound ncu metrics plus the tensor-op counters, for a device whose ncu names them as TENSOR_METRICS
+    says; None (the profile's own metrics) for any other device."""
+    from madengine_rocprof.wrapper.nvidia import NCU_METRICS
+
+    extra = next((names for pattern, names in TENSOR_METRICS if device and pattern.search(device)), None)
+    return ",".join([*NCU_METRICS["compute_bound"], *extra]) if extra else None
+
+
 def escalation_dir(run: Path) -> Path:
     """Beside the first pass, never inside it (a report of the first pass must not count the second)."""
     return run.parent / f"{run.name}.escalate"
@@ -235,8 +259,10 @@ def plan_second_pass(
     first_pass_calls: Mapping[str, int],
     launches_per_kernel: int = 10,
     launch_skip: int = 0,
+    device: str | None = None,
 ) -> dict:
-    """One pass per profile the targets need. Its kernel filter selects the targets in any profiler's spelling
+    """One pass per profile the targets need (on a device of TENSOR_METRICS, the compute_bound pass also counts
+    tensor-core ops). Its kernel filter selects the targets in any profiler's spelling
     (kernel_match.filter_regex); `others` are the first-pass kernels it also selects (other instantiations of a
     target's function), whose calls the ncu launch budget must cover too and whose counters the join sets aside."""
     info = _read_run_json(run)
@@ -258,7 +284,8 @@ def plan_second_pass(
             regex = filter_regex(groups[profile], first_pass_calls)
             others = sorted(n for n in first_pass_calls if n not in groups[profile] and re.search(regex, n) is not None)
             budget = launch_budget(calls[profile], launches_per_kernel, sum(first_pass_calls[n] for n in others))
-            tool = escalation_tool(profile, len(groups[profile]), regex, budget, launch_skip)
+            metrics = tensor_metrics(device) if profile == "compute_bound" else None
+            tool = escalation_tool(profile, len(groups[profile]), regex, budget, launch_skip, metrics)
             passes.append(
                 {
                     "profile": profile,
@@ -269,6 +296,7 @@ def plan_second_pass(
                     "env": {
                         ENV_LAUNCH_SKIP: tool.env_vars[ENV_LAUNCH_SKIP],
                         ENV_LAUNCH_COUNT: tool.env_vars[ENV_LAUNCH_COUNT],
+                        **({ENV_METRICS: metrics} if metrics else {}),
                     },
                 }
             )
@@ -307,6 +335,7 @@ def run_second_pass(
             step["kernel_include_regex"],
             int(bounds[ENV_LAUNCH_COUNT]),
             int(bounds[ENV_LAUNCH_SKIP]),
+            bounds.get(ENV_METRICS) if isinstance(bounds.get(ENV_METRICS), str) else None,
         )
         context = dict(plan["context"], tools=[{"name": tool.name}])
         with registry_with([tool]):
@@ -444,6 +473,7 @@ def derived(counters: dict, peak: Peak | None) -> dict:
             flops = counters[ops[0]]["total"] + counters[ops[1]]["total"] + 2 * counters[ops[2]]["total"]
             out["fp32_tflops"] = flops / t / 1e3
             out["fp32_formula"] = "(fadd + fmul + 2 x ffma thread instructions) / gpu__time_duration.sum"
+        _tensor_flops(counters, t, peak, out)
     amd_fp32 = ("SQ_INSTS_VALU_ADD_F32", "SQ_INSTS_VALU_MUL_F32", "SQ_INSTS_VALU_FMA_F32")
     add, mul, fma = (_rate(counters, c) for c in amd_fp32)
     if add is not None and mul is not None and fma is not None:
@@ -458,6 +488,12 @@ def derived(counters: dict, peak: Peak | None) -> dict:
     ):
         if metric in counters:
             out[key] = counters[metric]["mean"]
+    mops = {m.group(1): counters[name] for name in counters if (m := MFMA_MOPS.match(name))}
+    if mops and all(e["time_ns"] for e in mops.values()):
+        _put_tensor(out, {_DTYPE_OF[t.lower()]: MFMA_FLOPS_PER_MOP * e["total"] for t, e in mops.items()},
+                    sum(MFMA_FLOPS_PER_MOP * e["total"] / max(e["dispatches"], 1) for e in mops.values()),
+                    sum(MFMA_FLOPS_PER_MOP * e["total"] / e["time_ns"] for e in mops.values()) / 1e3,
+                    "512 x SQ_INSTS_VALU_MFMA_MOPS_* / kernel time", peak)
     if "SQ_WAVES" in counters and counters["SQ_WAVES"]["total"] > 0 and "SQ_INSTS_VALU" in counters:
         out["valu_per_wave"] = counters["SQ_INSTS_VALU"]["total"] / counters["SQ_WAVES"]["total"]
     if peak and peak.bandwidth_gbs and "bandwidth_gbs" in out:
@@ -468,12 +504,54 @@ def derived(counters: dict, peak: Peak | None) -> dict:
     return out
 
 
+# ncu's tensor-path op counters: "# of math ops executed in Tensor path with source X (and destination Y)"; one FMA
+# of a matrix multiply is two ops, so their sum over a GEMM is its 2*M*N*K FLOPs (checked on an H100: equal within
+# 0.1%, 1.6% where a tile overhangs the matrix). Only the top-level floating-point counters are read: the op_hgmma_
+# / op_hmma_, _sparsity_ and _realtime variants repeat or split the same ops, and integer ops are not FLOPs.
+TENSOR_OPS = re.compile(r"^sm__ops_path_tensor_src_(bf16|fp16|tf32|fp8|fp64)(?:_dst_[a-z0-9]+)?\.sum$")
+# AMD: SQ_INSTS_VALU_MFMA_MOPS_<type> counts matrix ops in units of 512 FLOPs (rocprofiler-compute's MFMA FLOPs)
+MFMA_MOPS = re.compile(r"^SQ_INSTS_VALU_MFMA_MOPS_(F16|BF16|F32|F64|F8|XF32)$")
+MFMA_FLOPS_PER_MOP = 512
+_DTYPE_OF = {"f16": "fp16", "fp16": "fp16", "bf16": "bf16", "f32": "fp32", "fp32": "fp32", "tf32": "tf32",
+             "xf32": "tf32", "f64": "fp64", "fp64": "fp64", "f8": "fp8", "fp8": "fp8", "e4m3": "fp8", "e5m2": "fp8"}
+
+
+def _tensor_flops(counters: dict, duration_ns: float, peak: Peak | None, out: dict) -> None:
+    """Tensor/matrix-core FLOPs per dispatch and their rate over the kernel time, against the dtype's matrix peak
+    (the dtype with the most ops names the peak)."""
+    by_dtype: dict[str, float] = {}
+    per_dispatch = 0.0
+    for name, entry in counters.items():
+        found = TENSOR_OPS.match(name)
+        if found and entry["total"] > 0:  # a dtype the kernel did not use names no peak
+            dtype = _DTYPE_OF.get(found.group(1), found.group(1))
+            by_dtype[dtype] = by_dtype.get(dtype, 0.0) + entry["total"]
+            per_dispatch += entry["total"] / max(entry["dispatches"], 1)
+    if by_dtype and duration_ns > 0:
+        _put_tensor(out, by_dtype, per_dispatch, sum(by_dtype.values()) / duration_ns / 1e3,
+                    "sum of sm__ops_path_tensor_src_*.sum / gpu__time_duration.sum", peak)
+
+
+def _put_tensor(out: dict, by_dtype: dict[str, float], per_dispatch: float, tflops: float, formula: str,
+                peak: Peak | None) -> None:
+    out["tensor_flops"] = per_dispatch
+    out["tensor_tflops"] = tflops
+    out["tensor_flops_by_dtype"] = by_dtype
+    out["tensor_formula"] = formula
+    dtype = max(by_dtype, key=lambda d: by_dtype[d])
+    matrix = peak.matrix_tflops(dtype) if peak else None
+    if matrix:
+        out["tensor_pct_of_peak"] = 100 * tflops / matrix
+        out["tensor_peak"] = f"{dtype} matrix {matrix:g} TFLOP/s"
+
+
 def bound(metrics: dict) -> str:
     """The resource nearest its peak when one is at BOUND_AT% or more; else say that none is near its peak."""
     compute = [
         (metrics[k], label)
         for k, label in (
             ("fp32_pct_of_peak", "FP32 compute"),
+            ("tensor_pct_of_peak", "tensor-core FLOPs"),
             ("ncu_sm_throughput_pct", "SM compute"),
             ("ncu_tensor_pipe_pct", "tensor cores"),
         )
@@ -498,6 +576,19 @@ def _device(run: RunData) -> Mapping[str, Any]:
     """The workload's device record (workload_result.json), {} when absent."""
     device = run.workload.get("device") if run.workload else None
     return device if isinstance(device, dict) else {}
+
+
+def device_name(run: RunData) -> str | None:
+    """The first pass's GPU name: the workload's device record, else a Kineto trace's deviceProperties."""
+    found = _device(run).get("name")
+    if isinstance(found, str) and found:
+        return found
+    for src in run.timing:
+        tables = getattr(src, "tables", None)
+        for props in getattr(tables, "device_properties", None) or []:
+            if isinstance(props, dict) and isinstance(props.get("name"), str):
+                return props["name"]
+    return None
 
 
 def join(first: RunData, second: dict[str, RunData], targets: list[Target], peak: Peak | None, plan: dict) -> dict:

@@ -13,6 +13,7 @@ from typing import Any
 
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import multinode
+from madengine_rocprof.reports.analyses import efficiency
 from madengine_rocprof.reports.analyses.collectives import of_run as collectives_of_run
 from madengine_rocprof.reports.analyses.ranks import per_rank, rank_of
 from madengine_rocprof.reports.categories import CATEGORIES, classify
@@ -426,6 +427,7 @@ def analyze_run(run: RunData, steady_state: bool = False, definitions: str = "ou
         "per_rank": per_rank(run, timeline),
         "collectives": collectives,
         "multi_node": multinode.analyze(run, collectives),
+        "efficiency": efficiency.for_run(run),
     }
 
 

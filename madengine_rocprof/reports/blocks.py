@@ -61,7 +61,19 @@ class Picture:
     svg: str
 
 
-Block = Lines | Table | Bars | Stacked | Picture
+@dataclass
+class Roofline:
+    """A roofline chart (HTML only): log-log achieved TFLOP/s against FLOPs per byte, under the device's ceilings.
+
+    points: (label, intensity FLOP/byte, achieved TFLOP/s, GPU time share 0..1 for the marker size, hover title);
+    ceilings: (name, peak TFLOP/s) compute roofs; bandwidth_gbs: the memory roof's slope."""
+
+    points: list[tuple[str, float, float, float, str]]
+    ceilings: list[tuple[str, float]]
+    bandwidth_gbs: float
+
+
+Block = Lines | Table | Bars | Stacked | Roofline | Picture
 
 
 @dataclass

@@ -7,7 +7,7 @@ from html import escape
 
 from madengine_rocprof.reports import blocks, sections
 from madengine_rocprof.reports.formatting import FORMATS, shorten
-from madengine_rocprof.reports.svg import CATEGORY_COLORS, hbars, stacked_hbars
+from madengine_rocprof.reports.svg import CATEGORY_COLORS, hbars, roofline, stacked_hbars
 from madengine_rocprof.wrapper.contracts import Report
 
 CSS = """
@@ -79,6 +79,8 @@ def _block(block: blocks.Block, name_width: int) -> str:
                 f"<span class='swatch' style='background:{CATEGORY_COLORS[c]}'></span>{escape(c)}&nbsp;&nbsp;"
                 for c in legend) + "</p>"
         return chart
+    if isinstance(block, blocks.Roofline):
+        return roofline(block.points, block.ceilings, block.bandwidth_gbs)
     return stacked_hbars([(label, [(c, v, _colour(c)) for c, v in segments]) for label, segments in block.rows],
                          block.value_text, normalize=block.normalize)
 

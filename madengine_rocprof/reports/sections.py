@@ -18,6 +18,7 @@ from madengine_rocprof.reports.categories import CATEGORIES
 from madengine_rocprof.reports.formatting import DASH, count, display_name, gib, ms, number, pct, times
 from madengine_rocprof.reports.roles import role_table
 from madengine_rocprof.reports.views import collectives as collective_views
+from madengine_rocprof.reports.views import efficiency as efficiency_view
 from madengine_rocprof.reports.views import ranks as rank_views
 from madengine_rocprof.wrapper.contracts import Report, ReportRun
 
@@ -718,6 +719,7 @@ RUN_SECTIONS: list[Callable[[ReportRun, int], Section | None]] = [
     memory_copies,
     collective_views.section,
     multi_node,
+    efficiency_view.section,
 ]
 
 

@@ -6,6 +6,7 @@ Each function returns one `<svg>` element with a viewBox so the page can scale i
 from __future__ import annotations
 
 from html import escape
+from math import floor, log10, sqrt
 
 from madengine_rocprof.reports.categories import CATEGORIES
 from madengine_rocprof.reports.formatting import shorten
@@ -104,5 +105,57 @@ def stacked_hbars(rows: list[tuple[str, list[tuple[str, float, str]]]], value_te
         y = height - legend_h + 16 + 20 * line
         parts.append(f'<rect x="{x:.1f}" y="{y - 10}" width="12" height="12" fill="{color}"/>'
                      f'<text x="{x + 16:.1f}" y="{y}">{escape(name)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def roofline(points: list[tuple[str, float, float, float, str]], ceilings: list[tuple[str, float]],
+             bandwidth_gbs: float, width: int = 900, height: int = 420) -> str:
+    """A log-log roofline: the memory roof (TB/s x FLOP/byte) up to each compute ceiling, one circle per point
+    (label, FLOP/byte, TFLOP/s, time share, hover title) sized by its share of GPU time."""
+    points = [p for p in points if p[1] > 0 and p[2] > 0]
+    if not points or not ceilings or bandwidth_gbs <= 0:
+        return ""
+    tbps = bandwidth_gbs / 1e3
+    top = max(c for _, c in ceilings)
+    xs = [p[1] for p in points] + [c / tbps for _, c in ceilings]
+    ys = [p[2] for p in points] + [top]
+    x0, x1 = 10 ** floor(log10(min(xs)) - 0.3), 10 ** (floor(log10(max(xs))) + 1.3)
+    y0, y1 = 10 ** floor(log10(min(ys)) - 0.3), 10 ** (floor(log10(top)) + 1)
+    left, right, up, down = 70, 20, 16, 44
+    plot_w, plot_h = width - left - right, height - up - down
+
+    def px(x: float) -> float:
+        return left + plot_w * (log10(x) - log10(x0)) / (log10(x1) - log10(x0))
+
+    def py(y: float) -> float:
+        return up + plot_h * (1 - (log10(y) - log10(y0)) / (log10(y1) - log10(y0)))
+
+    parts = [f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" {FONT}>',
+             f'<rect x="{left}" y="{up}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#d0d7de"/>']
+    for exp in range(round(log10(x0)), round(log10(x1)) + 1):
+        parts.append(f'<text x="{px(10 ** exp):.1f}" y="{height - down + 16}" text-anchor="middle">1e{exp}</text>')
+    for exp in range(round(log10(y0)), round(log10(y1)) + 1):
+        parts.append(f'<text x="{left - 6}" y="{py(10 ** exp) + 4:.1f}" text-anchor="end">1e{exp}</text>')
+    parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">'
+                 "arithmetic intensity (FLOP/byte)</text>")
+    parts.append(f'<text x="14" y="{up + plot_h / 2:.1f}" transform="rotate(-90 14 {up + plot_h / 2:.1f})" '
+                 'text-anchor="middle">TFLOP/s</text>')
+    for n, (name, peak) in enumerate(sorted(ceilings, key=lambda c: -c[1])):
+        ridge = peak / tbps
+        colour = "#555555" if n == 0 else "#999999"
+        start = max(x0, y0 / tbps)  # the memory roof enters the plot at its left or bottom edge
+        parts.append(f'<g><title>{escape(f"{name}: {peak:,.1f} TFLOP/s, ridge at {ridge:,.1f} FLOP/byte")}</title>'
+                     f'<line x1="{px(start):.1f}" y1="{py(start * tbps):.1f}" x2="{px(ridge):.1f}" '
+                     f'y2="{py(peak):.1f}" stroke="{colour}" stroke-width="2"/>'
+                     f'<line x1="{px(ridge):.1f}" y1="{py(peak):.1f}" x2="{px(x1):.1f}" y2="{py(peak):.1f}" '
+                     f'stroke="{colour}" stroke-width="2"/>'
+                     f'<text x="{px(x1) - 4:.1f}" y="{py(peak) - 4:.1f}" text-anchor="end">{escape(name)}</text></g>')
+    parts.append(f'<text x="{left + 8}" y="{up + 16}" fill="#57606a">one circle per (operator, shape) group, its '
+                 'area the GPU time; roofs: HBM bandwidth, then each dtype\'s peak (hover for values)</text>')
+    for _label, x, y, share, title in sorted(points, key=lambda p: -p[3]):
+        r = 3 + 12 * sqrt(max(share, 0.0))
+        parts.append(f'<g><title>{escape(title)}</title><circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="{r:.1f}" '
+                     f'fill="#0072B2" fill-opacity="0.55" stroke="#0072B2"/></g>')
     parts.append("</svg>")
     return "".join(parts)

@@ -210,6 +210,7 @@ class ReportRun(TypedDict):
     per_rank: list[dict[str, Any]] | None  # busy, idle and top kernels per rank (several processes)
     collectives: dict[str, Any] | None  # matched across ranks: count, skew_ns, late_rank, per_rank wait/transfer
     multi_node: dict[str, Any] | None
+    efficiency: dict[str, Any] | None  # reports/analyses/efficiency.py; None without recorded shapes
 
 
 class Report(TypedDict):

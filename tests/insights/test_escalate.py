@@ -515,3 +515,48 @@ def test_escalate_outside_a_repository_names_the_option_it_has(tmp_path, model_r
     err = capsys.readouterr().err
     assert "models file not found" in err and "--repo DIR" in err
     assert main(["escalate", str(run), "--repo", str(model_repo.parent), "--runner", "local", "--quiet"]) == 0
+
+
+def test_tensor_core_flops_from_ncu_op_counters_and_amd_mfma_mops():
+    from madengine_rocprof.insights.peaks import device_peak
+
+    def entry(total: float, dispatches: int = 4) -> dict:
+        return {"total": total, "mean": total / dispatches, "dispatches": dispatches, "time_ns": 8000.0}
+
+    gemm = 2 * 4096 * 4096 * 4096  # per dispatch
+    counters = {
+        "gpu__time_duration.sum": entry(4 * 200_000.0),
+        "sm__ops_path_tensor_src_bf16_dst_fp32.sum": entry(4 * gemm),
+        # variants that split or repeat the same ops (as ncu reports them on an H100) are not added again
+        "sm__ops_path_tensor_src_bf16_dst_fp32_sparsity_off.sum": entry(4 * gemm),
+        "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32.sum": entry(4 * gemm),
+        "sm__ops_path_tensor_src_int8.sum": entry(4 * gemm),
+        "sm__ops_path_tensor_src_fp16_dst_fp32.sum": entry(0.0),
+    }
+    d = esc.derived(counters, device_peak("NVIDIA H100 80GB HBM3"))
+    assert d["tensor_flops"] == gemm
+    assert d["tensor_tflops"] == pytest.approx(4 * gemm / (4 * 200_000.0) / 1e3)
+    assert d["tensor_pct_of_peak"] == pytest.approx(100 * d["tensor_tflops"] / 989.4)
+    assert d["tensor_peak"] == "bf16 matrix 989.4 TFLOP/s"
+    assert d["bound"].startswith("tensor-core FLOPs")  # 687 TFLOP/s: 69% of the bf16 roof
+    # AMD: 512 FLOPs per MFMA MOP, over the kernel time of the pass
+    amd = esc.derived({"SQ_INSTS_VALU_MFMA_MOPS_BF16": entry(1000.0)}, device_peak("AMD Instinct MI300X"))
+    assert amd["tensor_flops"] == 512 * 1000.0 / 4
+    assert amd["tensor_tflops"] == pytest.approx(512 * 1000.0 / 8000.0 / 1e3)
+    assert amd["tensor_peak"] == "bf16 matrix 1307.4 TFLOP/s"
+
+
+def test_tensor_metrics_only_where_ncu_names_them_so():
+    from madengine_rocprof.wrapper.nvidia import NCU_METRICS
+
+    hopper = esc.tensor_metrics("NVIDIA H100 80GB HBM3")
+    assert hopper is not None
+    names = hopper.split(",")
+    assert names[: len(NCU_METRICS["compute_bound"])] == NCU_METRICS["compute_bound"]
+    assert "sm__ops_path_tensor_src_bf16_dst_fp32.sum" in names and all(esc.TENSOR_OPS.match(n) for n in names[
+        len(NCU_METRICS["compute_bound"]):])
+    assert esc.tensor_metrics("NVIDIA A100-SXM4-80GB") is None and esc.tensor_metrics(None) is None
+    assert esc.tensor_metrics("AMD Instinct MI300X") is None
+    tool = esc.escalation_tool("compute_bound", 2, "x", 10, 0, hopper)
+    assert tool.env_vars[esc.ENV_METRICS] == hopper
+    assert esc.ENV_METRICS not in esc.escalation_tool("compute_bound", 2, "x", 10, 0).env_vars

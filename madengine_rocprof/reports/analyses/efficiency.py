@@ -1,0 +1,381 @@
+"""How close each operator comes to what the GPU can do: a roofline per (operator, shape) from the trace's shapes.
+
+For a PyTorch profiler trace recorded with `record_shapes=True`:
+1. each GPU kernel is linked to the CPU operator that launched it: the cpu_op whose `External id` the kernel
+   carries, else the one its runtime call carries (kernel correlation id -> runtime call -> `External id`), else
+   the innermost op enclosing that call on its thread; kernels replayed from a CUDA/HIP graph are not linked (the
+   ops that issued them ran at capture) and are counted apart;
+2. the kernel's time is given to one operator on that operator's call stack, so each FLOP and each nanosecond is
+   counted once: the outermost composite operator with a fused model (cross-entropy), else the innermost operator
+   that has a model (aten::addmm, not the aten::linear above it; aten::mm under MmBackward0; the convolution above
+   cudnn_convolution), else the launching operator itself, which is then listed as unmodelled;
+3. an operator call's GPU time is the union of its kernels' intervals (kernels that overlap count once); its FLOPs
+   and bytes come from reports/analyses/op_models.py, evaluated once per distinct (name, dims, types, strides,
+   concrete inputs);
+4. per (operator, shape) group: achieved TFLOP/s and TB/s, arithmetic intensity, the device peak for the dtype and
+   unit (matrix or vector) with its source, the roofline time max(FLOPs / peak FLOP rate, bytes / peak bandwidth),
+   the bound (compute when the FLOP term is the larger, i.e. the intensity is at or above the ridge point), the
+   percent of the roofline reached, and the time that would be saved at `target` of the roofline.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import polars as pl
+
+from madengine_rocprof.insights.peaks import Peak, device_peak
+from madengine_rocprof.reports import trace_tables
+from madengine_rocprof.reports.analyses import op_models
+from madengine_rocprof.reports.model import RunData
+
+DEFAULT_TARGET = 0.8  # the fraction of the roofline a tuned kernel is taken to reach when ranking what to fix first
+# an fp32 GEMM/convolution kernel that ran on tensor cores as TF32 (cuBLAS/CUTLASS name it so; hipBLASLt says xf32)
+TF32_KERNEL = re.compile(r"tf32|xf32", re.IGNORECASE)
+KEY = ("name", "input_dims", "input_types", "input_strides", "concrete_inputs")
+GRAPH_LAUNCH = r"(?i)graphlaunch"  # cudaGraphLaunch, hipGraphLaunch, cuGraphLaunch
+MAX_ENCLOSING_QUERIES = 100_000  # kernels without an operator id looked up by time; more are left unlinked
+UNLINKED_LISTED = 5  # the longest kernels no operator launched, by name, in the JSON and the note
+
+
+def _parse(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _parents(ops: pl.DataFrame) -> dict[int, int]:
+    """Each op's enclosing op on the same thread (-1 for none), by time nesting; keyed by the `op` column."""
+    parent: dict[int, int] = {}
+    order = ops.select("op", "pid", "tid", "start", "end").sort(
+        ["pid", "tid", "start", "end"], descending=[False, False, False, True], maintain_order=True)
+    stack: list[tuple[int, int]] = []  # (end, op) of the ops still open at this point of the thread
+    thread = None
+    for i, pid, tid, start, end in order.iter_rows():
+        if (pid, tid) != thread:
+            thread, stack = (pid, tid), []
+        while stack and stack[-1][0] <= start:
+            stack.pop()
+        # an op that started earlier and ends within this one overlaps it without enclosing it: no parent
+        parent[i] = stack[-1][1] if stack and stack[-1][0] >= end else -1
+        stack.append((end, i))
+    return parent
+
+
+def _enclosing(ops: pl.DataFrame, queries: list[tuple[int, int, int]]) -> dict[tuple[int, int, int], int]:
+    """The innermost op enclosing each (pid, tid, time) query on its thread, by one sweep per thread."""
+    found: dict[tuple[int, int, int], int] = {}
+    threads = {(pid, tid) for pid, tid, _ in queries}
+    events = ops.filter(pl.struct("pid", "tid").is_in(
+        pl.DataFrame({"pid": [p for p, _ in threads], "tid": [t for _, t in threads]},
+                     schema={"pid": ops.schema["pid"], "tid": ops.schema["tid"]}).to_struct().implode()))
+    # ops sort before queries at the same time (an op starting at the launch encloses it), outer ops first
+    items = [(pid, tid, start, 0, -end, op) for op, pid, tid, start, end in
+             events.select("op", "pid", "tid", "start", "end").iter_rows()]
+    items += [(pid, tid, t, 1, 0, -1) for pid, tid, t in queries]
+    items.sort()
+    stack: list[tuple[int, int]] = []
+    thread = None
+    for pid, tid, t, kind, neg_end, op in items:
+        if (pid, tid) != thread:
+            thread, stack = (pid, tid), []
+        while stack and stack[-1][0] <= t:
+            stack.pop()
+        if kind == 0:
+            stack.append((-neg_end, op))
+        elif stack:
+            found[(pid, tid, t)] = stack[-1][1]
+    return found
+
+
+def _kernel_ops(kernels: pl.DataFrame, runtime: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """The kernels with the index of their launching cpu_op (`op`, null when none is found): by the kernel's own
+    `External id` where it names a cpu_op (Kineto writes the launching op's id on the kernel too), else through
+    its runtime call (correlation -> the call's `External id`), which older Kineto traces need less and some
+    write as the correlation itself."""
+    ids64 = [pl.col(c).cast(pl.Int64, strict=False) for c in ("correlation", "external_id")]
+    k = kernels.select("name", "start", "end", *ids64)  # a column of nulls only may come typed Null: not a join key
+    runtime = runtime.with_columns(ids64)
+    ops = ops.with_columns(pl.col("external_id").cast(pl.Int64, strict=False))
+    ids = (ops.filter(pl.col("external_id").is_not_null()).select(pl.col("external_id").alias("_ext"), "op")
+           .unique("_ext", keep="last"))
+    if runtime.height:
+        links = (runtime.filter(pl.col("correlation").is_not_null())
+                 .select("correlation", pl.col("external_id").alias("_rt_ext"),
+                         pl.col("name").str.contains(GRAPH_LAUNCH).alias("graph"))
+                 .unique("correlation", keep="first"))
+        k = k.join(links, on="correlation", how="left").with_columns(pl.col("graph").fill_null(False))
+    else:
+        k = k.with_columns(pl.lit(None, dtype=pl.Int64).alias("_rt_ext"), pl.lit(False).alias("graph"))
+    k = (k.join(ids.rename({"op": "_own"}), left_on="external_id", right_on="_ext", how="left")
+         .join(ids.rename({"op": "_via"}), left_on="_rt_ext", right_on="_ext", how="left"))
+    # a kernel replayed from a CUDA/HIP graph belongs to the operator that ran at capture, which the trace does not
+    # hold: it stays unattributed (the graph launch's enclosing op is not the one that did the work). A graph
+    # launch is the one call whose correlation id several kernels share, also where the call itself is not in
+    # the trace (a replay in the profiler's warm-up step)
+    k = k.with_columns((pl.col("graph") | (pl.len().over("correlation") > 1) & pl.col("correlation").is_not_null())
+                       .alias("graph"))
+    k = k.with_columns(pl.when(pl.col("graph")).then(None).otherwise(pl.coalesce("_own", "_via")).alias("op")).drop(
+        "_own", "_via", "_rt_ext")
+    # a kernel launched outside any operator's id (a Triton kernel called from Python, e.g. a fused optimizer):
+    # the innermost op or annotation that encloses its runtime call on the calling thread, where one does
+    calls = (k.filter(pl.col("op").is_null() & pl.col("correlation").is_not_null() & ~pl.col("graph"))
+             .join(runtime.select("correlation", "pid", "tid", pl.col("start").alias("_at")).unique("correlation"),
+                   on="correlation", how="inner"))
+    if 0 < calls.height <= MAX_ENCLOSING_QUERIES:
+        found = _enclosing(ops, list(set(calls.select("pid", "tid", "_at").iter_rows())))
+        if found:
+            by_call = pl.DataFrame(
+                {"correlation": calls["correlation"],
+                 "_enc": [found.get(q) for q in calls.select("pid", "tid", "_at").iter_rows()]},
+                schema={"correlation": k.schema["correlation"], "_enc": k.schema["op"]}).unique("correlation")
+            k = (k.join(by_call, on="correlation", how="left")
+                 .with_columns(pl.coalesce("op", "_enc").alias("op")).drop("_enc"))
+    return k
+
+
+def _union_per(frame: pl.DataFrame, by: str) -> pl.DataFrame:
+    """The union of [start, end) intervals per `by` value, in ns. Sorted by start, a group whose every interval
+    starts at or after the previous one's end is disjoint (each earlier interval ended before that), so its union
+    is the sum of its durations; only groups where some interval overlaps its predecessor are merged one by one."""
+    s = frame.sort([by, "start", "end"])
+    s = s.with_columns(((pl.col(by) == pl.col(by).shift(1)) & (pl.col("start") < pl.col("end").shift(1)))
+                       .fill_null(False).alias("_overlap"))
+    overlapping = s.filter(pl.col("_overlap"))[by].unique()
+    plain = (s.filter(~pl.col(by).is_in(overlapping.implode())).group_by(by)
+             .agg((pl.col("end") - pl.col("start")).sum().cast(pl.Int64).alias("union_ns")))
+    merged: dict[int, int] = {}
+    if overlapping.len():
+        current: dict[int, tuple[int, int]] = {}  # group -> (union so far, end of the merged run so far)
+        for key, start, end in (s.filter(pl.col(by).is_in(overlapping.implode())).select(by, "start", "end")
+                                .iter_rows()):
+            union, reach = current.get(key, (0, None))
+            if reach is None or start >= reach:
+                union += end - start
+                reach = end
+            elif end > reach:
+                union += end - reach
+                reach = end
+            current[key] = (union, reach)
+        merged = {key: union for key, (union, _) in current.items()}
+    extra = pl.DataFrame({by: list(merged), "union_ns": list(merged.values())},
+                         schema={by: plain.schema[by], "union_ns": pl.Int64})
+    return pl.concat([plain, extra])
+
+
+def _peak_for(peak: Peak | None, cost: op_models.Cost, tf32: bool) -> tuple[float | None, str]:
+    """The compute peak (TFLOP/s) for this cost and the words that say which peak it is."""
+    if peak is None:
+        return None, ""
+    dtype = "tf32" if tf32 and cost.dtype == "fp32" and cost.unit == "matrix" else cost.dtype
+    if cost.unit == "matrix":
+        value = peak.matrix_tflops(dtype)
+        if value is not None:
+            return value, f"{dtype} matrix"
+        if dtype == "fp32":  # an FP32 GEMM without tensor cores (NVIDIA): the CUDA cores' rate
+            return peak.vector_tflops("fp32"), "fp32 vector (no fp32 matrix unit)"
+        return None, ""
+    value = peak.vector_tflops(dtype)
+    if value is not None:
+        return value, f"{dtype} vector"
+    return peak.vector_tflops("fp32"), "fp32 vector" + ("" if dtype == "fp32" else f" (no {dtype} vector figure)")
+
+
+def analyse(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, kernels: pl.DataFrame, peak: Peak | None,
+            device: str | None = None, target: float = DEFAULT_TARGET) -> dict | None:
+    """The efficiency table of one trace; None when it has no kernels or no recorded shapes."""
+    if kernels.is_empty() or cpu_ops.is_empty() or "input_dims" not in cpu_ops.columns:
+        return None
+    if cpu_ops["input_dims"].null_count() == cpu_ops.height:
+        return None
+    ops = cpu_ops.with_row_index("op")
+    k = _kernel_ops(kernels, runtime, ops)
+    total_ns = int(k.select((pl.col("end") - pl.col("start")).cast(pl.Int128).sum()).item() or 0)
+    launchers = k["op"].drop_nulls().unique()
+
+    # only the launching ops and the ops with a model can own a kernel's time: nesting is computed among them
+    # (an ancestor in the whole tree still encloses its descendants in time), which drops views, allocations and
+    # annotations; each distinct (name, dims, types, strides, concrete) gets an id, and its cost is computed once
+    ops = ops.filter(pl.col("op").is_in(launchers.implode()) | pl.col("name").is_in(list(op_models.MODELS)))
+    distinct = ops.select(*KEY).unique(maintain_order=True).with_row_index("key")
+    ops = ops.join(distinct, on=list(KEY), how="left", nulls_equal=True)
+    key_rows = distinct.select(*KEY).rows()
+    op_key = dict(zip(ops["op"].to_list(), ops["key"].to_list(), strict=True))
+    costs = [op_models.cost(name, _parse(dims), _parse(types), _parse(strides), _parse(concrete))
+             if dims is not None and op_models.has_model(name) else None
+             for name, dims, types, strides, concrete in key_rows]
+    composite = [row[0] in op_models.COMPOSITES and cost is not None for row, cost in zip(key_rows, costs,
+                                                                                           strict=True)]
+
+    parents = _parents(ops)
+    owner: dict[int, int] = {}  # launching op -> the op the kernel's time goes to
+    for launcher in launchers.to_list():
+        chain: list[int] = []
+        i = launcher
+        while i != -1 and len(chain) < 512:
+            chain.append(i)
+            i = parents[i]
+        fused = next((j for j in reversed(chain) if composite[op_key[j]]), None)
+        owner[launcher] = fused if fused is not None else next(
+            (j for j in chain if costs[op_key[j]] is not None), launcher)
+
+    attributed = k.filter(pl.col("op").is_not_null()).with_columns(
+        pl.col("op").replace_strict(owner, return_dtype=pl.UInt32).alias("owner"))
+    per_call = _union_per(attributed.select("owner", "start", "end"), "owner").join(
+        attributed.group_by("owner").agg(
+            pl.col("name").str.contains(TF32_KERNEL.pattern).any().alias("tf32"),
+            (pl.col("end") - pl.col("start")).cast(pl.Int128).sum().alias("kernel_ns"),
+            pl.len().alias("kernels")),
+        on="owner")
+    unlinked_top = (k.filter(pl.col("op").is_null() & ~pl.col("graph")).group_by("name")
+                    .agg(pl.len().alias("kernels"), (pl.col("end") - pl.col("start")).sum().cast(pl.Int64)
+                         .alias("time_ns"))
+                    .sort(["time_ns", "name"], descending=[True, False]).head(UNLINKED_LISTED).to_dicts())
+    graph_ns = int(k.filter(pl.col("graph")).select((pl.col("end") - pl.col("start")).cast(pl.Int128).sum()).item()
+                   or 0)
+    unlinked_ns = total_ns - graph_ns - int(
+        attributed.select((pl.col("end") - pl.col("start")).cast(pl.Int128).sum()).item() or 0)
+
+    groups: dict[tuple, dict] = {}
+    for owner_op, union_ns, tf32, kernel_ns, n_kernels in per_call.select(
+            "owner", "union_ns", "tf32", "kernel_ns", "kernels").iter_rows():
+        key = key_rows[op_key[owner_op]]
+        cost = costs[op_key[owner_op]]
+        gkey = (*key, bool(tf32) if cost is not None else False)
+        g = groups.get(gkey)
+        if g is None:
+            g = groups[gkey] = {"key": key, "cost": cost, "tf32": bool(tf32), "count": 0, "time_ns": 0,
+                                "kernel_ns": 0, "kernels": 0}
+        g["count"] += 1
+        g["time_ns"] += int(union_ns)
+        g["kernel_ns"] += int(kernel_ns)
+        g["kernels"] += int(n_kernels)
+
+    rows, unmodelled = [], []
+    modelled_kernel_ns = 0
+    for g in groups.values():
+        name, dims, types, strides, concrete = g["key"]
+        found: op_models.Cost | None = g["cost"]
+        if found is None:
+            unmodelled.append({"op": name, "input_dims": _parse(dims), "dtypes": _parse(types), "count": g["count"],
+                               "time_ns": g["time_ns"], "kernels": g["kernels"]})
+            continue
+        modelled_kernel_ns += g["kernel_ns"]
+        rows.append(_row(name, dims, types, strides, concrete, found, g, peak, target))
+    rows.sort(key=lambda r: (-(r["saved_ns"] or 0), -r["time_ns"], r["op"]))
+    unmodelled.sort(key=lambda r: (-r["time_ns"], r["op"]))
+    return {
+        "device": device,
+        "peak": None if peak is None else {
+            "device": peak.device, "source": peak.source, "bandwidth_gbs": peak.bandwidth_gbs,
+            "matrix_tflops": dict(peak.matrix), "vector_tflops": dict(peak.vector)},
+        "target_fraction": target,
+        "kernel_ns": total_ns,
+        "modelled_kernel_ns": modelled_kernel_ns,
+        "unlinked_kernel_ns": unlinked_ns,
+        "graph_kernel_ns": graph_ns,
+        "unlinked_kernels": unlinked_top,
+        "coverage_pct": round(100 * modelled_kernel_ns / total_ns, 3) if total_ns else None,
+        "rows": rows,
+        "unmodelled": unmodelled,
+    }
+
+
+def _rate(amount: int, ns: int) -> float | None:
+    """amount per ns, in tera-units per second (1 per ns = 1e9 per s = 1e-3 tera per s)."""
+    return amount / ns / 1e3 if ns > 0 else None
+
+
+def _row(name, dims, types, strides, concrete, cost: op_models.Cost, g: dict, peak: Peak | None,
+         target: float) -> dict:
+    count, time_ns = g["count"], g["time_ns"]
+    flops, nbytes = cost.flops * count, cost.bytes * count
+    peak_tflops, peak_name = _peak_for(peak, cost, g["tf32"])
+    bandwidth = peak.bandwidth_gbs if peak else None
+    row: dict[str, Any] = {
+        "op": name, "input_dims": _parse(dims), "dtypes": _parse(types), "input_strides": _parse(strides),
+        "concrete_inputs": _parse(concrete),
+        "family": cost.family, "dtype": cost.dtype, "unit": cost.unit, "tf32_kernels": g["tf32"],
+        "count": count, "flops": cost.flops, "bytes": cost.bytes, "time_ns": time_ns, "kernels": g["kernels"],
+        "tflops": _rate(flops, time_ns), "tbps": _rate(nbytes, time_ns),
+        "intensity": cost.flops / cost.bytes if cost.bytes else None,
+        "peak_tflops": peak_tflops, "peak": peak_name or None, "peak_bandwidth_gbs": bandwidth,
+        "bound": None, "roofline_ns": None, "roofline_pct": None, "saved_ns": None,
+    }
+    if peak_tflops and bandwidth:
+        compute_ns = flops / (peak_tflops * 1e3)  # TFLOP/s = 1e3 FLOP per ns
+        memory_ns = nbytes / bandwidth  # GB/s = 1 byte per ns
+        roofline = max(compute_ns, memory_ns)
+        row["bound"] = "compute" if compute_ns >= memory_ns else "memory"
+        row["roofline_ns"] = round(roofline, 3)
+        row["ridge_intensity"] = peak_tflops * 1e3 / bandwidth
+        if time_ns > 0:
+            row["roofline_pct"] = round(100 * roofline / time_ns, 3)
+            row["saved_ns"] = max(0, round(time_ns - roofline / target))
+    return row
+
+
+# ---- one run of the report ---------------------------------------------------------------------------------------
+
+# set by `report --peak-tflops / --peak-bandwidth / --roofline-target` (cli/report.py), like the kernel rules
+OPTIONS: dict[str, float | None] = {"peak_tflops": None, "peak_bandwidth": None, "target": DEFAULT_TARGET}
+
+
+def configure(peak_tflops: float | None = None, peak_bandwidth: float | None = None,
+              target: float = DEFAULT_TARGET) -> None:
+    OPTIONS.update(peak_tflops=peak_tflops, peak_bandwidth=peak_bandwidth, target=target)
+
+
+def _device_name(device_properties: list[dict], kernels: pl.DataFrame, fallback: str | None) -> str | None:
+    """The trace's GPU name (Kineto deviceProperties: the one the most kernels ran on), else the run's device."""
+    # deviceProperties come as the trace wrote them: only an integer id and a text name are used
+    names = {p["id"]: p["name"] for p in device_properties if isinstance(p, dict) and isinstance(p.get("id"), int)
+             and isinstance(p.get("name"), str)}
+    if kernels.height and names:
+        busiest = kernels["device"].drop_nulls().mode()
+        if busiest.len() and names.get(busiest.sort()[0]):
+            return str(names[busiest.sort()[0]])
+    first = next((p["name"] for p in device_properties if isinstance(p, dict) and isinstance(p.get("name"), str)
+                  and p["name"]), None)
+    return first or fallback
+
+
+def for_run(run: RunData) -> dict | None:
+    """The efficiency analysis of every trace of a run that recorded shapes, as one table (None when none did)."""
+    device = run.workload.get("device") if run.workload else None
+    fallback = next((v for v in (device.get("name"), device.get("arch")) if isinstance(v, str) and v), None) \
+        if isinstance(device, dict) else None
+    parts = []
+    for src in run.timing:
+        tables = trace_tables.load_tables(src)
+        if tables is None:
+            continue
+        name = _device_name(tables.device_properties, tables.kernels, fallback)
+        peak = device_peak(name, OPTIONS["peak_bandwidth"], compute_tflops=OPTIONS["peak_tflops"])
+        result = analyse(tables.cpu_ops, tables.runtime, tables.kernels, peak, name,
+                         OPTIONS["target"] or DEFAULT_TARGET)
+        if result is not None:
+            parts.append((src.process, result))
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0][1]
+    merged = dict(parts[0][1])
+    for key in ("kernel_ns", "modelled_kernel_ns", "unlinked_kernel_ns", "graph_kernel_ns"):
+        merged[key] = sum(p[key] for _, p in parts)
+    merged["coverage_pct"] = (round(100 * merged["modelled_kernel_ns"] / merged["kernel_ns"], 3)
+                              if merged["kernel_ns"] else None)
+    merged["rows"] = sorted((dict(r, origin=o) for o, p in parts for r in p["rows"]),
+                            key=lambda r: (-(r["saved_ns"] or 0), -r["time_ns"], r["op"]))
+    merged["unmodelled"] = sorted((dict(u, origin=o) for o, p in parts for u in p["unmodelled"]),
+                                  key=lambda u: (-u["time_ns"], u["op"]))
+    merged["unlinked_kernels"] = sorted((dict(u, origin=o) for o, p in parts for u in p["unlinked_kernels"]),
+                                        key=lambda u: -u["time_ns"])[:UNLINKED_LISTED]
+    merged["origins"] = [{"origin": o, "device": p["device"], "kernel_ns": p["kernel_ns"],
+                          "coverage_pct": p["coverage_pct"]} for o, p in parts]
+    return merged

@@ -1,0 +1,123 @@
+"""The efficiency section: per (operator, shape) how far from the roofline, ranked by the time a fix would save
+(reports/analyses/efficiency.py computes it), with a roofline chart in the HTML page."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from madengine_rocprof.reports.blocks import Column, Lines, Roofline, Section, Table
+from madengine_rocprof.reports.formatting import display_name
+from madengine_rocprof.wrapper.contracts import ReportRun
+
+SHAPE_CHARS = 60
+
+
+def _layout(shape: list, strides: Any) -> str:
+    """'' for a row-major contiguous tensor, 'ᵀ' for a transposed 2-D one, '~' for other strides (broadcast,
+    slices): what tells apart two groups of the same shapes."""
+    if (not isinstance(strides, list) or len(strides) != len(shape)
+            or not all(isinstance(x, int) and not isinstance(x, bool) for x in [*strides, *shape])):
+        return ""
+    expected, step = [], 1
+    for d in reversed(shape):
+        expected.append(step)
+        step *= max(d, 1)
+    if strides == expected[::-1] or min(shape, default=1) <= 1:
+        return ""
+    return "ᵀ" if len(shape) == 2 and strides == [1, shape[0]] else "~"
+
+
+def _shape(dims: Any, strides: Any = None) -> str:
+    """The tensor shapes, without the [] Kineto writes for scalars and absent optional arguments; a transposed or
+    otherwise strided input is marked (ᵀ, ~) so that groups of the same shapes read apart."""
+    if not isinstance(dims, list):
+        return "" if dims is None else json.dumps(dims)
+    per = strides if isinstance(strides, list) and len(strides) == len(dims) else [None] * len(dims)
+    text = " ".join("x".join(str(d) for d in shape) + _layout(shape, stride)
+                    for shape, stride in zip(dims, per, strict=True) if isinstance(shape, list) and shape)
+    return text if len(text) <= SHAPE_CHARS else text[: SHAPE_CHARS - 1] + "…"
+
+
+def _dtype(row: dict) -> str:
+    return "fp32 (tf32 kernels)" if row.get("tf32_kernels") and row["dtype"] == "fp32" else row["dtype"]
+
+
+def section(run: ReportRun, top: int) -> Section | None:
+    eff = run.get("efficiency")
+    if not eff:
+        if any(src.get("format") == "kineto" for src in run.get("sources", [])) and run["summary"]["dispatches"]:
+            return Section("Operator efficiency (roofline from shapes)", blocks=[Lines([
+                "Not available: the trace records no operator shapes. Profile with "
+                "`torch.profiler.profile(record_shapes=True)` to get FLOPs, bytes and the roofline per operator."],
+                kind="note")], anchor=f"efficiency-{run['label']}")
+        return None
+    rows, unmodelled = eff["rows"], eff["unmodelled"]
+    peak = eff["peak"]
+    target = eff["target_fraction"]
+    total = eff["kernel_ns"]
+    lines = [
+        f"From the shapes PyTorch recorded (record_shapes=True): FLOPs and bytes per operator call, its GPU time "
+        f"(the union of the kernels it launched) and its place under the roofline. The model covers "
+        f"{eff['coverage_pct'] if eff['coverage_pct'] is not None else 0:.1f}% of the GPU kernel time "
+        f"({eff['modelled_kernel_ns'] / 1e6:,.3f} of {total / 1e6:,.3f} ms); operators without a model are listed "
+        "below with their time.",
+        "Ranked by the time saved if each group reached "
+        f"{target:.0%} of its roofline (roofline time = max(FLOPs / peak FLOP rate, bytes / peak bandwidth)).",
+    ]
+    first = rows[0] if rows and rows[0]["saved_ns"] else None
+    if first:
+        lines.append(f"First to fix: `{first['op']}` {_shape(first['input_dims'], first['input_strides'])} "
+                     f"{_dtype(first)}, {first['count']} calls at {first['roofline_pct']:.0f}% of its roofline "
+                     f"({first['bound']}-bound): {first['saved_ns'] / 1e6:,.3f} ms saved at {target:.0%}.")
+    meta = []
+    if peak:
+        ceilings = ", ".join(f"{d} {v:,.1f}" for d, v in peak["matrix_tflops"].items())
+        meta.append(f"Peaks: {peak['device']} ({peak['source']}): {peak['bandwidth_gbs'] or 0:,.0f} GB/s; matrix "
+                    f"TFLOP/s {ceilings or 'none given'}; vector TFLOP/s "
+                    + ", ".join(f"{d} {v:,.1f}" for d, v in peak["vector_tflops"].items()) + ".")
+    else:
+        meta.append(f"No datasheet peak for device {eff['device'] or 'unknown'}: achieved rates are shown, the bound "
+                    "and % of roofline need `--peak-tflops` and `--peak-bandwidth`.")
+    blocks: list = [Lines(lines), Lines(meta, kind="meta")]
+    table_rows = [
+        [r["op"], _shape(r["input_dims"], r["input_strides"]), _dtype(r), r["count"], r["time_ns"], r["tflops"],
+         r["tbps"], r["intensity"], r["bound"], None if r["roofline_pct"] is None else r["roofline_pct"] / 100,
+         r["saved_ns"]]
+        for r in rows[:top]
+    ]
+    if rows:
+        blocks.append(Table(
+            [Column("operator"), Column("shapes"), Column("dtype"), Column("calls", "count"), Column("GPU ms", "ms"),
+             Column("TFLOP/s", "number"), Column("TB/s", "number"), Column("FLOP/byte", "number"), Column("bound"),
+             Column("% of roofline", "pct"), Column(f"saved at {target:.0%} (ms)", "ms")],
+            table_rows,
+            note=f"{len(rows) - top} more (operator, shape) groups in the JSON." if len(rows) > top else None,
+        ))
+    if peak and peak["bandwidth_gbs"]:
+        points = [(r["op"], r["intensity"], r["tflops"], r["time_ns"] / total if total else 0.0,
+                   f"{r['op']} {_shape(r['input_dims'], r['input_strides'])} {_dtype(r)}: {r['tflops']:.3g} TFLOP/s, "
+                   f"{r['intensity']:.3g} FLOP/byte, {r['count']} calls, {r['time_ns'] / 1e6:.3f} ms")
+                  for r in rows if r["intensity"] and r["tflops"]]
+        dtypes = {r["peak"].split(" ")[0] for r in rows if r["peak"] and r["unit"] == "matrix"}
+        roofs = [(f"{d} matrix", v) for d, v in peak["matrix_tflops"].items() if d in dtypes]
+        roofs += [(f"{d} vector", v) for d, v in peak["vector_tflops"].items() if d == "fp32"]
+        blocks.append(Roofline(points, roofs, peak["bandwidth_gbs"]))
+    if unmodelled:
+        blocks.append(Table(
+            [Column("operator without a model"), Column("shapes"), Column("calls", "count"), Column("GPU ms", "ms")],
+            [[u["op"], _shape(u["input_dims"]), u["count"], u["time_ns"]] for u in unmodelled[:top]],
+            note=f"{len(unmodelled) - top} more in the JSON." if len(unmodelled) > top else None,
+        ))
+    if eff.get("graph_kernel_ns"):
+        blocks.append(Lines([f"{eff['graph_kernel_ns'] / 1e6:,.3f} ms of kernels were replayed from CUDA/HIP graphs: "
+                             "the operators that issued them ran at capture, outside the trace, so they have no "
+                             "shapes here (profile with graphs off to see them per operator)."], kind="note"))
+    if eff["unlinked_kernel_ns"]:
+        longest = ", ".join(f"{display_name(u['name'])} {u['time_ns'] / 1e6:,.3f} ms"
+                            for u in eff.get("unlinked_kernels", [])[:3])
+        blocks.append(Lines([f"{eff['unlinked_kernel_ns'] / 1e6:,.3f} ms of kernels could not be linked to an "
+                             "operator (their launch has no operator id and no operator encloses it on its thread, "
+                             "e.g. NCCL kernels issued from a communication thread)"
+                             + (f": {longest}." if longest else ".")], kind="note"))
+    return Section("Operator efficiency (roofline from shapes)", blocks=blocks, anchor=f"efficiency-{run['label']}")
