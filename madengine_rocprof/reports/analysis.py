@@ -6,7 +6,6 @@ Times are nanoseconds in the dict; renderers choose display units.
 from __future__ import annotations
 
 import datetime
-import re
 import statistics
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,6 +14,8 @@ from typing import Any
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import multinode
 from madengine_rocprof.reports.analyses import efficiency
+from madengine_rocprof.reports.analyses.collectives import of_run as collectives_of_run
+from madengine_rocprof.reports.analyses.ranks import per_rank, rank_of
 from madengine_rocprof.reports.categories import CATEGORIES, classify
 from madengine_rocprof.reports.model import CounterStats, KernelStats, RunData
 from madengine_rocprof.reports.roles import roles_of
@@ -169,7 +170,6 @@ def _number(value):
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-RANK = re.compile(r"(?:^|[/_])rank_?(\d+)(?:[/_]|$)")
 DEFINITIONS = ("ours", "hta", "both")  # which busy/overlap definitions the report shows (the JSON has both)
 
 
@@ -240,10 +240,7 @@ def timeline_rows(run: RunData, steady_state: bool = False) -> list[dict]:
     for source in run.timing:
         if source.cpu_operators:
             continue
-        rank = source.rank
-        if rank is None:
-            found = RANK.search(source.process)
-            rank = int(found.group(1)) if found else None
+        rank = rank_of(source)
         for d in source.devices:
             iterations = [
                 {"iteration": it.number, "start_ns": it.start_ns, "end_ns": it.end_ns, "dispatches": it.dispatches}
@@ -277,7 +274,9 @@ def analyze_run(run: RunData, steady_state: bool = False, definitions: str = "ou
         The run's report dict (times in ns): label, path, profiler, outcome, sources / counter_sources /
         skipped_sources, notes, summary (dispatches, unique kernels, GPU time, ...), kernels (one row per kernel
         with category, role, library and share), categories, roles, counters, derived_metrics, kernel_counters,
-        memory_copies, workload (the workload_result.json summary) and multi_node (None for a single process).
+        memory_copies, workload (the workload_result.json summary), per_rank (busy, idle and top kernels per rank),
+        collectives (matched across ranks: analyses/collectives.py) and multi_node (the last three None for a
+        single process).
     """
     kernels = merge_kernels(run)
     # counter files without timestamps give dispatch counts but no kernel time
@@ -334,6 +333,7 @@ def analyze_run(run: RunData, steady_state: bool = False, definitions: str = "ou
             kernel_counters[name] = values
 
     timeline = timeline_rows(run, steady_state)
+    collectives = collectives_of_run(run)
     span_total = sum(t["span_ns"] for t in timeline)
     busy_total = sum(t["busy_ns"] for t in timeline) if timeline else None
     spans = [
@@ -426,7 +426,9 @@ def analyze_run(run: RunData, steady_state: bool = False, definitions: str = "ou
             {"direction": d, "calls": c.calls, "total_ns": c.total_ns} for d, c in sorted(run.copies.items())
         ],
         "workload": _workload_summary(run),
-        "multi_node": multinode.analyze(run),
+        "per_rank": per_rank(run, timeline),
+        "collectives": collectives,
+        "multi_node": multinode.analyze(run, collectives),
         "efficiency": efficiency.for_run(run),
     }
 

@@ -55,6 +55,13 @@ class Stacked:
 
 
 @dataclass
+class Picture:
+    """A ready-made inline SVG (HTML only; Markdown leaves it out), e.g. the per-rank collectives timeline."""
+
+    svg: str
+
+
+@dataclass
 class Roofline:
     """A roofline chart (HTML only): log-log achieved TFLOP/s against FLOPs per byte, under the device's ceilings.
 
@@ -66,7 +73,7 @@ class Roofline:
     bandwidth_gbs: float
 
 
-Block = Lines | Table | Bars | Stacked | Roofline
+Block = Lines | Table | Bars | Stacked | Roofline | Picture
 
 
 @dataclass

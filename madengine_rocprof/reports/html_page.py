@@ -67,6 +67,8 @@ def _block(block: blocks.Block, name_width: int) -> str:
         return _table(block, name_width)
     if isinstance(block, sections.Lines):
         return _lines(block)
+    if isinstance(block, blocks.Picture):
+        return block.svg
     if isinstance(block, sections.Bars):
         chart = hbars([(label, value, text, _colour(key), title) for label, value, text, key, title in block.bars],
                       width=block.width, max_label_chars=block.max_label_chars)

@@ -1,40 +1,40 @@
 """Across ranks and nodes: per node and per rank dispatches, GPU time, step time and communication share, and the
+slowest rank: where collectives were matched across ranks, the late rank (the one the others wait on); else the
 straggler (the slowest rank against the median rank).
 
 Every profiled process has its own files: `<hostname>/<pid>_...` (rocprofv3 `-o %hostname%/%pid%`) or
 `<hostname>/rank<r>_<pid>_...` (the embedded tracer under a launcher that sets RANK), so the host is the file's folder
 and the rank comes from the name (else the pid stands for it). The step time of a rank is the median interval between
 its optimizer steps (`Optimizer.step#...` annotations in the embedded tracer's Perfetto trace); profilers that record
-no step annotation (rocprofv3, ncu) leave it empty and the straggler is judged on GPU time instead.
+no step annotation (rocprofv3, ncu) leave it empty and the straggler is judged on GPU time instead. A Kineto trace
+names its rank in distributedInfo.
 """
 from __future__ import annotations
 
-import re
 import statistics
 from pathlib import Path
 from typing import Any
 
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import kineto_reader
+from madengine_rocprof.reports.analyses.ranks import rank_of
 from madengine_rocprof.reports.blocks import Column, Lines, Section, Table
 from madengine_rocprof.reports.categories import categorize
 from madengine_rocprof.reports.formatting import DASH, ms, number, pct
-from madengine_rocprof.reports.model import RunData
+from madengine_rocprof.reports.model import RunData, TimingSource
 from madengine_rocprof.wrapper.contracts import ReportRun
 
-RANK_PREFIX = re.compile(r"^rank(\d+)_(\d+)$")
 STEP_MARK = "Optimizer.step#"
 TRACE_SUFFIX = "perfetto_trace.json"
 
 
-def _identity(process: str) -> tuple[str, int | None, str]:
-    """(host, rank or None, label) from a process key such as `nodes/node1/profiler/node1/rank0_117`."""
-    parts = process.split("/")
+def _identity(source: TimingSource) -> tuple[str, int | None, str]:
+    """(host, rank or None, label) of a process such as `nodes/node1/profiler/node1/rank0_117`: the rank from the
+    trace (Kineto's distributedInfo) or the file name (analyses/ranks.py), the host from the folder."""
+    parts = source.process.split("/")
     prefix, host = parts[-1], (parts[-2] if len(parts) > 1 else "")
-    found = RANK_PREFIX.match(prefix)
-    if found:
-        return host, int(found.group(1)), f"rank {found.group(1)}"
-    return host, None, f"pid {prefix}"
+    rank = rank_of(source)
+    return host, rank, f"rank {rank}" if rank is not None else f"pid {prefix}"
 
 
 def step_times_ms(trace_file: Path) -> list[float]:
@@ -46,13 +46,17 @@ def step_times_ms(trace_file: Path) -> list[float]:
     return [(b - a) / 1e6 for a, b in zip(starts, starts[1:], strict=False)]  # consecutive pairs
 
 
-def analyze(run: RunData) -> dict | None:
-    """The multi-rank section of a run, or None when fewer than two processes were profiled."""
+def analyze(run: RunData, collectives: dict | None = None) -> dict | None:
+    """The multi-rank section of a run, or None when fewer than two processes were profiled.
+
+    Where collectives were matched across ranks (analyses/collectives.py), `late_rank` is the one the others wait on
+    at collectives, and without step times `straggler` is None: judged by GPU time, the rank that waits longest
+    looks slowest, the opposite of the truth. Step times (a rank's own pace) still give a straggler."""
     if len({s.process for s in run.timing}) < 2:
         return None
     ranks: list[dict[str, Any]] = []
     for source in run.timing:
-        host, rank, label = _identity(source.process)
+        host, rank, label = _identity(source)
         gpu_ns = sum(k.total_ns for k in source.kernels.values())
         comm_ns = sum(k.total_ns for name, k in source.kernels.items() if categorize(name) == "communication")
         # the embedded tracer's trace of the same process sits beside its kernel trace, with the same prefix
@@ -76,7 +80,10 @@ def analyze(run: RunData) -> dict | None:
         nodes.append({"host": host, "ranks": len(mine), "dispatches": sum(r["dispatches"] for r in mine),
                       "gpu_time_ns": gpu, "communication_share": comm / gpu if gpu else None,
                       "step_time_ms": max(steps) if steps else None})
-    return {"nodes": nodes, "ranks": ranks, "straggler": straggler(ranks)}
+    matched = bool(collectives and collectives["count"])
+    by_gpu_time = not all(r["step_time_ms"] is not None for r in ranks)
+    return {"nodes": nodes, "ranks": ranks, "straggler": None if matched and by_gpu_time else straggler(ranks),
+            "late_rank": collectives["late_rank"] if collectives and matched else None}
 
 
 def straggler(ranks: list[dict]) -> dict | None:
@@ -114,6 +121,14 @@ def section(run: ReportRun, top: int) -> Section | None:
               [[r["label"], r["host"] or DASH, r["dispatches"], r["gpu_time_ns"], r["step_time_ms"],
                 r["communication_ns"], r["communication_share"]] for r in data["ranks"]]),
     ]
+    if run.get("collectives"):
+        late = data.get("late_rank")
+        what = "Slowest rank" if data.get("straggler") is None else "Late rank at collectives"
+        blocks.append(Lines([
+            f"{what}: rank {late}, the late rank at collectives (the others wait on it; see Collectives across "
+            "ranks)" if late is not None else
+            f"{what}: none, every collective started at the same time on every rank (see Collectives across "
+            "ranks)"]))
     s = data["straggler"]
     if s:
         by_gpu = s["by"] == "GPU time (ms)"

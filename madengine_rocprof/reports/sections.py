@@ -17,7 +17,9 @@ from madengine_rocprof.reports.blocks import Bars, Block, Column, Lines, Section
 from madengine_rocprof.reports.categories import CATEGORIES
 from madengine_rocprof.reports.formatting import DASH, count, display_name, gib, ms, number, pct, times
 from madengine_rocprof.reports.roles import role_table
+from madengine_rocprof.reports.views import collectives as collective_views
 from madengine_rocprof.reports.views import efficiency as efficiency_view
+from madengine_rocprof.reports.views import ranks as rank_views
 from madengine_rocprof.wrapper.contracts import Report, ReportRun
 
 
@@ -235,7 +237,9 @@ def run_header(run: ReportRun, top: int) -> Section:
             facts.append(
                 f"GPU busy {ms(summary['busy_ns'])} ms (union of kernels, copies and memsets per device), idle "
                 f"{ms(summary['idle_ns'])} ms ({pct(summary['idle_share'])} of the devices' spans)"
+                + (" (all processes together)" if rank_views.headline(run) else "")
             )
+            facts += rank_views.headline(run)
         if summary["kernel_time_from"] != ["kernel trace"]:
             facts.append(f"kernel times from: {', '.join(summary['kernel_time_from'])}")
     else:
@@ -272,7 +276,7 @@ def top_kernels(run: ReportRun, top: int) -> Section | None:
             ],
         )
     return Section(
-        f"Top {len(kernels)} kernels by total time",
+        f"Top {len(kernels)} kernels by total time" + (" (all processes together)" if run.get("per_rank") else ""),
         blocks=[
             _time_bars(kernels, "total_ns", lambda k: f"{ms(k['total_ns'])} ms"),
             Table(
@@ -707,11 +711,13 @@ def multi_node(run: ReportRun, top: int) -> Section | None:
 RUN_SECTIONS: list[Callable[[ReportRun, int], Section | None]] = [
     run_header,
     top_kernels,
+    rank_views.top_kernels,
     categories,
     timeline,
     iterations,
     counters,
     memory_copies,
+    collective_views.section,
     multi_node,
     efficiency_view.section,
 ]

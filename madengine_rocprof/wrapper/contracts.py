@@ -207,6 +207,8 @@ class ReportRun(TypedDict):
     kernel_counters: dict[str, dict[str, float]]
     memory_copies: list[dict[str, Any]]
     workload: dict[str, Any] | None
+    per_rank: list[dict[str, Any]] | None  # busy, idle and top kernels per rank (several processes)
+    collectives: dict[str, Any] | None  # matched across ranks: count, skew_ns, late_rank, per_rank wait/transfer
     multi_node: dict[str, Any] | None
     efficiency: dict[str, Any] | None  # reports/analyses/efficiency.py; None without recorded shapes
 

@@ -75,14 +75,32 @@ def test_rendered_tables(two_node_run):
     assert "| rank 1 | nodeB | 15 | +20.0% |" in text
 
 
-def test_without_step_annotations_the_straggler_is_judged_on_gpu_time(two_node_run):
+def test_without_step_annotations_or_collectives_the_straggler_is_judged_on_gpu_time(two_node_run):
     for trace in two_node_run.rglob("*_perfetto_trace.json"):
         trace.unlink()
+    for trace in two_node_run.rglob("*_kernel_trace.csv"):  # no collectives to match across ranks
+        trace.write_text("".join(line for line in trace.read_text().splitlines(keepends=True) if "nccl" not in line))
     section = build_report(load_runs([two_node_run]))["runs"][0]["multi_node"]
     assert section is not None
     assert all(r["step_time_ms"] is None for r in section["ranks"])
     s = section["straggler"]
-    assert (s["by"], s["slowest"], s["median"]) == ("GPU time (ms)", "rank 1", 4_500_000)
+    assert (s["by"], s["slowest"], s["median"]) == ("GPU time (ms)", "rank 1", 3_500_000)
+
+
+def test_without_step_annotations_the_late_rank_at_collectives_is_the_slowest(two_node_run):
+    """Rank 1 has more GPU time, but it is rank 0 that reaches the all-reduce late (rank 1 waits 1 ms for it):
+    judged by GPU time the waiting rank would be called slow (issue 31)."""
+    for trace in two_node_run.rglob("*_perfetto_trace.json"):
+        trace.unlink()
+    rank1 = next(two_node_run.rglob("rank1_22_kernel_trace.csv"))
+    rank1.write_text(rank1.read_text().replace(",6000000,7000000", ",5000000,7000000"))
+    report = build_report(load_runs([two_node_run]))
+    section, collectives = report["runs"][0]["multi_node"], report["runs"][0]["collectives"]
+    assert section is not None and collectives is not None
+    assert section["straggler"] is None and section["late_rank"] == 0
+    assert collectives["skew_ns"]["max"] == 1_000_000
+    text = markdown.render(report)
+    assert "Slowest rank: rank 0, the late rank at collectives" in text and "Stragglers by" not in text
 
 
 def test_a_single_process_has_no_multi_rank_section(two_node_run):
