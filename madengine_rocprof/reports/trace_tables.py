@@ -104,6 +104,8 @@ def load_tables(src: TimingSource) -> TraceTables | None:
     JSON, pftrace). Read once: a Kineto trace's come from the report's own pass, others are kept on src."""
     if src.tables is not None:
         return src.tables
+    if not src.path.is_file():  # a source built in memory by a caller of build_report: no file to read tables from
+        return None
     if src.fmt == kineto_reader.FORMAT:
         src.tables = from_kineto(src.path, kineto_reader._read(src.path, tables=True))
     elif src.fmt == "rocprofv3-csv" and not src.cpu_operators:
