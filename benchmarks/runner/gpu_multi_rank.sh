@@ -12,7 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/gpu_multi_rank_out}
 RUNS=${RUNS:-runs_multi_rank}
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-2}
 PY=${PY:-python3}
 mkdir -p "$OUT" "$RUNS"
 exec > >(tee "$OUT/gpu_multi_rank.log") 2>&1
@@ -59,5 +59,5 @@ tar -czf "$OUT/multi_gpu_run.tgz" --exclude=model_scripts --exclude=__pycache__ 
 
 echo "=== overhead on 2 ranks (product_path.py, v4x2 variants)"
 "$PY" benchmarks/tracer/product_path.py --rounds "$ROUNDS" --steps 60 --out "$OUT/pp" \
-  --variants v4x2_none,v4x2_kernel_trace,v4x2_multi_gpu,v4x2_torch --deadline-s "${DEADLINE_S:-300}"
+  --variants ${VARIANTS:-v4x2_none,v4x2_multi_gpu,v4x2_torch} --deadline-s "${DEADLINE_S:-300}"
 echo "=== product_path: exit $?"

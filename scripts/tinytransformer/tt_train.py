@@ -76,6 +76,9 @@ def make_optimizer(model, version: str, lr: float, device, capturable: bool):
 # DDP does host-side setup (bucket rebuilding, logging) in its first 10 iterations: the whole-step CUDA graph of a
 # data-parallel run is captured only after this many eager steps (torch.cuda "Usage with DistributedDataParallel").
 DDP_WARMUP_EAGER = 11
+# DDP's gradient bucket size (MiB; DDP's default is 25). Smaller buckets start their all-reduce earlier in the backward,
+# so less of it is left after the last gradient (benchmarks/tinytransformer/scaling_probe.py sweeps it).
+DDP_BUCKET_MB = 8.0
 
 
 def data_parallel(model, device, stream=None):
@@ -85,7 +88,8 @@ def data_parallel(model, device, stream=None):
     `stream`: for a captured step, DDP is built on the stream the warm-up and the capture use (its gradient
     accumulators are bound to the stream they were created on)."""
     from torch.nn.parallel import DistributedDataParallel as DDP
-    kwargs: dict[str, Any] = dict(static_graph=True, gradient_as_bucket_view=True, broadcast_buffers=False)
+    kwargs: dict[str, Any] = dict(static_graph=True, gradient_as_bucket_view=True, broadcast_buffers=False,
+                                  bucket_cap_mb=DDP_BUCKET_MB)
     if device.type == "cuda":
         kwargs["device_ids"] = [device.index]
     with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
