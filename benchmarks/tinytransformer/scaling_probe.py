@@ -40,14 +40,15 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     import tt_kernels
-    runs = ([("ddp_bucket_mb", float(mb)) for mb in args.bucket_mb.split(",")] if world > 1 else
-            [("wgrad_side_stream", True), ("wgrad_side_stream", False), ("wgrad_side_stream", True)])
+    runs: list[tuple[str, float | bool]] = (
+        [("ddp_bucket_mb", float(mb)) for mb in args.bucket_mb.split(",")] if world > 1 else
+        [("wgrad_side_stream", True), ("wgrad_side_stream", False), ("wgrad_side_stream", True)])
     code = 0
     for knob, value in runs:
         if knob == "ddp_bucket_mb":
-            tt_train.DDP_BUCKET_MB = value
+            tt_train.DDP_BUCKET_MB = float(value)
         else:
-            tt_kernels.WGRAD_SIDE_STREAM = value
+            tt_kernels.WGRAD_SIDE_STREAM = bool(value)
         json_out = out / f"probe_{rank}.json"
         warmup = "15" if device == "cuda" else "1"
         rc = tt_harness.main(["--version", "v4", "--batch-size", args.batch_size, "--seq-len", args.seq_len,

@@ -376,8 +376,13 @@ def test_two_rank_workload_cases_run_bench_under_torchrun(tmp_path, monkeypatch)
     assert seen[0][6].endswith("bench.py") and "--gates" in seen[0]
     assert row["case"] == "workloads.b8s128-2ranks" and row["variant"] == "v4"
     assert row["figures"][0]["median"] == 2e6
-    one = []
-    monkeypatch.setattr(cases, "run_script", lambda ctx, argv, *a, **k: (one.append(argv), fake_run(ctx, argv, ""))[1])
+    one: list[list[str]] = []
+
+    def fake_one(ctx, argv, name, env=None, check=True):
+        one.append(argv)
+        return fake_run(ctx, argv, name)
+
+    monkeypatch.setattr(cases, "run_script", fake_one)
     cases.CASES["workloads.b32s512"].collect(cases.CASES["workloads.b32s512"],
                                              cases.Context(1, 0, tmp_path / "one", environment.capture(), "x"))
     assert "torch.distributed.run" not in one[0] and "--gates" not in one[0]
