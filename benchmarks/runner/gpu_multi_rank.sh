@@ -7,7 +7,9 @@
 # 2. tracing overhead on 2 ranks the way benchmarks/tracer/product_path.py measures one: the wrapper around torchrun,
 #    untraced and traced processes alternating, best/best (v4x2_* variants); its last round writes every trace, so
 #    the per-rank dispatch counts of the CUPTI tracer and of torch.profiler (v4x2_torch) come from the same round.
-# .whl/ holds the cp312 wheels the device image lacks (pydantic, pydantic_core, annotated_types, typing_inspection).
+# .whl/ holds the cp312 wheels the device image lacks (pydantic, pydantic_core, annotated_types, typing_inspection,
+# cupti-python for the CUPTI backend; polars, adbc-driver-manager, adbc-driver-sqlite and msgspec for the CLI, which
+# imports them at start-up: polars-runtime-32 alone is 54 MB, so step 1 needs a smaller tree than the 64 MiB limit).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/gpu_multi_rank_out}
