@@ -90,12 +90,16 @@ def _row(case: Case, ctx: Context, variant: str, figures: list[dict[str, Any]], 
 
 # ------------------------------------------------------------------ workloads: TinyTransformer v1-v4
 def workloads(case: Case, ctx: Context) -> list[dict[str, Any]]:
-    """bench.py once per round (one process each), every version of one config; the gates run at B8 S128."""
+    """bench.py once per round (one process each, or one per rank under torchrun), every version of one config; the
+    gates run at B8 S128."""
     config = case.options[0]
+    nproc = int(case.options[1]) if len(case.options) > 1 else 1
+    launch = [sys.executable] if nproc == 1 else [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)]
     summaries = []
     for i in range(ctx.rounds):
         out = ctx.out / f"round{i + 1}"
-        argv = [sys.executable, str(case.script_path()), "--out", str(out), "--configs", config]
+        argv = [*launch, str(case.script_path()), "--out", str(out), "--configs", config]
         argv += ["--gates"] if config == "B8_S128" else []
         argv += ["--smoke"] if ctx.smoke else []
         run_script(ctx, argv, f"round{i + 1}", check=False)  # a failed gate still leaves its numbers
@@ -385,10 +389,15 @@ def runner(case: Case, ctx: Context) -> list[dict[str, Any]]:
     return [_row(case, ctx, "v1, v4", figs)]
 
 
-def _workload(config: str, label: str) -> Case:
-    return Case(f"workloads.{label}", "gpu", f"TinyTransformer v1-v4 (and v4-sdpa) at {config.replace('_', ' ')}, "
-                "one process per round" + (", with the validation gates" if config == "B8_S128" else ""),
-                "benchmarks/tinytransformer/bench.py", workloads, (config,))
+def _workload(config: str, label: str, nproc: int = 1) -> Case:
+    if nproc == 1:
+        return Case(f"workloads.{label}", "gpu", f"TinyTransformer v1-v4 (and v4-sdpa) at {config.replace('_', ' ')}, "
+                    "one process per round" + (", with the validation gates" if config == "B8_S128" else ""),
+                    "benchmarks/tinytransformer/bench.py", workloads, (config,))
+    return Case(f"workloads.{label}-{nproc}ranks", "gpu", f"the same on {nproc} GPUs (torchrun, data parallel, "
+                f"{config.replace('_', ' ')} per rank; tokens/s of all ranks)"
+                + (", with the gates and the data-parallel gate" if config == "B8_S128" else ""),
+                "benchmarks/tinytransformer/bench.py", workloads, (config, str(nproc)))
 
 
 def _kineto() -> Case:
@@ -451,6 +460,8 @@ def dispatch_count(case: Case, ctx: Context) -> list[dict[str, Any]]:
 CASES: dict[str, Case] = {c.name: c for c in [
     _workload("B8_S128", "b8s128"),
     _workload("B32_S512", "b32s512"),
+    _workload("B8_S128", "b8s128", nproc=2),
+    _workload("B32_S512", "b32s512", nproc=2),
     Case("tracer.product-path", "gpu", "tracing overhead through the wrapper as users run it (eager v1 B8 S128 and v4, "
          "whole-run window, alternating processes), one row per variant", "benchmarks/tracer/product_path.py",
          json_lines_script, ("steps",)),
