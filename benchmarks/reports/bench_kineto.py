@@ -178,7 +178,7 @@ def main() -> int:
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "results.jsonl").write_text("".join(json.dumps(line) + "\n" for line in json_lines(result)))
-    return 0 if met else 1
+    return 0  # a missed target is a result (the rows' "targets met"), not a failed run
 
 
 def json_lines(result: dict) -> list[dict]:
