@@ -267,6 +267,15 @@ def _decode_error_pos(err: Exception) -> int | None:
 
 
 def _events(stream: _Stream, handle) -> _Meta:
+    """`_decode_events`, with JSON nested deeper than the decoder recurses reported in the file's name."""
+    try:
+        return _decode_events(stream, handle)
+    except RecursionError:
+        raise UserError("JSON nested too deeply to read (thousands of levels)", file=str(stream.path),
+                        fix="no profiler writes this: check that the right file was given") from None
+
+
+def _decode_events(stream: _Stream, handle) -> _Meta:
     """Decode the events block by block, passing each decoded list to `handle(events, index of the first)`.
 
     A block ends at the last `}, {` outside strings in the buffer (_boundaries); if it does not decode (a `}, {`

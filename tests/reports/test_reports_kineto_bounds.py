@@ -244,3 +244,14 @@ def test_perfetto_side_file_is_streamed(tmp_path):
         assert (int(count), float(first)) == (events // 1000 - 1, 10.0), done.stderr
         growth.append((int(after_kb) - int(before_kb)) / 1024)
     assert growth[1] - growth[0] < 20, growth  # loaded whole: +400 MB
+
+
+@pytest.mark.parametrize(("depth", "words"), [(100_000, "nested too deeply"), (300, "$.traceEvents[1]")])
+def test_deeply_nested_args_name_the_file(tmp_path, capsys, depth, words):
+    """An argument nested past what the decoder recurses (or past the input layer's 200 levels) is exit 2 naming
+    the file (and the event, where the decoder got that far), never the generic handler's message."""
+    op = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": "1.000", "dur": "1.000",
+          "args": {"Input Dims": "DEEP"}}
+    write(tmp_path / "run" / "t.pt.trace.json", [kernel("k"), op], raw_numbers={"DEEP": "[" * depth + "]" * depth})
+    err = refused(tmp_path / "run", capsys)
+    assert "t.pt.trace.json" in err and words in err
