@@ -618,14 +618,16 @@ class _Tables:
         ts = list(map(_TS, events))
         durs = list(map(_DUR, events))
         times = None
-        if None not in names and set(map(type, ts)) == {str} and set(map(type, durs)) == {str}:
-            frame = pl.DataFrame({"ts": ts, "dur": durs}, schema={"ts": pl.String, "dur": pl.String})
-            if frame.select(pl.col("ts").str.contains(_KINETO_TIME).all()
-                            & pl.col("dur").str.contains(_KINETO_TIME).all()).item():
-                times = frame.select(
-                    start=pl.col("ts").str.replace(".", "", literal=True).cast(pl.Int64),
-                    dur=pl.col("dur").str.replace(".", "", literal=True).cast(pl.Int64))
-                times = times.select("start", end=pl.col("start") + pl.col("dur"))
+        frame = None
+        if None not in names:
+            with contextlib.suppress(TypeError):  # a number that is not text (an integer ts): the exact path
+                frame = pl.DataFrame({"ts": ts, "dur": durs}, schema={"ts": pl.String, "dur": pl.String})
+        if frame is not None and frame.select(pl.col("ts").str.contains(_KINETO_TIME).all()
+                                              & pl.col("dur").str.contains(_KINETO_TIME).all()).item():
+            times = frame.select(
+                start=pl.col("ts").str.replace(".", "", literal=True).cast(pl.Int64),
+                dur=pl.col("dur").str.replace(".", "", literal=True).cast(pl.Int64))
+            times = times.select("start", end=pl.col("start") + pl.col("dur"))
         if times is None:  # the exact path, event by event: it names the first event that is wrong
             starts, ends = [], []
             for event in events:
@@ -668,12 +670,18 @@ class _Tables:
             columns[key] = pl.Series(texts, dtype=pl.Categorical)
         frame = pl.DataFrame(columns)
         self.cpu.append(frame)
-        for index in frame.select(pl.arg_where(pl.col("name").cast(pl.String).str.starts_with("nccl:")
-                                               | (pl.col("name") == "record_param_comms"))).to_series():
-            self.comms.append(self._comm(frame.row(index, named=True), events[index], got, all_events, first))
-        steps = frame.select(pl.arg_where(pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")))
-        for index in steps.to_series():
-            got.step(events[index], all_events, first, int(times["start"][index]), int(times["end"][index]))
+        distinct = frame["name"].unique().to_list()  # a block's few names, looked at once each (no string per row)
+        comms = [n for n in distinct if n == "record_param_comms" or n.startswith("nccl:")]
+        steps = [n for n in distinct if n.startswith("ProfilerStep#")]
+        for wanted, add in ((comms, True), (steps, False)):
+            if not wanted:
+                continue
+            for index in frame.select(pl.arg_where(pl.col("name").is_in(wanted))).to_series():
+                if add:
+                    self.comms.append(self._comm(frame.row(index, named=True), events[index], got, all_events,
+                                                 first))
+                else:
+                    got.step(events[index], all_events, first, int(times["start"][index]), int(times["end"][index]))
 
     def _fails(self, raw: Any) -> bool:
         try:
