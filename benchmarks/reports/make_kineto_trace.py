@@ -131,10 +131,12 @@ _STEP = re.compile(r'("name"\s*:\s*"ProfilerStep#)([0-9]+)(")')
 def _events_text(text: str) -> tuple[str, list[str], str]:
     """(text before the events, each event's own text, text after them) of a Kineto trace."""
     decoder = json.JSONDecoder()
-    start = re.search(r'"traceEvents"\s*:\s*\[', text).end()
-    events, at = [], start
+    key = re.search(r'"traceEvents"\s*:\s*\[', text)
+    assert key is not None, "not a Kineto trace"
+    start = at = key.end()
+    events: list[str] = []
     while True:
-        at = _BETWEEN.match(text, at).end()
+        at = _BETWEEN.match(text, at).end()  # type: ignore[union-attr]  # matches the empty string too
         if text[at] == "]":
             return text[:start], events, text[at:]
         _, end = decoder.raw_decode(text, at)

@@ -53,6 +53,7 @@ except ImportError:  # pragma: no cover - the pinned requirement is installed wh
     _gzip = gzip
     _INFLATE_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
 
+_REREAD_ERRORS: tuple[type[Exception], ...] = (OSError, *_INFLATE_ERRORS)
 FORMAT = "kineto"
 SUFFIXES = (".json", ".json.gz")
 TORCH_NAME = re.compile(r"\.pt\.trace\.json(\.gz)?$")  # torch's default file name: always a Kineto trace
@@ -242,7 +243,7 @@ class _Stream:
                         break
                     lines += data.count(b"\n")
                     left -= len(data)
-        except (OSError, *_INFLATE_ERRORS):
+        except _REREAD_ERRORS:
             return None
         return lines
 
