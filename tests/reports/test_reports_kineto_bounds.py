@@ -197,8 +197,9 @@ def report_growth_mib(run: Path, out: Path) -> float:
 
 def test_cpu_operator_memory_per_operator(tmp_path):
     """A trace of CPU operators only (a CPU run): the peak memory added by 300,000 more operators, per operator.
-    Main kept a tuple list (~500 B an operator: 1 MB of .gz reached 1 GB); now ~100 B (compact columns, stats fed
-    from a sorted frame one call at a time). The decoder's own blocks cost the same at both sizes."""
+    Main (7ba1044) kept a tuple list: 259 B an operator here (the issue's trace, ~500 B: 1 MB of .gz reached 1 GB);
+    now 64 B (compact columns, stats fed from a sorted frame one call at a time). The decoder's own blocks cost the
+    same at both sizes."""
     growth = []
     for count in (100_000, 400_000):
         path = cpu_ops_gz(tmp_path / f"run{count}" / "t.pt.trace.json.gz", count)
@@ -206,7 +207,7 @@ def test_cpu_operator_memory_per_operator(tmp_path):
         data = json.loads((tmp_path / f"r{count}.json").read_text())
         assert data["runs"][0]["summary"]["dispatches"] == count
     per_operator = (growth[1] - growth[0]) * 2**20 / 300_000
-    assert per_operator < 200, (growth, per_operator)
+    assert per_operator < 150, (growth, per_operator)
 
 
 SIDE_FILE = """
