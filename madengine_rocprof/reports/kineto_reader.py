@@ -53,6 +53,7 @@ except ImportError:  # pragma: no cover - the pinned requirement is installed wh
     _gzip = gzip
     _INFLATE_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
 
+_REREAD_ERRORS: tuple[type[Exception], ...] = (OSError, *_INFLATE_ERRORS)
 FORMAT = "kineto"
 SUFFIXES = (".json", ".json.gz")
 TORCH_NAME = re.compile(r"\.pt\.trace\.json(\.gz)?$")  # torch's default file name: always a Kineto trace
@@ -242,7 +243,7 @@ class _Stream:
                         break
                     lines += data.count(b"\n")
                     left -= len(data)
-        except (OSError, *_INFLATE_ERRORS):
+        except _REREAD_ERRORS:
             return None
         return lines
 
@@ -267,6 +268,15 @@ def _decode_error_pos(err: Exception) -> int | None:
 
 
 def _events(stream: _Stream, handle) -> _Meta:
+    """`_decode_events`, with JSON nested deeper than the decoder recurses reported in the file's name."""
+    try:
+        return _decode_events(stream, handle)
+    except RecursionError:
+        raise UserError("JSON nested too deeply to read (thousands of levels)", file=str(stream.path),
+                        fix="no profiler writes this: check that the right file was given") from None
+
+
+def _decode_events(stream: _Stream, handle) -> _Meta:
     """Decode the events block by block, passing each decoded list to `handle(events, index of the first)`.
 
     A block ends at the last `}, {` outside strings in the buffer (_boundaries); if it does not decode (a `}, {`
@@ -582,7 +592,7 @@ class _Tables:
         self.path = path
         self.runtime: list[pl.DataFrame] = []
         self.cpu: list[pl.DataFrame] = []
-        self.comms: list[pl.DataFrame] = []
+        self.comms: list[dict[str, Any]] = []  # one row per collective (a few per step): one frame at the end
         self.raw: dict[bytes, str | None] = {}  # raw JSON text of an argument -> its compact text
 
     def compact(self, raw: Any, strings_as_is: bool = False) -> str | None:
@@ -609,14 +619,16 @@ class _Tables:
         ts = list(map(_TS, events))
         durs = list(map(_DUR, events))
         times = None
-        if None not in names and set(map(type, ts)) == {str} and set(map(type, durs)) == {str}:
-            frame = pl.DataFrame({"ts": ts, "dur": durs}, schema={"ts": pl.String, "dur": pl.String})
-            if frame.select(pl.col("ts").str.contains(_KINETO_TIME).all()
-                            & pl.col("dur").str.contains(_KINETO_TIME).all()).item():
-                times = frame.select(
-                    start=pl.col("ts").str.replace(".", "", literal=True).cast(pl.Int64),
-                    dur=pl.col("dur").str.replace(".", "", literal=True).cast(pl.Int64))
-                times = times.select("start", end=pl.col("start") + pl.col("dur"))
+        frame = None
+        if None not in names:
+            with contextlib.suppress(TypeError):  # a number that is not text (an integer ts): the exact path
+                frame = pl.DataFrame({"ts": ts, "dur": durs}, schema={"ts": pl.String, "dur": pl.String})
+        if frame is not None and frame.select(pl.col("ts").str.contains(_KINETO_TIME).all()
+                                              & pl.col("dur").str.contains(_KINETO_TIME).all()).item():
+            times = frame.select(
+                start=pl.col("ts").str.replace(".", "", literal=True).cast(pl.Int64),
+                dur=pl.col("dur").str.replace(".", "", literal=True).cast(pl.Int64))
+            times = times.select("start", end=pl.col("start") + pl.col("dur"))
         if times is None:  # the exact path, event by event: it names the first event that is wrong
             starts, ends = [], []
             for event in events:
@@ -659,12 +671,18 @@ class _Tables:
             columns[key] = pl.Series(texts, dtype=pl.Categorical)
         frame = pl.DataFrame(columns)
         self.cpu.append(frame)
-        for index in frame.select(pl.arg_where(pl.col("name").cast(pl.String).str.starts_with("nccl:")
-                                               | (pl.col("name") == "record_param_comms"))).to_series():
-            self.comms.append(self._comm(frame.row(index, named=True), events[index], got, all_events, first))
-        steps = frame.select(pl.arg_where(pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")))
-        for index in steps.to_series():
-            got.step(events[index], all_events, first, int(times["start"][index]), int(times["end"][index]))
+        distinct = frame["name"].unique().to_list()  # a block's few names, looked at once each (no string per row)
+        comms = [n for n in distinct if n == "record_param_comms" or n.startswith("nccl:")]
+        steps = [n for n in distinct if n.startswith("ProfilerStep#")]
+        for wanted, add in ((comms, True), (steps, False)):
+            if not wanted:
+                continue
+            for index in frame.select(pl.arg_where(pl.col("name").is_in(wanted))).to_series():
+                if add:
+                    self.comms.append(self._comm(frame.row(index, named=True), events[index], got, all_events,
+                                                 first))
+                else:
+                    got.step(events[index], all_events, first, int(times["start"][index]), int(times["end"][index]))
 
     def _fails(self, raw: Any) -> bool:
         try:
@@ -673,7 +691,7 @@ class _Tables:
             return True
         return False
 
-    def _comm(self, row: dict, event: _Event, got: _Collected, all_events: list[_Event], first: int) -> pl.DataFrame:
+    def _comm(self, row: dict, event: _Event, got: _Collected, all_events: list[_Event], first: int) -> dict:
         args = _EMPTY_ARGS if event.args is None else event.args
         out: dict[str, Any] = {key: row[key] for key in ("name", "cat", "pid", "tid", "start", "end", "external_id")}
         for key in _COMM_INTS:
@@ -686,14 +704,15 @@ class _Tables:
             out["ranks"] = None if args.ranks is None else self.compact(args.ranks, strings_as_is=True)
         except _Bad as err:
             raise got._bad(event, all_events, first, str(err)) from None
-        return pl.DataFrame([out], schema=_COMM_SCHEMA)
+        return out
 
     def frames(self) -> dict[str, pl.DataFrame]:
         """Each table's blocks as one frame (names and shapes categorical), times relative to the base."""
         out = {}
-        for key, blocks, schema in (("runtime", self.runtime, _RUNTIME_SCHEMA), ("cpu", self.cpu, _CPU_SCHEMA),
-                                    ("comms", self.comms, _COMM_SCHEMA)):
+        for key, blocks, schema in (("runtime", self.runtime, _RUNTIME_SCHEMA), ("cpu", self.cpu, _CPU_SCHEMA)):
             out[key] = pl.concat(blocks, rechunk=False) if blocks else pl.DataFrame(schema=schema)
+        out["comms"] = pl.DataFrame(self.comms, schema=_COMM_SCHEMA) if self.comms else pl.DataFrame(
+            schema=_COMM_SCHEMA)
         return out
 
 
