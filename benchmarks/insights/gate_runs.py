@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from aa_gate import make_run  # noqa: E402
+from aa_gate import make_run  # type: ignore[import-not-found]  # noqa: E402
 
 A = ["--tiny"]
 B = ["--tiny", "--num-layers", "6"]  # 3x the tiny config's 2 layers
