@@ -323,7 +323,18 @@ def report_rows(case: Case, ctx: Context, out: Path) -> list[dict[str, Any]]:
                 fixed("target met", "", "yes" if result["met"] else "NO",
                       note=f"{result['target_s']} s" + (f", {result['target_peak_mib']} MiB"
                                                         if result["target_peak_mib"] else ""))]
+        if "cpu_s" in result:  # CPU time of the report process (user + system, every thread)
+            cpu = result["cpu_s"]
+            figs.insert(1, figure("CPU time", "s", [cpu["min"], cpu["median"], cpu["max"]]))
+        if "baseline_cpu_s" in result:  # paired, alternating with the package as of baseline_ref
+            base = result["baseline_cpu_s"]
+            figs.insert(2, figure(f"CPU time, code at {result['baseline_ref']}", "s",
+                                  [base["min"], base["median"], base["max"]]))
+            figs.insert(3, fixed("CPU ratio (medians)", "x", round(result["cpu_ratio_of_medians"], 3),
+                                 note=f"median of the pairs' ratios {result['cpu_ratio_median_of_pairs']:.3f}x"))
         variant = {None: "default", "auto": "ADBC reader", "stdlib": "stdlib sqlite3 fallback"}[result["sqlite_reader"]]
+        if "baseline_ref" in result:
+            variant = f"paired with the code at {result['baseline_ref']}"
         variant = result["case"] if len(names) > 1 else variant
         row = _row(case, ctx, variant, figs,
                    dispatches=result["dispatches"], input_mb=result["input_mb"],
@@ -478,6 +489,8 @@ CASES: dict[str, Case] = {c.name: c for c in [
     Case("tracer.dispatch-count", "gpu", "dispatch counts of the embedded tracer against ncu on the product path's "
          "workload (10 steps: ncu replays every kernel)", "benchmarks/tracer/ncu_count.sh", dispatch_count),
     _report("csv-1m", "report on one rocprofv3 kernel_trace.csv of 1M dispatches (target 1.5 s)"),
+    _report("csv-1m-vs-before", "csv-1m, CPU time paired and alternating with the code before the input layer "
+            "(0f60527^; issue 33: at most 1.05x)", "--baseline-ref", "0f60527^", bench_case="csv-1m"),
     _report("csv-10m", "report on 10M dispatches, 2 GB of CSV (targets 10 s, 1 GiB peak)"),
     _report("ranks-8x1m", "one merged report of 8 ranks x 1M dispatches (target 15 s)"),
     _report("rocpd-10m", "report on a rocpd database of 10M dispatches, ADBC reader (target 10 s)"),

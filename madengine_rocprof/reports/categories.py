@@ -540,7 +540,7 @@ def load_rules(path: str | os.PathLike[str]) -> tuple[UserRule, ...]:
 
 def rules_path(explicit: str | os.PathLike[str] | None) -> Path | None:
     """The rules file in force: the one given, else $MADENGINE_ROCPROF_KERNEL_RULES, else the registered one."""
-    from madengine_rocprof.registry.store import user_home
+    from madengine_rocprof.home import user_home  # not registry.store: that imports pydantic models (issue 33)
 
     if explicit:
         return Path(explicit)
