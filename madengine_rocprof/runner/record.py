@@ -155,6 +155,7 @@ def write_results(record: RunRecord, ctx: AdditionalContext, opts: RunOptions) -
     failures.extend(profiler_failures)
     result_file = ws / "workload_result.json"
     device_name = ""
+    precision = card.training_precision  # models.json's label, unless the workload says what it ran in
     if result_file.is_file():
         try:
             result: WorkloadResult = inputs.load_json_object(result_file, "workload_result.json")  # type: ignore
@@ -162,6 +163,9 @@ def write_results(record: RunRecord, ctx: AdditionalContext, opts: RunOptions) -
                 failures.append("workload_result.json says status failed")
             device = result.get("device") or {}
             device_name = str(device.get("arch") or device.get("name") or "") if device.get("type") != "cpu" else ""
+            ran_in = (result.get("settings") or {}).get("dtype")
+            if isinstance(ran_in, str) and ran_in.strip():  # e.g. v4 is bf16 on a GPU, fp32 on a CPU
+                precision = ran_in.strip()
         except (UserError, AttributeError):
             failures.append("workload_result.json is unreadable")
     failures.extend(f"{s.name}: {s.log_error}" for s in steps if s.log_error)
@@ -190,7 +194,7 @@ def write_results(record: RunRecord, ctx: AdditionalContext, opts: RunOptions) -
         "n_gpus": n_gpus,
         "nnodes": 1,
         "gpus_per_node": n_gpus,
-        "training_precision": card.training_precision,
+        "training_precision": precision,
         "pipeline": "",
         "args": card.args,
         "tags": ",".join(card.tags),
@@ -215,6 +219,7 @@ def write_results(record: RunRecord, ctx: AdditionalContext, opts: RunOptions) -
         "data_download_duration": "",
         "build_number": "0",
         "additional_docker_run_options": "",
+        "run_dir": ws.name,
     }
     written &= _keep(record.out_dir / "perf.csv", lambda: append_perf_row(record.out_dir / "perf.csv", row))
     mark = "SUCCESS" if status == "SUCCESS" else "FAILURE: " + "; ".join(failures)

@@ -310,7 +310,7 @@ def _finish(item: Planned, job: JobSettings, ctx: AdditionalContext, opts: RunOp
         "performance": performance[0] if performance else "", "metric": performance[1] if performance else "",
         "relative_change": "", "status": status, "build_duration": 0, "test_duration": round(duration, 3),
         "dataname": "", "data_provider_type": "", "data_size": "", "data_download_duration": "", "build_number": "0",
-        "additional_docker_run_options": "",
+        "additional_docker_run_options": "", "run_dir": ws.name,
     })
     mark = "SUCCESS" if status == "SUCCESS" else "FAILURE: " + "; ".join(failures)
     say(f"[run] {card.name} [{chain.label}]: {mark}")
