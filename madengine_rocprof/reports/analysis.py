@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.reports import kineto_reader, multinode
+from madengine_rocprof.reports import kineto_reader, multinode, phases
 from madengine_rocprof.reports.categories import CATEGORIES, classify
 from madengine_rocprof.reports.model import CounterStats, KernelStats, RunData
 from madengine_rocprof.reports.roles import roles_of
@@ -412,6 +412,10 @@ def analyze_run(run: RunData, steady_state: bool = False, definitions: str = "ou
             "idle_share": None if busy_total is None else _ratio(span_total - busy_total, span_total),
             "overlap_ns": sum(t["overlap_ns"] for t in timeline) if timeline else None,
             "trace_peak_memory": _trace_peak_memory(run),
+            # CPU operators: self time per training phase where the trace marks the phases (reports/phases.py)
+            "phases": phases.summary([s.phase_ns for s in run.timing if s.cpu_operators],
+                                     any(s.steps_marked for s in run.timing))
+            if cpu_operators and by_self else None,
         },
         "timeline": timeline,
         "kernels": kernel_rows,

@@ -121,6 +121,9 @@ class TimingSource:
     copies: dict[str, CopyStats] = field(default_factory=dict)
     # peak allocated memory per device ("GPU 0", "CPU") from the trace's memory events (Kineto `[memory]`)
     peak_memory_bytes: dict[str, int] = field(default_factory=dict)
+    # CPU operators: self time per training phase (reports/phases.py), None where the trace marks no phases
+    phase_ns: dict[str, int] | None = None
+    steps_marked: bool = False  # the phase markers include ProfilerStep#N windows
 
 
 @dataclass

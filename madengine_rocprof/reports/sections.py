@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from madengine_rocprof.reports import multinode
+from madengine_rocprof.reports import multinode, phases
 from madengine_rocprof.reports.blocks import Bars, Block, Column, Lines, Section, Stacked, Table
 from madengine_rocprof.reports.categories import CATEGORIES
 from madengine_rocprof.reports.formatting import DASH, count, display_name, gib, ms, number, pct, size, times
@@ -713,10 +713,16 @@ def multi_node(run: ReportRun, top: int) -> Section | None:
     return multinode.section(run, top)
 
 
+def training_phases(run: ReportRun, top: int) -> Section | None:
+    """Forward / backward / optimizer host time of CPU operators: reports/phases.py."""
+    return phases.section(dict(run), top)
+
+
 RUN_SECTIONS: list[Callable[[ReportRun, int], Section | None]] = [
     run_header,
     top_kernels,
     categories,
+    training_phases,
     timeline,
     iterations,
     counters,

@@ -104,8 +104,13 @@ def test_a_run_records_only_when_asked(capsys, tmp_path, fake_case, monkeypatch)
     --out only; --record appends them to benchmarks/results and re-renders RESULTS.md (here a stand-in folder)."""
     tracked = tmp_path / "tracked"
     rendered: list[int] = []
+
+    def write() -> list[Path]:
+        rendered.append(1)
+        return [tmp_path / "RESULTS.md"]
+
     monkeypatch.setattr(rowlib, "RESULTS_DIR", tracked.resolve())
-    monkeypatch.setattr(render, "write", lambda: rendered.append(1) or [tmp_path / "RESULTS.md"])
+    monkeypatch.setattr(render, "write", write)
     code, out, err = run_main(capsys, "run", "gate.fake", "--rounds", "1", "--out", str(tmp_path / "out"))
     assert code == 0, err
     assert not tracked.exists() and not rendered
