@@ -38,7 +38,7 @@ import polars as pl
 
 from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.reports import cpu_ops, dispatches
+from madengine_rocprof.reports import cpu_ops, dispatches, phases
 from madengine_rocprof.reports.model import CopyStats, Iteration, TimingSource
 
 FORMAT = "kineto"
@@ -431,6 +431,7 @@ class _Collected:
         self.memory: dict[str, int] = {}
         self.tracks: list[str] = []  # per kernel: "GPU <device> stream <n>" (for the Perfetto writer)
         self.strings: dict[Any, Any] = {}  # one str object per distinct CPU operator name
+        self.markers: list[tuple[Any, object, int, int]] = []  # Optimizer.step/zero_grad ranges (reports/phases.py)
 
     def __call__(self, events: list[_Event], first: int) -> None:
         kinds, names, devices = CATEGORY_KINDS, self.names, self.devices
@@ -443,8 +444,8 @@ class _Collected:
             if kind is None:
                 continue
             ts, dur, name = event.ts, event.dur, event.name
-            if kind is _ANNOTATION and not (type(name) is str and name.startswith("ProfilerStep#")):
-                continue  # record_function ranges: only the profiler's steps are read
+            if kind is _ANNOTATION and not (type(name) is str and name.startswith(("ProfilerStep#", "Optimizer."))):
+                continue  # record_function ranges: only the profiler's steps and the optimizer's are read
             # the common case inline (three decimals, as Kineto writes them); anything else through _times
             if type(ts) is str and type(dur) is str and ts[-4:-3] == "." and dur[-4:-3] == "." and type(name) is str:
                 try:
@@ -485,6 +486,8 @@ class _Collected:
                     self.steps.setdefault(int(match.group(1)), (start, end))
             elif kind is _CPU and self.cpu is not None:
                 self.cpu.append((self.strings.setdefault(name, name), (event.pid, event.tid), start, end))
+            elif kind is _ANNOTATION and self.cpu is not None and phases.MARKER.match(name):
+                self.markers.append((name, (event.pid, event.tid), start, end))
 
     def _out_of_range(self, event: _Event, events: list[_Event], first: int) -> UserError:
         index = first + next(i for i, e in enumerate(events) if e is event)
@@ -582,6 +585,9 @@ def read_kineto(src: TimingSource) -> TimingSource:
     else:
         src.cpu_operators = True
         src.kernels = cpu_ops.operator_stats(got.cpu)
+        steps = [(f"ProfilerStep#{n}", None, start, end) for n, (start, end) in got.steps.items()]
+        src.phase_ns = phases.self_time_per_phase(got.cpu, got.markers + steps)
+        src.steps_marked = bool(steps)
         src.dispatches = len(got.cpu)
         src.has_timeline = True
         src.first_start_ns = base + min(c[2] for c in got.cpu)

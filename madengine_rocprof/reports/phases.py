@@ -12,7 +12,8 @@ The trace has the structure, no guess is needed:
 
 Times are self times (cpu_ops: a call's duration less its direct children's), so the phases add up to the host self
 time of the report, each nanosecond once. The embedded tracer keeps the markers in `<prefix>phase_markers.csv`
-beside its kernel_trace.csv (tracer/convert.py); they are no operators and never reach the operator tables.
+beside its kernel_trace.csv (tracer/convert.py); the Kineto reader takes them from the trace. They are no operators
+and never reach the operator tables.
 """
 
 from __future__ import annotations

@@ -158,3 +158,17 @@ def test_a_bad_marker_file_is_bad_input_named_by_line(converted, tmp_path):
     with pytest.raises(UserError) as err:
         build_report(load_runs([run]))
     assert err.value.where == "line 2" and str(marker) in str(err.value.file)
+
+
+def test_a_pytorch_profiler_trace_of_the_cpu_gets_the_same_phases(tmp_path):
+    """`report my_torch_traces/` (the Kineto reader, no tracer in between): the same trace without its GPU events
+    gives the phases of the independent computation, ProfilerStep and Optimizer ranges read from the trace."""
+    trace = json.loads(gzip.decompress(FIXTURE.read_bytes()))
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("cat") in ("cpu_op", "user_annotation")]
+    (tmp_path / "traces").mkdir()
+    (tmp_path / "traces" / "w.pt.trace.json").write_text(json.dumps(trace))
+    report = build_report(load_runs([tmp_path / "traces"]))
+    summary = report["runs"][0]["summary"]
+    assert summary["cpu_operators"] and summary["phases"]["steps_marked"]
+    assert summary["phases"]["self_ns"] == _painted_phases(trace)
+    assert sum(summary["phases"]["self_ns"].values()) == summary["gpu_time_ns"]
