@@ -186,7 +186,7 @@ CHUNK = 16 << 20
 
 
 # a user_annotation event in Kineto's layout; any other layout is counted apart and read by the JSON parser
-# (both start with a literal, which the regex engine scans for fast; a name holding the word has its quotes escaped)
+# (one scan for the literal category, each hit then matched in place; a name holding the word has its quotes escaped)
 _ANNOTATION = re.compile(rb'"cat": "user_annotation",\s*"name": (' + _STR + rb'),\s*"pid": (?:-?\d+|' + _STR
                          + rb'),\s*"tid": (-?\d+|' + _STR + rb'),\s*"ts": ' + _NUMBER + rb',\s*"dur": ' + _NUMBER)
 _ANNOTATION_CAT = re.compile(rb'"user_annotation"')
@@ -199,14 +199,18 @@ def markers_of_file(path: str) -> tuple[int, list[tuple]]:
         if os.fstat(fh.fileno()).st_size == 0:
             return 0, []
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            found = _ANNOTATION.findall(mm)
-            if len(found) == len(_ANNOTATION_CAT.findall(mm)):
+            markers: list[tuple] | None = []
+            for hit in _ANNOTATION_CAT.finditer(mm):
+                event = _ANNOTATION.match(mm, hit.start() - len(b'"cat": '))
+                if event is None:  # not Kineto's layout
+                    markers = None
+                    break
+                raw, tid, ts, dur = event.groups()
+                name = _json_string(raw)
+                if PHASE_MARKER.match(name):
+                    markers.append((name, _int(tid), _us_text_ns(ts), _us_text_ns(dur)))
+            if markers is not None:
                 base = _BASE.search(mm)
-                markers = []
-                for raw, tid, ts, dur in found:
-                    name = _json_string(raw)
-                    if PHASE_MARKER.match(name):
-                        markers.append((name, _int(tid), _us_text_ns(ts), _us_text_ns(dur)))
                 return (int(base.group(1)) if base else 0), markers
     events = _read_generic(path, cpu=True)
     return events.base, events.markers

@@ -172,3 +172,15 @@ def test_a_pytorch_profiler_trace_of_the_cpu_gets_the_same_phases(tmp_path):
     assert summary["cpu_operators"] and summary["phases"]["steps_marked"]
     assert summary["phases"]["self_ns"] == _painted_phases(trace)
     assert sum(summary["phases"]["self_ns"].values()) == summary["gpu_time_ns"]
+
+
+def test_markers_of_a_file_in_another_layout_come_through_the_json_parser(tmp_path):
+    events = [{"name": "Optimizer.step#SGD.step", "cat": "user_annotation", "ph": "X", "ts": 5, "dur": 1.5, "tid": 7,
+               "pid": 1},
+              {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 7, "ts": 1.0,
+               "dur": 9.0}]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"baseTimeNanoseconds": 100, "traceEvents": events}))
+    base, markers = convert.markers_of_file(str(path))
+    assert (base, sorted(markers)) == (100, [("Optimizer.step#SGD.step", 7, 5000, 1500),
+                                             ("ProfilerStep#2", 7, 1000, 9000)])
