@@ -486,7 +486,7 @@ class _Collected:
                     self.steps.setdefault(int(match.group(1)), (start, end))
             elif kind is _CPU and self.cpu is not None:
                 self.cpu.append((self.strings.setdefault(name, name), (event.pid, event.tid), start, end))
-            elif kind is _ANNOTATION and self.cpu is not None and phases.MARKER.match(name):
+            elif kind is _ANNOTATION and self.cpu is not None and type(name) is str and phases.MARKER.match(name):
                 self.markers.append((name, (event.pid, event.tid), start, end))
 
     def _out_of_range(self, event: _Event, events: list[_Event], first: int) -> UserError:
@@ -585,7 +585,8 @@ def read_kineto(src: TimingSource) -> TimingSource:
     else:
         src.cpu_operators = True
         src.kernels = cpu_ops.operator_stats(got.cpu)
-        steps = [(f"ProfilerStep#{n}", None, start, end) for n, (start, end) in got.steps.items()]
+        steps: list[tuple[Any, object, int, int]] = [
+            (f"ProfilerStep#{n}", None, start, end) for n, (start, end) in got.steps.items()]
         src.phase_ns = phases.self_time_per_phase(got.cpu, got.markers + steps)
         src.steps_marked = bool(steps)
         src.dispatches = len(got.cpu)

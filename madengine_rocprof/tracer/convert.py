@@ -199,17 +199,18 @@ def markers_of_file(path: str) -> tuple[int, list[tuple]]:
         if os.fstat(fh.fileno()).st_size == 0:
             return 0, []
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            markers: list[tuple] | None = []
+            markers: list[tuple] = []
+            kineto_layout = True
             for hit in _ANNOTATION_CAT.finditer(mm):
                 event = _ANNOTATION.match(mm, hit.start() - len(b'"cat": '))
                 if event is None:  # not Kineto's layout
-                    markers = None
+                    kineto_layout = False
                     break
                 raw, tid, ts, dur = event.groups()
                 name = _json_string(raw)
                 if PHASE_MARKER.match(name):
                     markers.append((name, _int(tid), _us_text_ns(ts), _us_text_ns(dur)))
-            if markers is not None:
+            if kineto_layout:
                 base = _BASE.search(mm)
                 return (int(base.group(1)) if base else 0), markers
     events = _read_generic(path, cpu=True)
