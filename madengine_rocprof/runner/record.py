@@ -163,9 +163,7 @@ def write_results(record: RunRecord, ctx: AdditionalContext, opts: RunOptions) -
                 failures.append("workload_result.json says status failed")
             device = result.get("device") or {}
             device_name = str(device.get("arch") or device.get("name") or "") if device.get("type") != "cpu" else ""
-            ran_in = (result.get("settings") or {}).get("dtype")
-            if isinstance(ran_in, str) and ran_in.strip():  # e.g. v4 is bf16 on a GPU, fp32 on a CPU
-                precision = ran_in.strip()
+            precision = precision_of(result, card.training_precision)
         except (UserError, AttributeError):
             failures.append("workload_result.json is unreadable")
     failures.extend(f"{s.name}: {s.log_error}" for s in steps if s.log_error)
@@ -225,6 +223,14 @@ def write_results(record: RunRecord, ctx: AdditionalContext, opts: RunOptions) -
     mark = "SUCCESS" if status == "SUCCESS" else "FAILURE: " + "; ".join(failures)
     say(f"[run] {card.name} [{chain.label}]: {mark}")
     return status if written else "FAILURE"
+
+
+def precision_of(result: Any, label: str) -> str:
+    """perf.csv's training_precision: the dtype the workload says it ran in (workload_result.json `settings.dtype`;
+    TinyTransformer v4 is bf16 on a GPU, fp32 on a CPU), else models.json's label."""
+    settings = result.get("settings") if isinstance(result, dict) else None
+    ran_in = settings.get("dtype") if isinstance(settings, dict) else None
+    return ran_in.strip() if isinstance(ran_in, str) and ran_in.strip() else label
 
 
 def _keep(path: Path, write: Callable[[], None]) -> bool:
