@@ -42,7 +42,7 @@ import polars as pl
 
 from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.reports import cpu_ops, dispatches
+from madengine_rocprof.reports import cpu_ops, dispatches, phases
 from madengine_rocprof.reports.model import CopyStats, Iteration, TimingSource
 
 try:  # ISA-L's inflate: about a third of zlib's CPU on a trace (requirements.txt); the standard library otherwise
@@ -748,6 +748,7 @@ class _Collected:
         self.memory: dict[str, int] = {}
         self.tracks: list[str] = []  # per kernel: "GPU <device> stream <n>" (for the Perfetto writer)
         self.strings: dict[Any, Any] = {}  # one str object per distinct CPU operator name
+        self.markers: list[tuple[Any, object, int, int]] = []  # Optimizer.step/zero_grad ranges (reports/phases.py)
 
     def __call__(self, events: list[_Event], first: int) -> None:
         kinds, tables = CATEGORY_KINDS, self.tables
@@ -769,8 +770,8 @@ class _Collected:
             if kind is None:
                 continue
             ts, dur, name = event.ts, event.dur, event.name
-            if kind is _ANNOTATION and not (type(name) is str and name.startswith("ProfilerStep#")):
-                continue  # record_function ranges: only the profiler's steps are read
+            if kind is _ANNOTATION and not (type(name) is str and name.startswith(("ProfilerStep#", "Optimizer."))):
+                continue  # record_function ranges: only the profiler's steps and the optimizer's are read
             # the common case inline (three decimals, as Kineto writes them); anything else through _times
             if type(ts) is str and type(dur) is str and ts[-4:-3] == "." and dur[-4:-3] == "." and type(name) is str:
                 digits, span = ts.replace(".", ""), dur.replace(".", "")
@@ -787,6 +788,8 @@ class _Collected:
                     self._gpu(event, kind, name, start, end)
                 elif kind is _CPU and self.cpu is not None:
                     self.cpu.append((self.strings.setdefault(name, name), (event.pid, event.tid), start, end))
+                elif kind is _ANNOTATION and self.cpu is not None and phases.MARKER.match(name):
+                    self.markers.append((name, (event.pid, event.tid), start, end))
             except OverflowError:  # beyond +-2^63 ns relative to baseTimeNanoseconds: no uint64 timestamp
                 raise self._out_of_range(event, events, first) from None
             if kind is not _KERNEL and kind is not _COPY and name.startswith("ProfilerStep#"):
@@ -973,6 +976,28 @@ def _cpu_stats(got: _Collected) -> tuple[dict[str, Any], int, int, int] | None:
     return cpu_ops.operator_stats_sorted(threads), ops.height, int(first), int(last)  # type: ignore[arg-type]
 
 
+def _phases(got: _Collected) -> tuple[dict[str, int] | None, bool]:
+    """Self time per training phase of a CPU-operator trace (reports/phases.py) and whether steps are marked; the
+    operators and the Optimizer/ProfilerStep markers from the tables' host frame, or from the lists without tables."""
+    if got.host_frames is None:
+        operators: list = got.cpu or []
+        markers: list = got.markers + [(f"ProfilerStep#{n}", None, a, b) for n, (a, b) in got.steps.items()]
+    else:
+        frame = got.host_frames["cpu"]
+        cats = frame["cat"].unique().drop_nulls().to_list()
+        cpu_cats = [c for c in cats if CATEGORY_KINDS.get(c) is _CPU]
+        note_cats = [c for c in cats if CATEGORY_KINDS.get(c) is _ANNOTATION]
+        columns = (pl.col("name").cast(pl.String), pl.concat_str(pl.col("pid"), pl.col("tid"), separator=" "),
+                   pl.col("start"), pl.col("end"))
+        operators = frame.filter(pl.col("cat").is_in(cpu_cats)).select(*columns).rows()
+        notes = frame.filter(pl.col("cat").is_in(note_cats)).select(*columns).rows()
+        markers = [row for row in notes if phases.MARKER.match(row[0])]
+    if not operators:
+        return None, False
+    steps_marked = any(name.startswith("ProfilerStep#") for name, *_ in markers)
+    return phases.self_time_per_phase(operators, markers), steps_marked
+
+
 def read_kineto(src: TimingSource) -> TimingSource:
     """Fill src from one Kineto trace: kernels (or CPU operators when there are none), copies, steps, memory.
 
@@ -990,6 +1015,7 @@ def read_kineto(src: TimingSource) -> TimingSource:
     else:
         src.cpu_operators = True
         src.kernels, src.dispatches, first, last = cpu
+        src.phase_ns, src.steps_marked = _phases(got)
         src.has_timeline = True
         src.first_start_ns = base + first
         src.last_end_ns = base + last

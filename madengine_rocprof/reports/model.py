@@ -124,6 +124,9 @@ class TimingSource:
     peak_memory_bytes: dict[str, int] = field(default_factory=dict)
     # trace_tables.TraceTables when the reader collected them in its pass (Kineto); trace_tables.load_tables reads
     tables: Any = field(default=None, compare=False, repr=False)
+    # CPU operators: self time per training phase (reports/phases.py), None where the trace marks no phases
+    phase_ns: dict[str, int] | None = None
+    steps_marked: bool = False  # the phase markers include ProfilerStep#N windows
 
 
 @dataclass

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from madengine_rocprof.reports import multinode
+from madengine_rocprof.reports import multinode, phases
 from madengine_rocprof.reports.blocks import Bars, Block, Column, Lines, Section, Stacked, Table
 from madengine_rocprof.reports.categories import CATEGORIES
-from madengine_rocprof.reports.formatting import DASH, count, display_name, gib, ms, number, pct, times
+from madengine_rocprof.reports.formatting import DASH, count, display_name, gib, ms, number, pct, size, times
 from madengine_rocprof.reports.roles import role_table
 from madengine_rocprof.reports.views import collectives as collective_views
 from madengine_rocprof.reports.views import efficiency as efficiency_view
@@ -245,13 +245,23 @@ def run_header(run: ReportRun, top: int) -> Section:
     else:
         facts.append("no kernel timing in this run")
     peaks = summary.get("trace_peak_memory") or []
-    if peaks:
-        several = len({p["origin"] for p in peaks}) > 1  # name the process only where there are several
+    several = len({p["origin"] for p in peaks}) > 1  # name the process only where there are several
+    device_peaks = [p for p in peaks if not str(p["device"]).upper().startswith("CPU")]
+    host_peaks = [p for p in peaks if str(p["device"]).upper().startswith("CPU")]
+    if device_peaks:
         facts.append(
             "peak allocated memory in the trace (memory events): "
             + ", ".join(
-                f"{p['device']} {gib(p['bytes'])} GiB" + (f" ({p['origin']})" if several else "") for p in peaks
+                f"{p['device']} {gib(p['bytes'])} GiB" + (f" ({p['origin']})" if several else "")
+                for p in device_peaks
             )
+        )
+    if host_peaks:
+        # torch.profiler counts host allocations only from its start: no peak of the process's memory
+        facts.append(
+            "host memory allocated while the profiler recorded, at most (memory events; memory allocated before it "
+            "started, such as the weights, is not counted): "
+            + ", ".join(size(p["bytes"]) + (f" ({p['origin']})" if several else "") for p in host_peaks)
         )
     section = Section(f"Run: {run['label']}", level=2, blocks=[Lines(facts)])
     if run["notes"]:
@@ -708,11 +718,17 @@ def multi_node(run: ReportRun, top: int) -> Section | None:
     return multinode.section(run, top)
 
 
+def training_phases(run: ReportRun, top: int) -> Section | None:
+    """Forward / backward / optimizer host time of CPU operators: reports/phases.py."""
+    return phases.section(dict(run), top)
+
+
 RUN_SECTIONS: list[Callable[[ReportRun, int], Section | None]] = [
     run_header,
     top_kernels,
     rank_views.top_kernels,
     categories,
+    training_phases,
     timeline,
     iterations,
     counters,

@@ -217,6 +217,9 @@ def write_json_atomic(path: str, data: dict):
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".json", dir=str(target.parent))
     try:
+        umask = os.umask(0o022)  # read the umask (setting it is the only way) and put it straight back
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 would differ from every other output (open() gives this)
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=2)
             f.write("\n")

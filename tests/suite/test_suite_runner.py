@@ -99,6 +99,29 @@ def test_a_run_appends_rows_with_figures_and_provenance(capsys, tmp_path, fake_c
     assert len(rowlib.load(results / "gate.jsonl")) == 6
 
 
+def test_a_run_records_only_when_asked(capsys, tmp_path, fake_case, monkeypatch):
+    """A user's measurement leaves the tracked results alone: without --record the rows are printed and written to
+    --out only; --record appends them to benchmarks/results and re-renders RESULTS.md (here a stand-in folder)."""
+    tracked = tmp_path / "tracked"
+    rendered: list[int] = []
+
+    def write() -> list[Path]:
+        rendered.append(1)
+        return [tmp_path / "RESULTS.md"]
+
+    monkeypatch.setattr(rowlib, "RESULTS_DIR", tracked.resolve())
+    monkeypatch.setattr(render, "write", write)
+    code, out, err = run_main(capsys, "run", "gate.fake", "--rounds", "1", "--out", str(tmp_path / "out"))
+    assert code == 0, err
+    assert not tracked.exists() and not rendered
+    assert "not recorded: --record appends them to" in out and "plain: step_ms" in out
+    assert (tmp_path / "out" / "gate.fake" / "rows.jsonl").read_text().count("\n") == 3
+    code, out, err = run_main(capsys, "run", "gate.fake", "--rounds", "1", "--out", str(tmp_path / "out"), "--record")
+    assert code == 0, err
+    assert len(rowlib.load(tracked / "gate.jsonl")) == 3 and rendered == [1]
+    assert f"wrote {tmp_path / 'RESULTS.md'}" in out
+
+
 def test_smoke_runs_record_nothing(capsys, tmp_path, fake_case):
     code, out, _ = run_main(capsys, "run", "gate.fake", "--rounds", "1", "--smoke", "--out", str(tmp_path / "out"),
                             "--results", str(tmp_path / "results"))
