@@ -245,7 +245,9 @@ def timeline_rows(run: RunData, steady_state: bool = False) -> list[dict]:
             rank = int(found.group(1)) if found else None
         for d in source.devices:
             iterations = [
-                {"iteration": it.number, "start_ns": it.start_ns, "end_ns": it.end_ns, "dispatches": it.dispatches}
+                {"iteration": it.number, "start_ns": it.start_ns, "end_ns": it.end_ns, "dispatches": it.dispatches,
+                 "host_start_ns": it.host_start_ns, "host_end_ns": it.host_end_ns,
+                 "kernel_time_sum_ns": it.kernel_time_sum_ns, "assigned_by": "launch" if it.by_launch else "start"}
                 | _busy_numbers(it, it.end_ns - it.start_ns)
                 for it in d.iterations
             ]

@@ -1,0 +1,1 @@
+"""Report analyses, one question per module: collectives, efficiency, idle time, launch latency."""

@@ -1,0 +1,1 @@
+"""Report sections (Markdown/HTML) for the analyses in reports/analyses."""
