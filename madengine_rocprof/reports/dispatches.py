@@ -164,7 +164,6 @@ def _iterations(part: pl.DataFrame, src: TimingSource) -> list[IterationTime]:
     if not (lo.is_sorted() and hi.is_sorted()):
         return [_window(part, it) for it in its]
     base = win_lo[0] if its else 0
-    counted = (pl.col("owner") == pl.col("it")) if by_launch is not None else (pl.col("start") >= pl.col("lo"))
     cut = (
         part.with_columns(
             first=hi.search_sorted(part["start"], side="right"),  # the first window that ends after the start
@@ -178,7 +177,7 @@ def _iterations(part: pl.DataFrame, src: TimingSource) -> list[IterationTime]:
             # in the window: relative to the first window's start, so Int64 whatever the timestamps' width
             s=(pl.max_horizontal("start", "lo") - base).cast(pl.Int64),
             e=(pl.min_horizontal("end", "hi") - base).cast(pl.Int64),
-            counted=(counted & ~pl.col("copy_engine")),
+            counted=(pl.col("start") >= pl.col("lo")) & ~pl.col("copy_engine"),
             duration=(pl.col("end") - pl.col("start")).cast(pl.Int128),
         )
         .select("it", "s", "e", "ours", "hta", "counted", "duration")
@@ -196,12 +195,12 @@ def _iterations(part: pl.DataFrame, src: TimingSource) -> list[IterationTime]:
         )
         return {int(i): int(c) for i, c in covered.iter_rows()}
 
-    counts = {
-        int(i): (int(n), int(t))
-        for i, n, t in cut.group_by("it")
-        .agg(pl.col("counted").sum(), pl.col("duration").filter(pl.col("counted")).sum())
-        .iter_rows()
-    }
+    if by_launch is not None:  # the kernels each iteration launched, wherever they ran
+        owned = part.filter(~pl.col("copy_engine") & (pl.col("owner") >= 0)).group_by("owner").agg(
+            pl.len(), (pl.col("end") - pl.col("start")).cast(pl.Int128).sum())
+    else:  # the kernels that start in the window
+        owned = cut.group_by("it").agg(pl.col("counted").sum(), pl.col("duration").filter(pl.col("counted")).sum())
+    counts = {int(i): (int(n), int(t)) for i, n, t in owned.iter_rows()}
     busy = union(pl.lit(True))
     ours = {g: union(pl.col("ours") == g) for g in (COMPUTE, COMMUNICATION, COPY)}
     hta = {g: union(pl.col("hta") == g) for g in (COMPUTE, COMMUNICATION)}
