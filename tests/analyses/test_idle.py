@@ -54,7 +54,7 @@ def test_each_gap_gets_its_cause():
     assert got["gaps"] == 7
     first, second = got["iterations"]
     # window 0-450: before the first op (100), the launch-bound gap, half the sync gap; busy 200
-    assert first == {"iteration": 1, "idle_ns": 250, "launch_ns": 100, "sync_ns": 50, "other_ranks_ns": 0,
+    assert first == {"iteration": 1, "span_ns": 450, "idle_ns": 250, "launch_ns": 100, "sync_ns": 50, "other_ranks_ns": 0,
                      "other_ns": 100, "other": {"queued_ns": 0, "unlinked_ns": 0, "data_loading_ns": 0,
                                                 "edges_ns": 100}}
     assert second["idle_ns"] == 1550 - (100 + 100 + 50 + 100 + 200 + 100)  # window - busy in it

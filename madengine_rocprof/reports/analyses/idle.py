@@ -170,7 +170,8 @@ def device_causes(ops: pl.DataFrame, host: dict[int, pl.DataFrame],
     row["linked_share"] = ops["launch"].is_not_null().sum() / ops.height if ops.height else None
     if windows and ops.height:
         cut = _in_windows(g, int(first), int(last), [(lo, hi) for _, lo, hi in windows])  # type: ignore[arg-type]
-        row["iterations"] = [{"iteration": n} | _row(parts) for (n, _, _), parts in zip(windows, cut, strict=True)]
+        row["iterations"] = [{"iteration": n, "span_ns": hi - lo} | _row(parts)
+                             for (n, lo, hi), parts in zip(windows, cut, strict=True)]
     else:
         row["iterations"] = []
     return row
