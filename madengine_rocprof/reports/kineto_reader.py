@@ -29,9 +29,9 @@ import re
 import threading
 import zlib
 from collections.abc import Iterator
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from decimal import ROUND_HALF_EVEN, Context, InvalidOperation, Overflow
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import polars as pl
@@ -93,10 +93,29 @@ def is_kineto_trace(path: Path) -> bool:
 
 
 class _Args(msgspec.Struct, gc=False):
-    """The args read: a GPU event's device and stream, a [memory] event's figures; others are skipped."""
+    """The args read: a GPU event's device and stream, the links between events (correlation, External id), a CPU
+    operator's shapes and a collective's parameters (trace_tables), a [memory] event's figures; others are skipped.
+    Shapes stay raw JSON text (no Python lists per event); a wrongly typed link or count is read as absent."""
 
     device: int | str | None = None  # typed: a list or object here is refused with its JSON path, never hashed
     stream: int | str | None = None
+    correlation: Any = None
+    external_id: Any = msgspec.field(default=None, name="External id")
+    sequence: Any = msgspec.field(default=None, name="Sequence number")
+    fwd_tid: Any = msgspec.field(default=None, name="Fwd thread id")
+    input_dims: msgspec.Raw = msgspec.field(default=None, name="Input Dims")  # type: ignore[assignment]
+    input_types: msgspec.Raw = msgspec.field(default=None, name="Input type")  # type: ignore[assignment]
+    input_strides: msgspec.Raw = msgspec.field(default=None, name="Input Strides")  # type: ignore[assignment]
+    concrete_inputs: msgspec.Raw = msgspec.field(default=None, name="Concrete Inputs")  # type: ignore[assignment]
+    collective: Any = msgspec.field(default=None, name="Collective name")
+    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+    dtype: Any = None
+    group_size: Any = msgspec.field(default=None, name="Group size")
+    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
+    pg_desc: Any = msgspec.field(default=None, name="Process Group Description")
+    ranks: msgspec.Raw = msgspec.field(default=None, name="Process Group Ranks")  # type: ignore[assignment]
+    seq: Any = msgspec.field(default=None, name="Seq")
     total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
     device_type: Any = msgspec.field(default=None, name="Device Type")
     device_id: Any = msgspec.field(default=None, name="Device Id")
@@ -121,6 +140,7 @@ class _Meta(msgspec.Struct):
     traceEvents: list[Any]  # noqa: N815 - Kineto's key
     baseTimeNanoseconds: Any = None  # noqa: N815
     distributedInfo: Any = None  # noqa: N815
+    deviceProperties: Any = None  # noqa: N815
 
 
 # floats arrive as their JSON text (float_hook=str): timestamps stay exact
@@ -368,17 +388,31 @@ def _validation(stream: _Stream, err: msgspec.ValidationError, seen: int) -> Use
                      fix="pass a trace written by torch.profiler (export_chrome_trace)")
 
 
+# A time given as text (msgspec hands JSON numbers over as their text; a JSON string arrives the same way): JSON's
+# number grammar in ASCII. int()/Decimal() alone would also take "1_000", " 1000", "Infinity" and non-ASCII digits.
+_NUMBER_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_MAX_TIME_TEXT = 64  # characters: no profiler writes a longer number (and Decimal arithmetic stays small)
+_DECIMAL = Context(prec=_MAX_TIME_TEXT + 8, Emax=_MAX_TIME_TEXT, Emin=-_MAX_TIME_TEXT - 8, traps=[InvalidOperation,
+                                                                                                   Overflow])
+
+
 def to_ns(value: Any) -> int:
-    """Kineto microseconds (JSON int, or a decimal's text) -> integer nanoseconds, rounded half to even."""
+    """Kineto microseconds (JSON int, or a decimal's text) -> integer nanoseconds, rounded half to even.
+
+    Text must be a JSON number (ASCII digits, no blanks, underscores, NaN or Infinity; what the CSV reader accepts
+    less its padding) of at most 64 characters; anything else is a ValueError."""
     if type(value) is int:
         return value * 1000
-    if type(value) is str:
+    if type(value) is str and len(value) <= _MAX_TIME_TEXT and _NUMBER_TEXT.fullmatch(value):
         whole, dot, frac = value.partition(".")
         if dot and len(frac) <= 3 and whole.isdigit() and frac.isdigit():
             return int(whole) * 1000 + int(frac.ljust(3, "0"))
-        try:  # more than three decimals, an exponent or a sign: exact decimal arithmetic
-            return int((Decimal(value) * 1000).to_integral_value(ROUND_HALF_EVEN))
-        except InvalidOperation:
+        try:  # more than three decimals, an exponent or a sign: exact decimal arithmetic, exponent bounded
+            number = _DECIMAL.create_decimal(value)
+            if number.adjusted() > 30:  # 10^30 us: far past 2^64 ns; the caller reports it out of range
+                raise ValueError(value)
+            return int(_DECIMAL.multiply(number, 1000).to_integral_value(ROUND_HALF_EVEN, _DECIMAL))
+        except (InvalidOperation, Overflow, ArithmeticError):
             pass
     raise ValueError(value)
 
@@ -387,14 +421,28 @@ class _Bad(Exception):
     """An event field that cannot be used; carries the message for UserError."""
 
 
-class _Columns:
-    """One table of GPU events: codes and integer times in arrays (8 bytes a value, not a Python int object)."""
+NULL = -(2**63)  # an absent value in an integer column (no link, no sequence number); never a real id
+_STEP_DIGITS = 18  # ProfilerStep#N with a longer N is not a step number (int() would refuse 4,300 digits)
 
-    def __init__(self) -> None:
+
+def _link(value: Any) -> int:
+    """An id or count as found (int), NULL when absent or not an integer (the link is then unknown, not wrong)."""
+    return value if type(value) is int and -(2**63) < value < 2**63 else NULL
+
+
+class _Columns:
+    """One table of GPU events: codes and integer times in arrays (8 bytes a value, not a Python int object).
+    With `links` (trace_tables): stream, correlation and External id too."""
+
+    def __init__(self, links: bool = False) -> None:
         self.name = array.array("q")
         self.start = array.array("q")
         self.end = array.array("q")
         self.device = array.array("q")
+        self.links = links
+        self.stream = array.array("q")
+        self.correlation = array.array("q")
+        self.external_id = array.array("q")
 
     def __len__(self) -> int:
         return len(self.name)
@@ -415,76 +463,187 @@ class _Columns:
         )
 
 
-class _Collected:
-    """Columns gathered from the events, block by block; times in ns relative to baseTimeNanoseconds."""
+class _HostColumns:
+    """Host events (runtime calls, CPU operators, collectives) as arrays: strings and threads as codes into the
+    collector's dicts, times in ns relative to baseTimeNanoseconds, NULL for an absent id."""
 
-    def __init__(self, path: Path, *, want_tracks: bool = False) -> None:
+    INTS = ("name", "cat", "pid", "tid", "start", "end", "correlation", "external_id")
+
+    def __init__(self, extra: tuple[str, ...] = ()) -> None:
+        self.columns = {key: array.array("q") for key in self.INTS + extra}
+
+    def __len__(self) -> int:
+        return len(self.columns["name"])
+
+
+CPU_EXTRA = ("seq", "fwd_tid", "input_dims", "input_types", "input_strides", "concrete_inputs")
+COMM_EXTRA = ("collective", "in_nelems", "out_nelems", "dtype", "group_size", "pg_name", "pg_desc", "comm_seq",
+              "ranks")
+_RUNTIME_CATS = {spelling for cat in ("cuda_runtime", "hip_runtime", "cuda_driver", "hip_driver", "runtime")
+                 for spelling in (cat, cat.upper(), cat.capitalize())}
+
+
+class _Tables:
+    """What trace_tables adds to the report's columns: host events and their links, in arrays."""
+
+    def __init__(self) -> None:
+        self.runtime = _HostColumns()
+        self.cpu = _HostColumns(CPU_EXTRA)
+        self.comms = _HostColumns(COMM_EXTRA)
+        self.strings: dict[Any, int] = {}  # names, categories, collective names, dtypes ... -> code
+        self.threads: dict[Any, int] = {}  # pid / tid values as found -> code
+        self.raw: dict[bytes, int] = {}  # raw JSON text of a shape argument -> code of its compact text
+
+    def string(self, value: Any) -> int:
+        if value is None:
+            return NULL
+        code = self.strings.get(value)
+        if code is None:
+            code = self.strings[value] = len(self.strings)
+        return code
+
+    def thread(self, value: Any) -> int:
+        code = self.threads.get(value)
+        if code is None:
+            code = self.threads[value] = len(self.threads)
+        return code
+
+    def json_text(self, raw: msgspec.Raw | None, strings_as_is: bool = False) -> int:
+        """Code of the compact JSON text of a raw argument (`[[8, 128], []]` -> `[[8,128],[]]`); a JSON string is
+        kept as its value when `strings_as_is` (Process Group Ranks is written either way)."""
+        if raw is None:
+            return NULL
+        key = bytes(raw)
+        code = self.raw.get(key)
+        if code is None:
+            value = json.loads(key)  # msgspec has checked it is JSON
+            if value is None:
+                self.raw[key] = NULL
+                return NULL
+            text = value if strings_as_is and type(value) is str else json.dumps(
+                value, separators=(",", ":"), ensure_ascii=False)
+            code = self.raw[key] = self.string(text)
+        return code
+
+    def host(self, table: _HostColumns, event: _Event, cat: str, start: int, end: int) -> None:
+        cols, args = table.columns, event.args
+        cols["name"].append(self.string(event.name))
+        cols["cat"].append(self.string(cat))
+        cols["pid"].append(self.thread(event.pid))
+        cols["tid"].append(self.thread(event.tid))
+        cols["start"].append(start)
+        cols["end"].append(end)
+        cols["correlation"].append(NULL if args is None else _link(args.correlation))
+        cols["external_id"].append(NULL if args is None else _link(args.external_id))
+        if table is self.cpu:
+            cols["seq"].append(NULL if args is None else _link(args.sequence))
+            cols["fwd_tid"].append(NULL if args is None else _link(args.fwd_tid))
+            for key in ("input_dims", "input_types", "input_strides", "concrete_inputs"):
+                cols[key].append(NULL if args is None else self.json_text(getattr(args, key)))
+        elif table is self.comms:
+            for key in ("in_nelems", "out_nelems", "group_size"):
+                cols[key].append(NULL if args is None else _link(getattr(args, key)))
+            cols["comm_seq"].append(NULL if args is None else _link(args.seq))
+            for key in ("collective", "dtype", "pg_name", "pg_desc"):
+                value = None if args is None else getattr(args, key)
+                cols[key].append(self.string(value if type(value) is str else None))
+            cols["ranks"].append(NULL if args is None else self.json_text(args.ranks, strings_as_is=True))
+
+
+class _Collected:
+    """Columns gathered from the events, block by block; times in ns relative to baseTimeNanoseconds.
+
+    With `tables` (trace_tables), host events and the links between events are kept too (_Tables)."""
+
+    def __init__(self, path: Path, *, want_tracks: bool = False, tables: bool = False) -> None:
         self.path = path
         self.want_tracks = want_tracks
         # GPU events as compact columns: name and device as codes into `names` / `devices`, times in ns
-        self.kernels = _Columns()
-        self.copies = _Columns()
+        self.kernels = _Columns(tables)
+        self.copies = _Columns(tables)
         self.names: dict[Any, int] = {}  # keys: the events' names (typed str | None; _times refuses None)
         self.devices: dict[Any, int] = {}
-        self.cpu: list[tuple[Any, object, int, int]] | None = []  # None once a kernel was seen
+        self.tables = _Tables() if tables else None
+        # CPU operators for the report's operator table; with tables they are read from tables.cpu instead
+        self.cpu: list[tuple[Any, object, int, int]] | None = None if tables else []  # None once a kernel was seen
+        self.saw_kernel = False
         self.steps: dict[int, tuple[int, int]] = {}
         self.memory: dict[str, int] = {}
         self.tracks: list[str] = []  # per kernel: "GPU <device> stream <n>" (for the Perfetto writer)
         self.strings: dict[Any, Any] = {}  # one str object per distinct CPU operator name
 
     def __call__(self, events: list[_Event], first: int) -> None:
-        kinds, names, devices = CATEGORY_KINDS, self.names, self.devices
+        kinds, tables = CATEGORY_KINDS, self.tables
         for event in events:
             if event.ph != "X":
                 if event.name == "[memory]" and event.ph in ("i", "I") and event.args is not None:
                     _memory(event.args, self.memory)
                 continue
-            kind = kinds.get(event.cat) if event.cat is not None else None
-            if kind is None:
+            cat = event.cat
+            kind = kinds.get(cat) if cat is not None else None
+            if kind is None and (tables is None or cat not in _RUNTIME_CATS):
                 continue
             ts, dur, name = event.ts, event.dur, event.name
-            if kind is _ANNOTATION and not (type(name) is str and name.startswith("ProfilerStep#")):
+            if kind is _ANNOTATION and tables is None and not (type(name) is str and name.startswith("ProfilerStep#")):
                 continue  # record_function ranges: only the profiler's steps are read
             # the common case inline (three decimals, as Kineto writes them); anything else through _times
             if type(ts) is str and type(dur) is str and ts[-4:-3] == "." and dur[-4:-3] == "." and type(name) is str:
-                try:
-                    start = int(ts.replace(".", ""))
-                    end = start + int(dur.replace(".", ""))
-                except ValueError:
-                    start, end = self._times(event, events, first)
-                if end < start:
+                digits, span = ts.replace(".", ""), dur.replace(".", "")
+                if digits.isdigit() and span.isdigit() and digits.isascii() and span.isascii():
+                    start = int(digits)
+                    end = start + int(span)
+                else:  # a sign, blanks, underscores, other digits: the one number rule says
                     start, end = self._times(event, events, first)
             else:
                 start, end = self._times(event, events, first)
-            if kind is _KERNEL or kind is _COPY:
-                args = event.args
-                device = event.pid if args is None or args.device is None else args.device
-                table = self.kernels if kind is _KERNEL else self.copies
-                code = names.get(name)
-                if code is None:
-                    code = names[name] = len(names)
-                try:
-                    table.start.append(start)
-                    table.end.append(end)
-                except OverflowError:  # beyond +-2^63 ns relative to baseTimeNanoseconds: no uint64 timestamp
-                    del table.start[len(table.name):]
-                    raise self._out_of_range(event, events, first) from None
-                table.name.append(code)
-                code = devices.get(device)
-                if code is None:
-                    code = devices[device] = len(devices)
-                table.device.append(code)
-                if kind is _KERNEL and self.cpu is not None:
-                    self.cpu = None  # CPU operators are reported only for traces without kernels: stop keeping them
-                if self.want_tracks and kind is _KERNEL:
-                    stream = event.tid if args is None or args.stream is None else args.stream
-                    self.tracks.append(f"GPU {device} stream {stream}")
-            elif name is not None and name.startswith("ProfilerStep#"):
+            name = cast(str, name)  # _times has refused an event without a name
+            try:
+                if kind is _KERNEL or kind is _COPY:
+                    self._gpu(event, kind, name, start, end)
+                elif tables is not None and (kind is _CPU or kind is _ANNOTATION or kind is None):
+                    if kind is None:
+                        tables.host(tables.runtime, event, cat, start, end)  # type: ignore[arg-type]
+                    else:
+                        tables.host(tables.cpu, event, cat, start, end)  # type: ignore[arg-type]
+                        if name == "record_param_comms" or name.startswith("nccl:"):
+                            tables.host(tables.comms, event, cat, start, end)  # type: ignore[arg-type]
+                elif kind is _CPU and self.cpu is not None:
+                    self.cpu.append((self.strings.setdefault(name, name), (event.pid, event.tid), start, end))
+            except OverflowError:  # beyond +-2^63 ns relative to baseTimeNanoseconds: no uint64 timestamp
+                raise self._out_of_range(event, events, first) from None
+            if kind is not _KERNEL and kind is not _COPY and name.startswith("ProfilerStep#"):
                 match = STEP.match(name)
-                if match:
+                if match and len(match.group(1)) <= _STEP_DIGITS:
                     self.steps.setdefault(int(match.group(1)), (start, end))
-            elif kind is _CPU and self.cpu is not None:
-                self.cpu.append((self.strings.setdefault(name, name), (event.pid, event.tid), start, end))
+
+    def _gpu(self, event: _Event, kind: str, name: str, start: int, end: int) -> None:
+        args = event.args
+        device = event.pid if args is None or args.device is None else args.device
+        table = self.kernels if kind is _KERNEL else self.copies
+        if start < NULL or end >= 2**63:
+            raise OverflowError
+        code = self.names.get(name)
+        if code is None:
+            code = self.names[name] = len(self.names)
+        table.start.append(start)
+        table.end.append(end)
+        table.name.append(code)
+        code = self.devices.get(device)
+        if code is None:
+            code = self.devices[device] = len(self.devices)
+        table.device.append(code)
+        if kind is _KERNEL:
+            self.saw_kernel = True
+            if self.cpu is not None:
+                self.cpu = None  # CPU operators are reported only for traces without kernels: stop keeping them
+        if table.links:
+            stream = event.tid if args is None or args.stream is None else args.stream
+            table.stream.append(stream if type(stream) is int and -(2**63) < stream < 2**63 else NULL)
+            table.correlation.append(NULL if args is None else _link(args.correlation))
+            table.external_id.append(NULL if args is None else _link(args.external_id))
+        if self.want_tracks and kind is _KERNEL:
+            stream = event.tid if args is None or args.stream is None else args.stream
+            self.tracks.append(f"GPU {device} stream {stream}")
 
     def _out_of_range(self, event: _Event, events: list[_Event], first: int) -> UserError:
         index = first + next(i for i, e in enumerate(events) if e is event)
@@ -499,8 +658,13 @@ class _Collected:
             return _times(event)
         except _Bad as err:
             index = first + next(i for i, e in enumerate(events) if e is event)
-            raise UserError(f"{event.cat} event {event.name!r}: {err}", file=str(self.path),
+            raise UserError(f"{event.cat} event {_short(event.name)!r}: {err}", file=str(self.path),
                             where=f"$.traceEvents[{index}]", fix=FIX) from None
+
+
+def _short(value: Any, limit: int = 80) -> Any:
+    """A value for a message: long text cut (a 10 MB name is not echoed whole)."""
+    return value[:limit] + "..." if type(value) is str and len(value) > limit else value
 
 
 def _times(event: _Event) -> tuple[int, int]:
@@ -508,7 +672,9 @@ def _times(event: _Event) -> tuple[int, int]:
         start = to_ns(event.ts)
         duration = to_ns(event.dur)
     except ValueError:
-        raise _Bad(f"ts {event.ts!r} / dur {event.dur!r} are not numbers of microseconds") from None
+        raise _Bad(f"ts {_short(event.ts, 40)!r} / dur {_short(event.dur, 40)!r} are not numbers of microseconds "
+                   f"(JSON numbers: ASCII digits, optional fraction and exponent; no NaN, Infinity, blanks or "
+                   f"underscores)") from None
     if duration < 0:
         raise _Bad(f"negative dur {event.dur}")
     return start, start + duration
@@ -540,10 +706,23 @@ def _rank(path: Path, info: Any) -> int | None:
     return rank
 
 
-def _read(path: Path, *, want_tracks: bool = False) -> tuple[_Collected, int, int | None]:
+class Read:
+    """One Kineto trace, read once: the collected columns and the top-level facts around the events."""
+
+    def __init__(self, got: _Collected, base: int, rank: int | None, meta: _Meta) -> None:
+        self.got = got
+        self.base = base
+        self.rank = rank
+        self.distributed: dict = meta.distributedInfo if isinstance(meta.distributedInfo, dict) else {}
+        props = meta.deviceProperties
+        self.device_properties: list[dict] = [p for p in props if isinstance(p, dict)] if isinstance(
+            props, list) else []
+
+
+def _read(path: Path, *, want_tracks: bool = False, tables: bool = False) -> Read:
     """The events' columns, baseTimeNanoseconds (0 when absent) and the rank (None when not distributed)."""
     stream = _Stream(path)
-    got = _Collected(path, want_tracks=want_tracks)
+    got = _Collected(path, want_tracks=want_tracks, tables=tables)
     try:
         meta = _events(stream, got)
     finally:
@@ -552,10 +731,10 @@ def _read(path: Path, *, want_tracks: bool = False) -> tuple[_Collected, int, in
     if base is None:
         base = 0
     elif type(base) is not int or base < 0:
-        raise UserError(f"baseTimeNanoseconds is {base!r}, not a non-negative integer", file=str(path),
+        raise UserError(f"baseTimeNanoseconds is {_short(base)!r}, not a non-negative integer", file=str(path),
                         where="$.baseTimeNanoseconds", fix=FIX)
     _check_absolute(path, got, base)
-    return got, base, _rank(path, meta.distributedInfo)
+    return Read(got, base, _rank(path, meta.distributedInfo), meta)
 
 
 def _check_absolute(path: Path, got: _Collected, base: int) -> None:
@@ -565,29 +744,53 @@ def _check_absolute(path: Path, got: _Collected, base: int) -> None:
     times += [t for step in got.steps.values() for t in step]
     if got.cpu:
         times += [min(c[2] for c in got.cpu), max(c[3] for c in got.cpu)]
+    if got.tables is not None:
+        for host in (got.tables.runtime, got.tables.cpu):
+            if len(host):
+                times += [min(host.columns["start"]), max(host.columns["end"])]
     if times and not (base + min(times) >= 0 and base + max(times) <= inputs.UINT64_MAX):
         raise UserError(f"event times (ts plus baseTimeNanoseconds {base}) reach {base + min(times)} .. "
                         f"{base + max(times)} ns, outside [0, 2^64)", file=str(path), where="$.traceEvents",
                         fix=FIX)
 
 
+def _cpu_intervals(got: _Collected) -> list[tuple[Any, object, int, int]]:
+    """The CPU operators (cat cpu_op / Operator, not annotations) as (name, (pid, tid), start, end)."""
+    if got.tables is None:
+        return got.cpu or []
+    tables = got.tables
+    cols = tables.cpu.columns
+    strings, threads = list(tables.strings), list(tables.threads)
+    cpu_cats = {code for value, code in tables.strings.items() if CATEGORY_KINDS.get(value) is _CPU}
+    return [(strings[n], (threads[p], threads[t]), s, e) for n, c, p, t, s, e in zip(
+        cols["name"], cols["cat"], cols["pid"], cols["tid"], cols["start"], cols["end"], strict=True)
+        if c in cpu_cats]
+
+
 def read_kineto(src: TimingSource) -> TimingSource:
-    """Fill src from one Kineto trace: kernels (or CPU operators when there are none), copies, steps, memory."""
-    got, base, src.rank = _read(src.path)
+    """Fill src from one Kineto trace: kernels (or CPU operators when there are none), copies, steps, memory.
+
+    The trace tables (trace_tables) are collected in the same pass and kept on src.tables."""
+    from madengine_rocprof.reports import trace_tables  # it imports this module
+
+    read = _read(src.path, tables=True)
+    got, base, src.rank = read.got, read.base, read.rank
     # aggregate computes device time per iteration: the iterations go in first
     src.iterations = [Iteration(n, base + start, base + end) for n, (start, end) in sorted(got.steps.items())]
     copies = got.copies.frame(got.names, got.devices, base) if len(got.copies) else None
-    if len(got.kernels) or not got.cpu:
+    cpu = [] if len(got.kernels) else _cpu_intervals(got)
+    if len(got.kernels) or not cpu:
         dispatches.aggregate(src, got.kernels.frame(got.names, got.devices, base), copies=copies)
     else:
         src.cpu_operators = True
-        src.kernels = cpu_ops.operator_stats(got.cpu)
-        src.dispatches = len(got.cpu)
+        src.kernels = cpu_ops.operator_stats(cpu)
+        src.dispatches = len(cpu)
         src.has_timeline = True
-        src.first_start_ns = base + min(c[2] for c in got.cpu)
-        src.last_end_ns = base + max(c[3] for c in got.cpu)
+        src.first_start_ns = base + min(c[2] for c in cpu)
+        src.last_end_ns = base + max(c[3] for c in cpu)
     src.copies = _copy_stats(got)
     src.peak_memory_bytes = dict(sorted(got.memory.items()))
+    src.tables = trace_tables.from_kineto(src.path, read)
     return src
 
 
@@ -611,7 +814,8 @@ DIRECTIONS = {"HtoD": "host to device", "DtoH": "device to host", "DtoD": "devic
 
 def iter_kineto(path: Path) -> Iterator[tuple[str, int, int, str]]:
     """Each kernel as (name, start ns, end ns, track) for the Perfetto writer; CPU operators when there are none."""
-    got, base, _ = _read(path, want_tracks=True)
+    read = _read(path, want_tracks=True)
+    got, base = read.got, read.base
     if len(got.kernels):
         k, names = got.kernels, list(got.names)
         for code, start, end, track in zip(k.name, k.start, k.end, got.tracks, strict=True):

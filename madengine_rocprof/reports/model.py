@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from madengine_rocprof.wrapper.contracts import Manifest, RunJson, WorkloadResult
 
@@ -126,6 +127,8 @@ class TimingSource:
     copies: dict[str, CopyStats] = field(default_factory=dict)
     # peak allocated memory per device ("GPU 0", "CPU") from the trace's memory events (Kineto `[memory]`)
     peak_memory_bytes: dict[str, int] = field(default_factory=dict)
+    # trace_tables.TraceTables when the reader collected them in its pass (Kineto); trace_tables.load_tables reads
+    tables: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass

@@ -1,0 +1,242 @@
+"""Per-event tables of one trace, for the analyses that follow links between events (collectives, efficiency from
+shapes, idle time, launch latency): /work/coord/TABLES.md is the interface, docs/reports.md says what each holds.
+
+- Kineto (PyTorch profiler) traces: collected by kineto_reader in the same pass as the report's kernel statistics
+  (same bounded block decoder, limits and errors), kept on `TimingSource.tables`. Strings and ids are held as codes
+  in integer arrays while reading; the frames are built once at the end.
+- rocprofv3-format CSV folders (rocprofv3's and the embedded tracer's): kernels with their Correlation_Id from
+  `*kernel_trace.csv`, host API calls from the same process's `*hip_api_trace.csv`, copies from its
+  `*memory_copy_trace.csv`, read through the CSV layer (csv_tables: the same number rules and errors as the report).
+
+Times are absolute nanoseconds (Int64, Int128 where a value passes 2^63). Links: a kernel's `correlation` equals its
+launching runtime call's `correlation`; a runtime call's `external_id` equals its enclosing CPU operator's.
+"""
+
+from __future__ import annotations
+
+import array
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from madengine_rocprof import inputs
+from madengine_rocprof.reports import dispatches, kineto_reader
+from madengine_rocprof.reports.csv_tables import open_table, parse_int, parse_time
+from madengine_rocprof.reports.kineto_reader import NULL
+from madengine_rocprof.reports.model import Iteration, TimingSource
+from madengine_rocprof.wrapper import file_kinds
+
+RANK_PREFIX = re.compile(r"^rank(\d+)_")  # per-rank file names under a launcher: rank<r>_<pid>_kernel_trace.csv
+AGENT_NUMBER = re.compile(r"(\d+)\s*$")  # "Agent 4" (rocprofv3 7.x), "4" (6.x): the device number
+
+GPU_COLUMNS = ("name", "device", "stream", "start", "end", "correlation", "external_id")
+RUNTIME_COLUMNS = ("name", "pid", "tid", "start", "end", "correlation", "external_id")
+CPU_COLUMNS = ("name", "pid", "tid", "start", "end", "external_id", "seq", "fwd_tid", "input_dims", "input_types",
+               "input_strides", "concrete_inputs")
+COMM_COLUMNS = ("name", "pid", "tid", "start", "end", "external_id", "collective", "in_nelems", "out_nelems",
+                "dtype", "group_size", "pg_name", "pg_desc", "seq", "ranks")
+_STRING_COLUMNS = {"name", "cat", "input_dims", "input_types", "input_strides", "concrete_inputs", "collective",
+                   "dtype", "pg_name", "pg_desc", "ranks"}
+
+
+@dataclass
+class TraceTables:
+    """One trace's events as frames (columns above; extra columns may follow them)."""
+
+    path: Path
+    fmt: str  # "kineto" or "rocprofv3-csv"
+    rank: int | None
+    world_size: int | None
+    distributed: dict = field(default_factory=dict)
+    device_properties: list[dict] = field(default_factory=list)
+    kernels: pl.DataFrame = field(default_factory=lambda: empty(GPU_COLUMNS))
+    copies: pl.DataFrame = field(default_factory=lambda: empty(GPU_COLUMNS))
+    runtime: pl.DataFrame = field(default_factory=lambda: empty(RUNTIME_COLUMNS))
+    cpu_ops: pl.DataFrame = field(default_factory=lambda: empty(CPU_COLUMNS))
+    comms: pl.DataFrame = field(default_factory=lambda: empty(COMM_COLUMNS))
+    steps: list[Iteration] = field(default_factory=list)
+
+
+def empty(columns: tuple[str, ...]) -> pl.DataFrame:
+    return pl.DataFrame(schema={c: pl.String if c in _STRING_COLUMNS else pl.Int64 for c in columns})
+
+
+def load_tables(src: TimingSource) -> TraceTables | None:
+    """The tables of a timing source, or None for formats that carry no per-event links (stats, counters, rocpd,
+    JSON, pftrace). Read once: a Kineto trace's come from the report's own pass, others are kept on src."""
+    if src.tables is not None:
+        return src.tables
+    if src.fmt == kineto_reader.FORMAT:
+        src.tables = from_kineto(src.path, kineto_reader._read(src.path, tables=True))
+    elif src.fmt == "rocprofv3-csv" and not src.cpu_operators:
+        src.tables = from_rocprofv3_csv(src.path)
+    return src.tables
+
+
+# ---------------------------------------------------------------- Kineto
+
+
+def _nullable(values: array.array) -> pl.Series:
+    series = pl.Series(values, dtype=pl.Int64)
+    if NULL not in values:
+        return series
+    return pl.select(pl.when(series != NULL).then(series)).to_series()
+
+
+def _lookup(codes: array.array, values: list[Any], dtype: Any) -> pl.Series:
+    """Codes (NULL: absent) -> the values they stand for."""
+    return pl.Series(values, dtype=dtype).gather(_nullable(codes))
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if type(value) is int and -(2**63) <= value < 2**63 else None
+
+
+def _times(start: array.array, end: array.array, base: int) -> tuple[pl.Series, pl.Series]:
+    wide = dispatches.time_dtype(base + min(start, default=0), base + max(end, default=0))
+    offset = pl.Series([base], dtype=wide)
+    return (pl.Series(start, dtype=pl.Int64).cast(wide) + offset, pl.Series(end, dtype=pl.Int64).cast(wide) + offset)
+
+
+def from_kineto(path: Path, read: kineto_reader.Read) -> TraceTables:
+    """The frames of a trace read by kineto_reader with tables=True."""
+    got, base = read.got, read.base
+    tables = got.tables
+    assert tables is not None, "kineto_reader._read(tables=True) collects them"
+    names = list(got.names)
+    devices = [_int_or_none(d) for d in got.devices]
+    strings = list(tables.strings)
+    threads = [_int_or_none(t) for t in tables.threads]
+
+    def gpu(columns: kineto_reader._Columns) -> pl.DataFrame:
+        if not len(columns):
+            return empty(GPU_COLUMNS)
+        start, end = _times(columns.start, columns.end, base)
+        return pl.DataFrame({
+            "name": _lookup(columns.name, names, pl.String), "device": _lookup(columns.device, devices, pl.Int64),
+            "stream": _nullable(columns.stream), "start": start, "end": end,
+            "correlation": _nullable(columns.correlation), "external_id": _nullable(columns.external_id),
+        })
+
+    def host(table: kineto_reader._HostColumns, wanted: tuple[str, ...]) -> pl.DataFrame:
+        if not len(table):
+            return empty(wanted).with_columns(pl.lit(None, dtype=pl.String).alias("cat"))
+        cols = table.columns
+        start, end = _times(cols["start"], cols["end"], base)
+        out: dict[str, pl.Series] = {}
+        for key in (*wanted, "cat"):
+            source = "comm_seq" if key == "seq" and "comm_seq" in cols else key
+            if key in ("start", "end"):
+                out[key] = start if key == "start" else end
+            elif key in ("pid", "tid"):
+                out[key] = _lookup(cols[key], threads, pl.Int64)
+            elif key in _STRING_COLUMNS:
+                out[key] = _lookup(cols[source], strings, pl.String)
+            else:
+                out[key] = _nullable(cols[source])
+        return pl.DataFrame(out)
+
+    info = read.distributed
+    world = info.get("world_size")
+    return TraceTables(
+        path=path, fmt=kineto_reader.FORMAT, rank=read.rank,
+        world_size=world if type(world) is int and world > 0 else None,
+        distributed=info, device_properties=read.device_properties,
+        kernels=gpu(got.kernels), copies=gpu(got.copies),
+        runtime=host(tables.runtime, RUNTIME_COLUMNS), cpu_ops=host(tables.cpu, CPU_COLUMNS),
+        comms=host(tables.comms, COMM_COLUMNS),
+        steps=[Iteration(n, base + s, base + e) for n, (s, e) in sorted(got.steps.items())],
+    )
+
+
+# ---------------------------------------------------------------- rocprofv3-format CSV
+
+
+def _sibling(path: Path, kind: str) -> Path | None:
+    """The same process's file of another kind (`rank0_123_kernel_trace.csv` -> `rank0_123_hip_api_trace.csv`)."""
+    prefix = file_kinds.split_name(path.name)[1]
+    other = path.with_name(f"{prefix}_{kind}.csv" if prefix else f"{kind}.csv")
+    return other if inputs.is_regular(other) else None
+
+
+def _agent(text: str) -> int | None:
+    match = AGENT_NUMBER.search(text)
+    return int(match.group(1)) if match and len(match.group(1)) < 19 else None
+
+
+def _optional_int(table: Any, row: list[str], index: int | None, column: str) -> int | None:
+    if index is None or not row[index].strip():
+        return None
+    return parse_int(table, row[index], column)
+
+
+def _gpu_csv(path: Path, kind: str) -> pl.DataFrame:
+    """kernel_trace.csv or memory_copy_trace.csv rows with their device, stream and correlation id."""
+    rows: dict[str, list] = {c: [] for c in GPU_COLUMNS}
+    required: dict[str, tuple[str, ...]]
+    if kind == "kernel":
+        required = {"name": ("Kernel_Name",), "start": ("Start_Timestamp",), "end": ("End_Timestamp",)}
+        optional = {"agent": ("Agent_Id",), "stream": ("Stream_Id", "Queue_Id"), "correlation": ("Correlation_Id",)}
+    else:
+        required = {"name": ("Direction",), "start": ("Start_Timestamp",), "end": ("End_Timestamp",)}
+        optional = {"agent": ("Destination_Agent_Id",), "stream": ("Stream_Id",),
+                    "correlation": ("Correlation_Id",)}
+    with open_table(path, required, optional) as table:
+        idx = table.index
+        for row in table.rows():
+            start = parse_time(table, row[idx["start"]], "Start_Timestamp")
+            end = parse_time(table, row[idx["end"]], "End_Timestamp")
+            if end < start:
+                raise table.error(f"End_Timestamp {end} is before Start_Timestamp {start}",
+                                  fix="the file is corrupt; re-run the profiler")
+            rows["name"].append(row[idx["name"]])
+            rows["device"].append(_agent(row[idx["agent"]]) if idx["agent"] is not None else None)
+            rows["stream"].append(_optional_int(table, row, idx["stream"], "Stream_Id"))
+            rows["start"].append(start)
+            rows["end"].append(end)
+            rows["correlation"].append(_optional_int(table, row, idx["correlation"], "Correlation_Id"))
+            rows["external_id"].append(None)
+    return _csv_frame(rows)
+
+
+def _runtime_csv(path: Path) -> pl.DataFrame:
+    rows: dict[str, list] = {c: [] for c in RUNTIME_COLUMNS}
+    with open_table(path, {"name": ("Function",), "start": ("Start_Timestamp",), "end": ("End_Timestamp",)},
+                    {"pid": ("Process_Id",), "tid": ("Thread_Id",), "correlation": ("Correlation_Id",)}) as table:
+        idx = table.index
+        for row in table.rows():
+            start = parse_time(table, row[idx["start"]], "Start_Timestamp")
+            end = parse_time(table, row[idx["end"]], "End_Timestamp")
+            if end < start:
+                raise table.error(f"End_Timestamp {end} is before Start_Timestamp {start}",
+                                  fix="the file is corrupt; re-run the profiler")
+            rows["name"].append(row[idx["name"]])
+            rows["pid"].append(_optional_int(table, row, idx["pid"], "Process_Id"))
+            rows["tid"].append(_optional_int(table, row, idx["tid"], "Thread_Id"))
+            rows["start"].append(start)
+            rows["end"].append(end)
+            rows["correlation"].append(_optional_int(table, row, idx["correlation"], "Correlation_Id"))
+            rows["external_id"].append(None)
+    return _csv_frame(rows)
+
+
+def _csv_frame(rows: dict[str, list]) -> pl.DataFrame:
+    wide = dispatches.time_dtype(max(rows["end"], default=0))
+    return pl.DataFrame(rows, schema={c: pl.String if c in _STRING_COLUMNS else (
+        wide if c in ("start", "end") else pl.Int64) for c in rows})
+
+
+def from_rocprofv3_csv(path: Path) -> TraceTables:
+    """A process's kernel trace, with its API calls and copies when the same prefix has them."""
+    rank = RANK_PREFIX.match(path.name)
+    runtime = _sibling(path, "hip_api_trace")
+    copies = _sibling(path, "memory_copy_trace")
+    return TraceTables(
+        path=path, fmt="rocprofv3-csv", rank=int(rank.group(1)) if rank else None, world_size=None,
+        kernels=_gpu_csv(path, "kernel"),
+        copies=_gpu_csv(copies, "copy") if copies else empty(GPU_COLUMNS),
+        runtime=_runtime_csv(runtime) if runtime else empty(RUNTIME_COLUMNS),
+    )
