@@ -14,6 +14,7 @@ from typing import Any
 
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import multinode
+from madengine_rocprof.reports.analyses import idle, launch
 from madengine_rocprof.reports.categories import CATEGORIES, classify
 from madengine_rocprof.reports.model import CounterStats, KernelStats, RunData
 from madengine_rocprof.reports.roles import roles_of
@@ -426,6 +427,8 @@ def analyze_run(run: RunData, steady_state: bool = False, definitions: str = "ou
         ],
         "workload": _workload_summary(run),
         "multi_node": multinode.analyze(run),
+        "idle_causes": idle.analyze_run(run, timeline),
+        "launch": launch.analyze_run(run, timeline),
     }
 
 

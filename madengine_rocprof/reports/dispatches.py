@@ -238,6 +238,19 @@ def _window(part: pl.DataFrame, it) -> IterationTime:
     return row
 
 
+def launch_times(gpu: pl.DataFrame, runtime: pl.DataFrame) -> pl.Series:
+    """Per GPU row (column `correlation`), the start of the runtime call with the same correlation id, null where
+    none (runtime correlation ids are unique within a process; a CUDA graph's kernels share their cudaGraphLaunch's).
+    """
+    calls = (
+        runtime.filter(pl.col("correlation").is_not_null())
+        .select(pl.col("correlation").cast(gpu.schema["correlation"]), pl.col("start").alias("launch"))
+        .unique(subset="correlation", keep="first")
+    )
+    joined = gpu.select("correlation").join(calls, on="correlation", how="left", maintain_order="left")
+    return joined["launch"]
+
+
 def _launch_column(table: pl.DataFrame, launches: bool) -> list[pl.Expr]:
     """The `launch` column (start of the launching runtime call, null without a link) when the rows carry links."""
     if not launches:

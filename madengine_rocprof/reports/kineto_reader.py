@@ -777,10 +777,16 @@ def read_kineto(src: TimingSource) -> TimingSource:
     got, base, src.rank = read.got, read.base, read.rank
     # aggregate computes device time per iteration: the iterations go in first
     src.iterations = [Iteration(n, base + start, base + end) for n, (start, end) in sorted(got.steps.items())]
+    src.tables = tables = trace_tables.from_kineto(src.path, read)
     copies = got.copies.frame(got.names, got.devices, base) if len(got.copies) else None
     cpu = [] if len(got.kernels) else _cpu_intervals(got)
     if len(got.kernels) or not cpu:
-        dispatches.aggregate(src, got.kernels.frame(got.names, got.devices, base), copies=copies)
+        kernels = got.kernels.frame(got.names, got.devices, base)
+        if tables.runtime.height:  # iterations own the work they launched (dispatches._launch_windows)
+            kernels = kernels.with_columns(launch=dispatches.launch_times(tables.kernels, tables.runtime))
+            if copies is not None:
+                copies = copies.with_columns(launch=dispatches.launch_times(tables.copies, tables.runtime))
+        dispatches.aggregate(src, kernels, copies=copies)
     else:
         src.cpu_operators = True
         src.kernels = cpu_ops.operator_stats(cpu)
@@ -790,7 +796,6 @@ def read_kineto(src: TimingSource) -> TimingSource:
         src.last_end_ns = base + max(c[3] for c in cpu)
     src.copies = _copy_stats(got)
     src.peak_memory_bytes = dict(sorted(got.memory.items()))
-    src.tables = trace_tables.from_kineto(src.path, read)
     return src
 
 

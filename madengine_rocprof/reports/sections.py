@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from madengine_rocprof.reports import multinode
+from madengine_rocprof.reports.views import idle as idle_view
+from madengine_rocprof.reports.views import launch as launch_view
 from madengine_rocprof.reports.blocks import Bars, Block, Column, Lines, Section, Stacked, Table
 from madengine_rocprof.reports.categories import CATEGORIES
 from madengine_rocprof.reports.formatting import DASH, count, display_name, gib, ms, number, pct, times
@@ -717,6 +719,8 @@ RUN_SECTIONS: list[Callable[[ReportRun, int], Section | None]] = [
     top_kernels,
     categories,
     timeline,
+    idle_view.section,
+    launch_view.section,
     iterations,
     counters,
     memory_copies,

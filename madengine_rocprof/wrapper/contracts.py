@@ -186,7 +186,7 @@ class RunJson(_RunJsonRequired, total=False):
 
 
 # --- the report's --json (reports) -----------------------------------------------------------------------------------
-class ReportRun(TypedDict):
+class _ReportRunRequired(TypedDict):
     label: str
     path: str
     # passed on as found: a report reads any folder, whose manifest.json or run.json may be of another shape
@@ -208,6 +208,11 @@ class ReportRun(TypedDict):
     memory_copies: list[dict[str, Any]]
     workload: dict[str, Any] | None
     multi_node: dict[str, Any] | None
+
+
+class ReportRun(_ReportRunRequired, total=False):  # analyses added later (reports/analyses)
+    idle_causes: dict[str, Any] | None
+    launch: dict[str, Any] | None
 
 
 class Report(TypedDict):

@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from madengine_rocprof.reports import load_runs
 from madengine_rocprof.reports.dispatches import aggregate
 from madengine_rocprof.reports.model import Iteration, TimingSource
 
@@ -71,3 +72,38 @@ def test_graph_replays_belong_to_the_step_that_launched_the_graph():
     assert replayed == want and len(set(want.values())) == 1 and min(want.values()) > 0
     hta = HTA["folders"]["ours_h200_tt_v4"]["ranks"]["0"]["iterations"]
     assert {k: v["kernels"] for k, v in hta.items()} != {str(n): c for n, c in got.items()}
+
+
+@pytest.mark.parametrize("folder", ["ours_h200_tt_v1", "ours_h200_tt_v4", "hta_two_ranks"])
+def test_the_report_cuts_iterations_by_launch(folder):
+    """Through the Kineto reader: each iteration row's window and kernels equal a brute-force computation from the
+    trace's events (device windows from the launch times; kernels by their launching call's step), and every kernel
+    a step launched is in exactly one iteration."""
+    run = load_runs([FIXTURES / "kineto" / folder])[0]
+    for source in run.timing:
+        f = frames(source.path)
+        calls = {}
+        for r in f["rows"]["runtime"]:
+            if r["correlation"] is not None:
+                calls.setdefault(r["correlation"], r["start"])
+        ops = [(o["start"], o["end"], calls.get(o["correlation"], o["start"]), kind)
+               for kind in ("kernels", "copies") for o in f["rows"][kind]]
+        [device] = source.devices
+
+        def ended_by(t, ops=ops):
+            return max([t] + [e for _, e, k, _ in ops if k < t])
+
+        total = 0
+        for i, ((number, lo, hi), it) in enumerate(zip(f["steps"], device.iterations, strict=True)):
+            assert (it.number, it.host_start_ns, it.host_end_ns, it.by_launch) == (number, lo, hi, True)
+            assert (it.start_ns, it.end_ns) == (lo if i == 0 else ended_by(lo), ended_by(hi))
+            owned = [(s, e) for s, e, k, kind in ops if kind == "kernels" and lo <= k < hi]
+            assert (it.dispatches, it.kernel_time_sum_ns) == (len(owned), sum(e - s for s, e in owned))
+            assert all(e <= it.end_ns for _, e in owned)
+            total += len(owned)
+        assert total == sum(1 for _, _, k, kind in ops
+                            if kind == "kernels" and any(lo <= k < hi for _, lo, hi in f["steps"]))
+        # the host-window cut would have lost the work that runs after the last step's host end
+        late = [e for _, e, k, kind in ops if kind == "kernels" and f["steps"][0][1] <= k < f["steps"][-1][2]
+                and e > f["steps"][-1][2]]
+        assert device.iterations[-1].end_ns >= max(late, default=0)

@@ -26,6 +26,10 @@ from typing import Any
 
 import polars as pl
 
+from madengine_rocprof.reports import dispatches
+from madengine_rocprof.reports.model import RunData
+from madengine_rocprof.reports.trace_tables import load_tables
+
 # host calls that block until the device (or a stream, or an event) has finished: CUDA runtime and driver, HIP
 SYNC_CALL = re.compile(
     r"^(?:cuda|hip)(?:Device|Stream|Event)Synchronize$"
@@ -43,20 +47,12 @@ CODE_FIELD = {LAUNCH: "launch_ns", SYNC: "sync_ns", OTHER_RANKS: "other_ranks_ns
 
 
 def operations(kernels: pl.DataFrame, copies: pl.DataFrame, runtime: pl.DataFrame) -> pl.DataFrame:
-    """Kernels and copies (device, start, end) with `launch`: the start of the runtime call of the same correlation id
-    (null when none). Runtime correlation ids are unique within a process; a CUDA graph's kernels share their
-    cudaGraphLaunch's."""
+    """Kernels and copies (device, start, end) with `launch`: the start of their launching runtime call (null when
+    the trace links none)."""
     cols = ["device", "start", "end", "correlation"]
     ops = pl.concat([kernels.select(cols), copies.select(cols)], how="vertical_relaxed")
-    calls = (
-        runtime.filter(pl.col("correlation").is_not_null())
-        .select("correlation", pl.col("start").alias("launch"))
-        .unique(subset="correlation", keep="first")
-    )
-    if calls.height == 0:
-        return ops.with_columns(launch=pl.lit(None, dtype=ops.schema["start"])).drop("correlation")
-    return ops.join(calls.with_columns(pl.col("correlation").cast(ops.schema["correlation"])), on="correlation",
-                    how="left").drop("correlation").with_columns(pl.col("launch").cast(ops.schema["start"]))
+    launch = dispatches.launch_times(ops, runtime).cast(ops.schema["start"])
+    return ops.drop("correlation").with_columns(launch=launch)
 
 
 def _merged(frame: pl.DataFrame) -> pl.DataFrame:
@@ -213,3 +209,56 @@ def verdict(rows: list[dict[str, Any]], has_runtime: bool) -> dict[str, Any]:
 
 
 IDLE_BOUND = 0.2  # below this share of idle time, the device sets the pace
+
+
+DEVICE_NUMBER = re.compile(r"(\d+)\s*$")  # "GPU 0" (Kineto), "Agent 4" / "4" (rocprofv3 CSV): the device number
+NO_API_CALLS = (
+    "no runtime API calls in {files}: idle time cannot be split into launch-bound, synchronization and waiting for "
+    "other ranks. Record them: rocprofv3 or the wrapper with --hip-trace (the rocprofv3_lightweight tool; on NVIDIA "
+    "the embedded tracer's CUPTI backend writes them as hip_api_trace.csv), or a PyTorch profiler trace with CUDA "
+    "activities. The `lightweight` core profile traces kernels only"
+)
+NO_HOST_OPS = (
+    "no CPU operator records in {files}: data loading and collectives on the host are not told apart from "
+    "launch-bound time; a PyTorch profiler trace (or the embedded tracer's torch backend) records them"
+)
+
+
+def analyze_run(run: RunData, timeline: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Per process and device (as in `timeline`), idle time by cause over the device's span and per iteration; the
+    run's verdict; notes on what the traces cannot tell. None when no source has per-event tables."""
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    without_api, without_ops = [], []
+    ranks = {(t["origin"], t["device"]): t["rank"] for t in timeline}
+    for src in run.timing:
+        if src.cpu_operators or not src.devices:
+            continue
+        tables = load_tables(src)
+        if tables is None:
+            continue
+        if tables.runtime.height == 0:
+            without_api.append(src.rel)
+        if tables.cpu_ops.height == 0 and tables.runtime.height:
+            without_ops.append(src.rel)
+        ops = operations(tables.kernels, tables.copies, tables.runtime)
+        host = host_activity(tables.runtime, tables.cpu_ops, tables.comms)
+        for device in src.devices:
+            number = DEVICE_NUMBER.search(device.device)
+            part = ops.filter(pl.col("device") == int(number.group(1))) if number else ops.clear()
+            windows = [(it.number, it.start_ns, it.end_ns) for it in device.iterations]
+            row = device_causes(part, host, windows)
+            if part.height != device.dispatches + device.copies or row["idle_ns"] != device.span_ns - device.busy_ns:
+                notes.append(f"{src.rel} {device.device}: the trace tables hold other operations than the timeline "
+                             "(a reader bug, please report it); no idle split for this device")
+                continue
+            rows.append({"origin": src.process, "rank": ranks.get((src.process, device.device)),
+                         "device": device.device} | row)
+    if not rows and not notes:
+        return None
+    if without_api:
+        notes.append(NO_API_CALLS.format(files=", ".join(without_api)))
+    if without_ops:
+        notes.append(NO_HOST_OPS.format(files=", ".join(without_ops)))
+    has_runtime = len(without_api) < len({r["origin"] for r in rows}) or not rows
+    return {"bound": verdict(rows, has_runtime=has_runtime and not without_api), "devices": rows, "notes": notes}

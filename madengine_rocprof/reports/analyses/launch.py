@@ -22,6 +22,9 @@ from typing import Any
 
 import polars as pl
 
+from madengine_rocprof.reports.model import RunData
+from madengine_rocprof.reports.trace_tables import load_tables
+
 # HTA 0.5.0 TraceSymbolTable.get_runtime_launch_events_mask: the runtime calls that enqueue one GPU operation
 LAUNCH_CALLS = (
     "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaMemcpyAsync",
@@ -136,3 +139,19 @@ def launches_by_call(kernels: pl.DataFrame, copies: pl.DataFrame, runtime: pl.Da
         "name", pl.col("correlation").cast(gpu.schema["correlation"]))
     counts = calls.join(gpu, on="correlation", how="inner").group_by("name").len().sort("name")
     return {str(n): int(c) for n, c in counts.iter_rows()}
+
+
+def analyze_run(run: RunData, timeline: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Per process with launch links: `analyze`, labelled by origin and rank. None when no process has any."""
+    ranks = {t["origin"]: t["rank"] for t in timeline}
+    rows = []
+    for src in run.timing:
+        if src.cpu_operators:
+            continue
+        tables = load_tables(src)
+        if tables is None or tables.runtime.height == 0:
+            continue
+        got = analyze(tables.kernels, tables.copies, tables.runtime)
+        if got is not None:
+            rows.append({"origin": src.process, "rank": ranks.get(src.process, tables.rank)} | got)
+    return {"processes": rows} if rows else None
