@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from madengine_rocprof.reports import multinode
-from madengine_rocprof.reports.views import idle as idle_view
-from madengine_rocprof.reports.views import launch as launch_view
 from madengine_rocprof.reports.blocks import Bars, Block, Column, Lines, Section, Stacked, Table
 from madengine_rocprof.reports.categories import CATEGORIES
 from madengine_rocprof.reports.formatting import DASH, count, display_name, gib, ms, number, pct, times
 from madengine_rocprof.reports.roles import role_table
+from madengine_rocprof.reports.views import idle as idle_view
+from madengine_rocprof.reports.views import launch as launch_view
 from madengine_rocprof.wrapper.contracts import Report, ReportRun
 
 

@@ -50,13 +50,14 @@ def test_each_gap_gets_its_cause():
     got = idle.device_causes(ops, host, [(1, 0, 450), (2, 450, 2000)])
     assert {k: got[k] for k in ("span_ns", "idle_ns", "launch_ns", "sync_ns", "other_ranks_ns", "other_ns")} == {
         "span_ns": 1500, "idle_ns": 650, "launch_ns": 100, "sync_ns": 100, "other_ranks_ns": 200, "other_ns": 250}
-    assert got["other"] == {"queued_ns": 50, "unlinked_ns": 100, "data_loading_ns": 100, "edges_ns": 0}
+    assert got["other"] == {"queued_ns": 50, "unlinked_ns": 100, "data_loading_ns": 100,
+                            "edges_ns": 0}
     assert got["gaps"] == 7
     first, second = got["iterations"]
     # window 0-450: before the first op (100), the launch-bound gap, half the sync gap; busy 200
-    assert first == {"iteration": 1, "span_ns": 450, "idle_ns": 250, "launch_ns": 100, "sync_ns": 50, "other_ranks_ns": 0,
-                     "other_ns": 100, "other": {"queued_ns": 0, "unlinked_ns": 0, "data_loading_ns": 0,
-                                                "edges_ns": 100}}
+    assert first == {"iteration": 1, "span_ns": 450, "idle_ns": 250, "launch_ns": 100, "sync_ns": 50,
+                     "other_ranks_ns": 0, "other_ns": 100,
+                     "other": {"queued_ns": 0, "unlinked_ns": 0, "data_loading_ns": 0, "edges_ns": 100}}
     assert second["idle_ns"] == 1550 - (100 + 100 + 50 + 100 + 200 + 100)  # window - busy in it
     assert (second["sync_ns"], second["other_ranks_ns"], second["other"]["edges_ns"]) == (50, 200, 400)
 
@@ -88,7 +89,7 @@ def plain_gaps(ops: list[tuple], host: dict[str, list[tuple[int, int]]]) -> list
 
 
 def plain_ops(f: dict, device: int) -> list[tuple]:
-    calls = {}
+    calls: dict[int, int] = {}
     for r in f["rows"]["runtime"]:
         if r["correlation"] is not None:
             calls.setdefault(r["correlation"], r["start"])

@@ -25,7 +25,7 @@ PARTS = ("launch_ns", "sync_ns", "other_ranks_ns", "other_ns")
 
 
 def report_of(path: Path) -> dict:
-    return build_report(load_runs([path]))["runs"][0]
+    return dict(build_report(load_runs([path]))["runs"][0])
 
 
 @pytest.mark.parametrize("folder", GPU_FOLDERS)

@@ -22,7 +22,7 @@ HTA = json.loads((FIXTURES / "kineto" / "hta_launch_values.json").read_text())
 def by_launch(path: Path) -> TimingSource:
     """dispatches.aggregate over the trace's kernels and copies with their launch times (runtime call starts)."""
     f = frames(path)
-    calls = {}
+    calls: dict[int, int] = {}
     for r in f["rows"]["runtime"]:
         if r["correlation"] is not None:
             calls.setdefault(r["correlation"], r["start"])
@@ -82,7 +82,7 @@ def test_the_report_cuts_iterations_by_launch(folder):
     run = load_runs([FIXTURES / "kineto" / folder])[0]
     for source in run.timing:
         f = frames(source.path)
-        calls = {}
+        calls: dict[int, int] = {}
         for r in f["rows"]["runtime"]:
             if r["correlation"] is not None:
                 calls.setdefault(r["correlation"], r["start"])

@@ -205,7 +205,7 @@ def test_iterations_own_the_work_they_launched(seed):
     late = [e for e in launched_inside if e[1] >= 6 * STEP]
     assert late  # the trace has work that runs after the last host window: the host-window cut would lose it
     # host windows that tile give device windows that tile
-    assert all(a["end_ns"] == b["start_ns"] for a, b in zip(row["iterations"], row["iterations"][1:]))
+    assert all(a["end_ns"] == b["start_ns"] for a, b in zip(row["iterations"], row["iterations"][1:], strict=False))
     summary = row["iteration_summary"]
     assert summary["busy_ns"] == numbers([e[:3] for e in events], row["iterations"][0]["start_ns"],
                                          row["iterations"][-1]["end_ns"])["busy_ns"]

@@ -159,13 +159,14 @@ def device_causes(ops: pl.DataFrame, host: dict[int, pl.DataFrame],
                   windows: list[tuple[int, int, int]]) -> dict[str, Any]:
     """One device: idle causes over its span and per iteration window (number, lo, hi)."""
     g = gaps(ops, host)
-    first, last = ops["start"].min(), ops["end"].max()
-    span = int(last) - int(first) if ops.height else 0  # type: ignore[operator]
+    last = int(ops["end"].max()) if ops.height else 0  # type: ignore[arg-type]
+    first = int(ops["start"].min()) if ops.height else 0  # type: ignore[arg-type]
+    span = last - first
     row = {"span_ns": span} | _row(_totals(g))
     row["gaps"] = g.height
     row["linked_share"] = ops["launch"].is_not_null().sum() / ops.height if ops.height else None
     if windows and ops.height:
-        cut = _in_windows(g, int(first), int(last), [(lo, hi) for _, lo, hi in windows])  # type: ignore[arg-type]
+        cut = _in_windows(g, first, last, [(lo, hi) for _, lo, hi in windows])
         row["iterations"] = [{"iteration": n, "span_ns": hi - lo} | _row(parts)
                              for (n, lo, hi), parts in zip(windows, cut, strict=True)]
     else:
