@@ -28,7 +28,7 @@ import polars as pl
 
 from madengine_rocprof.reports import dispatches
 from madengine_rocprof.reports.model import RunData
-from madengine_rocprof.reports.trace_tables import load_tables
+from madengine_rocprof.reports.analyses.launch import source_tables
 
 # host calls that block until the device (or a stream, or an event) has finished: CUDA runtime and driver, HIP
 SYNC_CALL = re.compile(
@@ -233,9 +233,7 @@ def analyze_run(run: RunData, timeline: list[dict[str, Any]]) -> dict[str, Any] 
     without_api, without_ops = [], []
     ranks = {(t["origin"], t["device"]): t["rank"] for t in timeline}
     for src in run.timing:
-        if src.cpu_operators or not src.devices:
-            continue
-        tables = load_tables(src)
+        tables = source_tables(src) if src.devices else None
         if tables is None:
             continue
         if tables.runtime.height == 0:

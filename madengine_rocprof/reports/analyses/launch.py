@@ -22,8 +22,8 @@ from typing import Any
 
 import polars as pl
 
-from madengine_rocprof.reports.model import RunData
-from madengine_rocprof.reports.trace_tables import load_tables
+from madengine_rocprof.reports.model import RunData, TimingSource
+from madengine_rocprof.reports.trace_tables import TraceTables, load_tables
 
 # HTA 0.5.0 TraceSymbolTable.get_runtime_launch_events_mask: the runtime calls that enqueue one GPU operation
 LAUNCH_CALLS = (
@@ -141,14 +141,20 @@ def launches_by_call(kernels: pl.DataFrame, copies: pl.DataFrame, runtime: pl.Da
     return {str(n): int(c) for n, c in counts.iter_rows()}
 
 
+def source_tables(src: TimingSource) -> TraceTables | None:
+    """A timing source's trace tables; a Kineto source carries them from the reader's pass, and one that does not was
+    not read by the reader (built by hand): it has none, rather than a second read of its file."""
+    if src.cpu_operators or (src.fmt == "kineto" and src.tables is None):
+        return None
+    return load_tables(src)
+
+
 def analyze_run(run: RunData, timeline: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Per process with launch links: `analyze`, labelled by origin and rank. None when no process has any."""
     ranks = {t["origin"]: t["rank"] for t in timeline}
     rows = []
     for src in run.timing:
-        if src.cpu_operators:
-            continue
-        tables = load_tables(src)
+        tables = source_tables(src)
         if tables is None or tables.runtime.height == 0:
             continue
         got = analyze(tables.kernels, tables.copies, tables.runtime)
