@@ -22,6 +22,8 @@ from typing import Any
 
 import polars as pl
 
+from madengine_rocprof import inputs
+
 from madengine_rocprof.reports.model import RunData, TimingSource
 from madengine_rocprof.reports.trace_tables import TraceTables, load_tables
 
@@ -143,8 +145,11 @@ def launches_by_call(kernels: pl.DataFrame, copies: pl.DataFrame, runtime: pl.Da
 
 def source_tables(src: TimingSource) -> TraceTables | None:
     """A timing source's trace tables; a Kineto source carries them from the reader's pass, and one that does not was
-    not read by the reader (built by hand): it has none, rather than a second read of its file."""
-    if src.cpu_operators or (src.fmt == "kineto" and src.tables is None):
+    not read by the reader (built by hand): it has none, rather than a second read of its file; nor has a source
+    whose file is not there (built by hand)."""
+    if src.tables is not None:
+        return src.tables
+    if src.cpu_operators or src.fmt == "kineto" or not inputs.is_regular(src.path):
         return None
     return load_tables(src)
 

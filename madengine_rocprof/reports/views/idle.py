@@ -42,7 +42,7 @@ def section(run: ReportRun, top: int) -> Section | None:
     blocks: list[Block] = [Lines([f"**{causes['bound']['line']}**"])]
     blocks += [Lines(causes["notes"], kind="note")] if causes.get("notes") else []
     devices = causes["devices"]
-    if not devices:
+    if not devices or causes["bound"]["bound"] == "unknown":  # no launch links: every gap is "unlinked"
         return Section("Where idle time comes from", blocks=blocks)
     blocks.append(Lines([DEFINITIONS], kind="meta"))
     blocks.append(Table([Column("process and device"), Column("span (ms)", "ms")] + COLUMNS,
