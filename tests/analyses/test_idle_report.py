@@ -17,7 +17,7 @@ from madengine_rocprof.tracer import convert
 
 from .trace_frames import FIXTURES
 
-GPU_FOLDERS = ["hta_mi250_minitoy", "hta_two_ranks", "kineto_after_fix", "kineto_gpu_metrics", "kineto_tb_resnet50",
+GPU_FOLDERS = ["ours_h100_tt_v1_eager", "ours_h100_tt_v4_graph", "ours_h100_ddp_v1_2rank", "hta_mi250_minitoy", "hta_two_ranks", "kineto_after_fix", "kineto_gpu_metrics", "kineto_tb_resnet50",
                "ours_h200_tt_v1", "ours_h200_tt_v4", "tracelens_h100_bert", "tracelens_h100_falconsai",
                "tracelens_mi210_gpu_only", "tracelens_mi300_bert", "tracelens_mi300_falconsai",
                "tracelens_torch_compile_triton"]
@@ -48,7 +48,10 @@ def test_parts_add_up_to_the_reports_idle_time(folder):
 
 
 def test_report_json_says_v1_is_launch_bound_and_v4_is_not(tmp_path, capsys):
-    for folder, bound in (("ours_h200_tt_v1", "launch"), ("ours_h200_tt_v4", "device")):
+    """TinyTransformer B8 S128, recorded by us: v1 eager and v4 with the whole step in one CUDA graph, on an H100
+    (ours_h100_*) and an H200 (ours_h200_*)."""
+    for folder, bound in (("ours_h100_tt_v1_eager", "launch"), ("ours_h100_tt_v4_graph", "device"),
+                          ("ours_h200_tt_v1", "launch"), ("ours_h200_tt_v4", "device")):
         out = tmp_path / f"{folder}.json"
         assert main(["report", str(FIXTURES / "kineto" / folder), "--json", str(out)]) == 0
         [run] = json.loads(out.read_text())["runs"]
@@ -103,3 +106,25 @@ def test_lightweight_kernel_trace_only_says_what_it_cannot_tell(tmp_path, capsys
     text = capsys.readouterr().out
     assert "cannot be split into launch-bound, synchronization and waiting for other ranks" in text
     assert "--hip-trace" in text and "`lightweight` core profile traces kernels only" in text
+
+
+def test_our_tracers_h100_run_with_api_calls(tmp_path):
+    """The embedded tracer's CUPTI backend with --hip-trace on an H100 (TinyTransformer v1 eager): kernel_trace and
+    hip_api_trace CSVs linked by Correlation_Id; stored gzip-compressed, unpacked here as the run wrote them."""
+    source = FIXTURES / "gpu_runs" / "ours_h100_v1_1gpu_api"
+    run_dir = tmp_path / "run"
+    (run_dir / "vm").mkdir(parents=True)
+    for path in (source / "vm").iterdir():
+        if path.name.endswith(".csv.gz"):
+            with gzip.open(path, "rb") as src, open(run_dir / "vm" / path.name.removesuffix(".gz"), "wb") as dst:
+                shutil.copyfileobj(src, dst)
+    run = report_of(run_dir)
+    [row] = run["idle_causes"]["devices"]
+    [t] = run["timeline"]
+    assert row["idle_ns"] == t["idle_ns"] == sum(row[p] for p in PARTS)
+    assert row["linked_share"] == 1.0  # every kernel's Correlation_Id has its API row
+    assert run["idle_causes"]["bound"]["bound"] == "launch"
+    assert row["launch_ns"] / row["span_ns"] > 0.5
+    [process] = run["launch"]["processes"]
+    assert process["launches"] == t["dispatches"]  # every kernel came from a launch call
+    assert process["by_call"] == {"cuLaunchKernel": 365, "cuLaunchKernelEx": 1380, "cudaLaunchKernel": 4613}

@@ -27,12 +27,14 @@ from madengine_rocprof import inputs
 from madengine_rocprof.reports.model import RunData, TimingSource
 from madengine_rocprof.reports.trace_tables import TraceTables, load_tables
 
-# HTA 0.5.0 TraceSymbolTable.get_runtime_launch_events_mask: the runtime calls that enqueue one GPU operation
-LAUNCH_CALLS = (
-    "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaMemcpyAsync",
-    "cudaMemsetAsync", "hipLaunchKernel", "hipExtModuleLaunchKernel", "hipMemsetAsync", "hipMemcpyAsync",
-    "hipMemcpyWithStream", "runFunction - job_prep_and_submit_for_execution",
+# HTA 0.5.0 TraceSymbolTable.get_runtime_launch_events_query: the runtime calls that enqueue one GPU operation
+HTA_QUEUE_CALLS = (
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync",
+    "hipLaunchKernel", "hipExtModuleLaunchKernel", "hipMemsetAsync", "hipMemcpyAsync", "hipMemcpyWithStream",
+    "runFunction - job_prep_and_submit_for_execution",
 )
+# ours: HTA's, and cuLaunchKernelEx (NCCL 2.28 launches its kernels with it; HTA's main branch has added it since)
+LAUNCH_CALLS = HTA_QUEUE_CALLS + ("cuLaunchKernelEx",)
 # HTA's cuda_kernel_launch_stats reads these only
 HTA_LAUNCH_STATS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync",
                     "runFunction - job_prep_and_submit_for_execution")
