@@ -783,9 +783,13 @@ def read_kineto(src: TimingSource) -> TimingSource:
     if len(got.kernels) or not cpu:
         kernels = got.kernels.frame(got.names, got.devices, base)
         if tables.runtime.height:  # iterations own the work they launched (dispatches._launch_windows)
-            kernels = kernels.with_columns(launch=dispatches.launch_times(tables.kernels, tables.runtime))
+            tables.kernels = tables.kernels.with_columns(launch=dispatches.launch_times(tables.kernels,
+                                                                                         tables.runtime))
+            kernels = kernels.with_columns(tables.kernels["launch"])
             if copies is not None:
-                copies = copies.with_columns(launch=dispatches.launch_times(tables.copies, tables.runtime))
+                tables.copies = tables.copies.with_columns(launch=dispatches.launch_times(tables.copies,
+                                                                                          tables.runtime))
+                copies = copies.with_columns(tables.copies["launch"])
         dispatches.aggregate(src, kernels, copies=copies)
     else:
         src.cpu_operators = True

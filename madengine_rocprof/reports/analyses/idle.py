@@ -48,11 +48,12 @@ CODE_FIELD = {LAUNCH: "launch_ns", SYNC: "sync_ns", OTHER_RANKS: "other_ranks_ns
 
 def operations(kernels: pl.DataFrame, copies: pl.DataFrame, runtime: pl.DataFrame) -> pl.DataFrame:
     """Kernels and copies (device, start, end) with `launch`: the start of their launching runtime call (null when
-    the trace links none)."""
-    cols = ["device", "start", "end", "correlation"]
-    ops = pl.concat([kernels.select(cols), copies.select(cols)], how="vertical_relaxed")
-    launch = dispatches.launch_times(ops, runtime).cast(ops.schema["start"])
-    return ops.drop("correlation").with_columns(launch=launch)
+    the trace links none); taken from a `launch` column where the reader added one (Kineto), else joined here."""
+    def with_launch(gpu: pl.DataFrame) -> pl.DataFrame:
+        launch = gpu["launch"] if "launch" in gpu.columns else dispatches.launch_times(gpu, runtime)
+        return gpu.select("device", "start", "end").with_columns(launch=launch.cast(gpu.schema["start"]))
+
+    return pl.concat([with_launch(kernels), with_launch(copies)], how="vertical_relaxed")
 
 
 def _merged(frame: pl.DataFrame) -> pl.DataFrame:
@@ -117,28 +118,35 @@ def _totals(g: pl.DataFrame) -> dict[int, int]:
 
 def _in_windows(g: pl.DataFrame, first: int, last: int, windows: list[tuple[int, int]]) -> list[dict[int, int]]:
     """Per window [lo, hi), each code's idle time inside it: gaps cut at the window's edges (prefix sums over the
-    gaps, two searches per window), plus the edges before `first` and after `last` (the device's first start and
-    last end)."""
+    gaps, two searches per window, all windows at once), plus the edges before `first` and after `last` (the
+    device's first start and last end)."""
+    edges = [max(0, min(hi, first) - lo) + max(0, hi - max(lo, last)) for lo, hi in windows]
+    if g.height == 0:
+        return [{EDGES: e} for e in edges]
     lengths = (g["g1"] - g["g0"]).cast(pl.Int128)
-    present = g["code"].unique().to_list()
-    # prefix[c][k]: code c's gap time in the first k gaps
-    zero = pl.Series([0], dtype=pl.Int128)
-    prefix = {c: pl.concat([zero, (lengths * (g["code"] == c).cast(pl.Int128)).cum_sum()]) for c in present}
     codes, g0, g1 = g["code"], g["g0"], g["g1"]
+    zero = pl.Series([0], dtype=pl.Int128)
+    # prefix[c][k]: code c's gap time in the first k gaps
+    prefix = {c: pl.concat([zero, (lengths * (codes == c).cast(pl.Int128)).cum_sum()])
+              for c in codes.unique().to_list()}
 
-    def before(t: int) -> dict[int, int]:
-        """Each code's gap time before t."""
-        k = int(g0.search_sorted(t, side="left")) if g.height else 0  # gaps that start before t
-        out = {c: int(acc[max(k - 1, 0)]) for c, acc in prefix.items()}
-        if k:  # the last of them may reach past t
-            out[int(codes[k - 1])] += min(int(g1[k - 1]), t) - int(g0[k - 1])
-        return out
+    def before(t: pl.Series) -> dict[int, list[int]]:
+        """Each code's gap time before each t: whole gaps up to the last that starts before t, and its part."""
+        k = g0.search_sorted(t, side="left").cast(pl.Int64)  # gaps that start before t
+        last = (k - 1).clip(lower_bound=0)
+        part = (pl.DataFrame({"g1": g1.gather(last), "t": t.cast(g1.dtype)})
+                .select(pl.min_horizontal("g1", "t")).to_series() - g0.gather(last)).cast(pl.Int128)
+        part = part * (k > 0).cast(pl.Int128)
+        last_code = codes.gather(last)
+        return {c: (acc.gather(last) * (k > 0).cast(pl.Int128) + part * (last_code == c).cast(pl.Int128)).to_list()
+                for c, acc in prefix.items()}
 
+    his = before(pl.Series([hi for _, hi in windows], dtype=g0.dtype))
+    los = before(pl.Series([lo for lo, _ in windows], dtype=g0.dtype))
     rows = []
-    for lo, hi in windows:
-        a, b = before(hi), before(lo)
-        row = {c: a[c] - b[c] for c in a}
-        row[EDGES] = max(0, min(hi, first) - lo) + max(0, hi - max(lo, last))
+    for i, edge in enumerate(edges):
+        row = {c: his[c][i] - los[c][i] for c in prefix}
+        row[EDGES] = edge
         rows.append(row)
     return rows
 

@@ -45,12 +45,13 @@ SERIES_POINTS = 400  # points of the queue-length picture per stream (the maximu
 
 def launches(kernels: pl.DataFrame, copies: pl.DataFrame, runtime: pl.DataFrame,
              names: tuple[str, ...] = LAUNCH_CALLS) -> pl.DataFrame:
-    """One row per launch: correlation, device, stream, call (start, end), GPU (start, end), cpu_duration, delay."""
+    """One row per launch: correlation, device, stream, call (its name, call_start, call_end), GPU (start, end),
+    cpu_duration, delay."""
     cols = ["device", "stream", "start", "end", "correlation"]
     gpu = pl.concat([kernels.select(cols), copies.select(cols)], how="vertical_relaxed").filter(
         pl.col("correlation").is_not_null())
     calls = runtime.filter(pl.col("name").is_in(list(names)) & pl.col("correlation").is_not_null()).select(
-        pl.col("correlation").cast(gpu.schema["correlation"]),
+        pl.col("correlation").cast(gpu.schema["correlation"]), pl.col("name").alias("call"),
         pl.col("start").alias("call_start"), pl.col("end").alias("call_end"))
     joined = calls.join(gpu, on="correlation", how="inner")
     return joined.with_columns(
@@ -83,17 +84,22 @@ def distribution(values: pl.Series) -> dict[str, Any]:
 
 
 def queue_series(launched: pl.DataFrame) -> pl.DataFrame:
-    """Per (device, stream) the queue length after all events of each timestamp: columns device, stream, ts, length."""
-    events = pl.concat([
-        launched.select("device", "stream", pl.col("call_start").alias("ts"), pl.lit(1, dtype=pl.Int64).alias("d")),
-        launched.select("device", "stream", pl.col("start").alias("ts"), pl.lit(-1, dtype=pl.Int64).alias("d")),
-    ])
-    return (
-        events.group_by("device", "stream", "ts").agg(pl.col("d").sum())
-        .sort("device", "stream", "ts")
-        .with_columns(length=pl.col("d").cum_sum().over("device", "stream"))
-        .drop("d")
-    )
+    """Per (device, stream) the queue length after all events of each timestamp: columns device, stream, ts, length.
+    One stream at a time: its +1/-1 events sorted by time, summed, and the last value of each timestamp kept."""
+    parts = []
+    for (device, stream), part in launched.group_by("device", "stream", maintain_order=True):
+        events = pl.concat([
+            part.select(pl.col("call_start").alias("ts"), pl.lit(1, dtype=pl.Int64).alias("d")),
+            part.select(pl.col("start").alias("ts"), pl.lit(-1, dtype=pl.Int64).alias("d")),
+        ]).sort("ts")
+        parts.append(
+            events.with_columns(length=pl.col("d").cum_sum())
+            .filter(pl.col("ts") != pl.col("ts").shift(-1, fill_value=None).fill_null(pl.col("ts") + 1))
+            .select(pl.lit(device, dtype=pl.Int64).alias("device"), pl.lit(stream, dtype=pl.Int64).alias("stream"),
+                    "ts", "length")
+        )
+    return pl.concat(parts) if parts else pl.DataFrame(
+        schema={"device": pl.Int64, "stream": pl.Int64, "ts": pl.Int64, "length": pl.Int64})
 
 
 def _stream_summary(part: pl.DataFrame) -> dict[str, Any]:
@@ -130,19 +136,9 @@ def analyze(kernels: pl.DataFrame, copies: pl.DataFrame, runtime: pl.DataFrame) 
         "cpu_duration": distribution(launched["cpu_duration"]),
         "long_calls": int((launched["cpu_duration"] > RUNTIME_CUTOFF_NS).sum()),
         "long_delays": int((launched["delay"] > LAUNCH_DELAY_CUTOFF_NS).sum()),
-        "by_call": {str(n): c for n, c in launches_by_call(kernels, copies, runtime).items()},
+        "by_call": {str(n): int(c) for n, c in launched.group_by("call").len().sort("call").iter_rows()},
         "streams": streams,
     }
-
-
-def launches_by_call(kernels: pl.DataFrame, copies: pl.DataFrame, runtime: pl.DataFrame) -> dict[str, int]:
-    """How many GPU operations each launch call name enqueued (graph launches included, for the record)."""
-    cols = ["correlation"]
-    gpu = pl.concat([kernels.select(cols), copies.select(cols)], how="vertical_relaxed").drop_nulls()
-    calls = runtime.filter(pl.col("correlation").is_not_null()).select(
-        "name", pl.col("correlation").cast(gpu.schema["correlation"]))
-    counts = calls.join(gpu, on="correlation", how="inner").group_by("name").len().sort("name")
-    return {str(n): int(c) for n, c in counts.iter_rows()}
 
 
 def source_tables(src: TimingSource) -> TraceTables | None:
