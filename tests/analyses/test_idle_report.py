@@ -17,7 +17,8 @@ from madengine_rocprof.tracer import convert
 
 from .trace_frames import FIXTURES
 
-GPU_FOLDERS = ["ours_h100_tt_v1_eager", "ours_h100_tt_v4_graph", "ours_h100_ddp_v1_2rank", "hta_mi250_minitoy", "hta_two_ranks", "kineto_after_fix", "kineto_gpu_metrics", "kineto_tb_resnet50",
+GPU_FOLDERS = ["ours_h100_tt_v1_eager", "ours_h100_tt_v4_graph", "ours_h100_ddp_v1_2rank", "hta_mi250_minitoy",
+               "hta_two_ranks", "kineto_after_fix", "kineto_gpu_metrics", "kineto_tb_resnet50",
                "ours_h200_tt_v1", "ours_h200_tt_v4", "tracelens_h100_bert", "tracelens_h100_falconsai",
                "tracelens_mi210_gpu_only", "tracelens_mi300_bert", "tracelens_mi300_falconsai",
                "tracelens_torch_compile_triton"]

@@ -27,8 +27,8 @@ from typing import Any
 import polars as pl
 
 from madengine_rocprof.reports import dispatches
-from madengine_rocprof.reports.model import RunData
 from madengine_rocprof.reports.analyses.launch import source_tables
+from madengine_rocprof.reports.model import RunData
 
 # host calls that block until the device (or a stream, or an event) has finished: CUDA runtime and driver, HIP
 SYNC_CALL = re.compile(

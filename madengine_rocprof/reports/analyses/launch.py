@@ -23,7 +23,6 @@ from typing import Any
 import polars as pl
 
 from madengine_rocprof import inputs
-
 from madengine_rocprof.reports.model import RunData, TimingSource
 from madengine_rocprof.reports.trace_tables import TraceTables, load_tables
 
