@@ -400,8 +400,9 @@ def _kineto() -> Case:
     if names:
         return Case("reports.kineto", "cpu", f"{about} (bench_report.py: {', '.join(names)})",
                     "benchmarks/reports/bench_report.py", reports, (",".join(names),))
-    return Case("reports.kineto", "cpu", f"{about}: a generated 1M-GPU-event gzip trace, report wall time and peak "
-                "memory (targets 10 s, 1.5 GiB), HTA beside it where installed (benchmarks/reports/bench_kineto.py)",
+    return Case("reports.kineto", "cpu", f"{about}: copies of a real trace to 1M kernels (gzip), report CPU time and "
+                "peak memory (targets 10 s CPU, 1 GiB), a baseline checkout ($MADENGINE_ROCPROF_BENCH_BASELINE) and "
+                "HTA beside it where given (benchmarks/reports/bench_kineto.py)",
                 "benchmarks/reports/bench_kineto.py", json_lines_script)
 
 

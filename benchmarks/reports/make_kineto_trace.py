@@ -10,14 +10,22 @@ decimals relative to baseTimeNanoseconds. Kernels run back to back on 2 streams 
 
 Returns (in `write`) and prints the exact expected figures: GPU event count per category, per-kernel calls and total
 ns, so a benchmark checks the report it times against them.
+
+With `--from TRACE --kernels N` (`replicate`) it writes instead copies of a real trace, back to back, until it holds
+at least N kernels: every event of the source (CPU operators, runtime calls, flows, annotations, memory events) in
+the source's own text layout, with `ts` shifted per copy and the ids that link events (correlation, External id,
+flow ids) and the step numbers made unique per copy. The realistic density for the report benchmark (issue 33:
+about 12 events per kernel in a real DDP trace, against 4 in the synthetic one).
 """
 
 from __future__ import annotations
 
 import argparse
+import decimal
 import gzip
 import json
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -110,6 +118,98 @@ def write(path: Path, gpu_events: int, kernels: int = 200, seed: int = 0, rank: 
     return expected
 
 
+# the numbers of an event that a copy changes: its time, the ids that link events, its step number
+_TS = re.compile(r'("ts"\s*:\s*)(-?[0-9]+(?:\.[0-9]+)?)')
+_IDS = re.compile(r'("(?:id|correlation|External id)"\s*:\s*)([0-9]+)')
+_BETWEEN = re.compile(r"[\s,]*")
+_HOLES = re.compile(r'(?P<tsk>"ts"\s*:\s*)(?P<ts>-?[0-9]+(?:\.[0-9]+)?)'
+                    r'|(?P<idk>"(?:id|correlation|External id)"\s*:\s*)(?P<id>[0-9]+)'
+                    r'|(?P<stepk>"name"\s*:\s*"ProfilerStep#)(?P<step>[0-9]+)"')
+_STEP = re.compile(r'("name"\s*:\s*"ProfilerStep#)([0-9]+)(")')
+
+
+def _events_text(text: str) -> tuple[str, list[str], str]:
+    """(text before the events, each event's own text, text after them) of a Kineto trace."""
+    decoder = json.JSONDecoder()
+    start = re.search(r'"traceEvents"\s*:\s*\[', text).end()
+    events, at = [], start
+    while True:
+        at = _BETWEEN.match(text, at).end()
+        if text[at] == "]":
+            return text[:start], events, text[at:]
+        _, end = decoder.raw_decode(text, at)
+        events.append(text[at:end])
+        at = end
+
+
+def _ns(us: str) -> int:
+    whole, _, frac = us.partition(".")
+    return int(whole) * 1000 + int(frac.ljust(3, "0")[:3]) if not whole.startswith("-") else -_ns(us[1:])
+
+
+def replicate(source: Path, path: Path, kernels: int) -> dict:
+    """Copies of a real trace until it holds `kernels` kernels; the exact figures the report must give."""
+    with gzip.open(source, "rt", encoding="utf-8") if source.name.endswith(".gz") else open(source) as fh:
+        text = fh.read()
+    head, events, tail = _events_text(text)
+    parsed = [json.loads(e, parse_float=decimal.Decimal) for e in events]
+    timed = [p for p in parsed if "ts" in p]
+    first = min(int(p["ts"] * 1000) for p in timed)
+    last = max(int(p["ts"] * 1000) + int(p.get("dur", 0) * 1000) for p in timed)
+    shift = last - first + 1_000_000  # 1 ms between copies
+    ids = [int(m.group(2)) for e in events for m in _IDS.finditer(e)]
+    id_step = max(ids, default=0) + 1
+    steps = [int(m.group(2)) for e in events for m in _STEP.finditer(e)]
+    step_step = max(steps, default=0) + 1
+    per_copy = sum(1 for p in parsed if p.get("ph") == "X" and p.get("cat") == "kernel")
+    copies = -(-kernels // per_copy)
+    once = [e for e, p in zip(events, parsed, strict=True) if p.get("ph") == "M" or p.get("cat") == "Trace"]
+    templates = []
+    for event, parsed_event in zip(events, parsed, strict=True):
+        if parsed_event.get("ph") == "M" or parsed_event.get("cat") == "Trace":
+            continue
+        fields: list[tuple[str, int]] = []
+
+        def fill(m: re.Match, fields=fields) -> str:  # one pass: the holes in the order of the text
+            if m.group("ts") is not None:
+                fields.append(("ts", _ns(m.group("ts"))))
+                return m.group("tsk") + "%s"
+            if m.group("id") is not None:
+                fields.append(("id", int(m.group("id"))))
+                return m.group("idk") + "%s"
+            fields.append(("step", int(m.group("step"))))
+            return m.group("stepk") + "%s" + '"'
+
+        templates.append((_HOLES.sub(fill, event.replace("%", "%%")), fields))
+    expected: dict = {"source": str(source), "copies": copies, "by_category": {}, "kernels": {}}
+    for p in parsed:
+        if p.get("ph") == "X" and p.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            expected["by_category"][p["cat"]] = expected["by_category"].get(p["cat"], 0) + copies
+            if p["cat"] == "kernel":
+                entry = expected["kernels"].setdefault(p["name"], [0, 0])
+                entry[0] += copies
+                entry[1] += copies * (int(p["ts"] * 1000 + p["dur"] * 1000) - int(p["ts"] * 1000))
+    expected["gpu_events"] = sum(expected["by_category"].values())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written = 0
+    with gzip.open(path, "wt", encoding="utf-8", compresslevel=3) as fh:
+        fh.write(head + "\n")
+        for k in range(copies):
+            offsets = {"ts": k * shift, "id": k * id_step, "step": k * step_step}
+            lines = []
+            for tmpl, fields in templates:
+                values = tuple(_us(v + offsets["ts"]) if kind == "ts" else v + offsets[kind] for kind, v in fields)
+                lines.append(tmpl % values)
+            if k == 0:
+                lines = once + lines
+            fh.write(("" if k == 0 else ",\n") + ",\n".join(lines))
+            written += len(lines)
+        fh.write("\n" + tail)
+    expected["events"] = written
+    expected["steps"] = len(steps) * copies
+    return expected
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
@@ -117,7 +217,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernels", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rank", type=int, default=0)
+    parser.add_argument("--from", dest="source", type=Path, help="replicate this real trace (--kernels: at least)")
     args = parser.parse_args(argv)
+    if args.source:
+        expected = replicate(args.source, args.out, args.kernels)
+        print(f"{args.out}: {args.out.stat().st_size / 2**20:.1f} MiB gzip, {expected['copies']} copies of "
+              f"{args.source.name}: {expected['events']:,} events, {expected['by_category']}")
+        return 0
     expected = write(args.out, args.gpu_events, args.kernels, args.seed, args.rank)
     print(f"{args.out}: {args.out.stat().st_size / 2**20:.1f} MiB gzip, {expected['gpu_events']:,} GPU events "
           f"{expected['by_category']}, {expected['steps']} steps")

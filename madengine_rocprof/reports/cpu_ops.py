@@ -36,7 +36,16 @@ def operator_stats(intervals: Iterable[tuple[str, object, int, int]]) -> dict[st
     return stats
 
 
-def _thread_stats(calls: list[tuple[int, int, str]], stats: dict[str, KernelStats]) -> None:
+def operator_stats_sorted(threads: Iterable[Iterable[tuple[int, int, str]]]) -> dict[str, KernelStats]:
+    """The same figures from calls already grouped by thread, each thread's as (start, -end, name) sorted by start
+    and then longest first: consumed one call at a time, so a caller streaming them keeps no list of calls."""
+    stats: dict[str, KernelStats] = {}
+    for calls in threads:
+        _thread_stats(calls, stats)
+    return stats
+
+
+def _thread_stats(calls: Iterable[tuple[int, int, str]], stats: dict[str, KernelStats]) -> None:
     # stack of open calls: [end, name, self time so far]; covered_until[name]: the end of the union of the name's
     # calls seen so far on this thread (calls arrive in start order, so the union grows at its right end only)
     stack: list[list] = []

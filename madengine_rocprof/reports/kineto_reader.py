@@ -21,8 +21,11 @@ time (CHUNK bytes), so memory does not grow with the size of the file, only with
 from __future__ import annotations
 
 import array
+import codecs
 import contextlib
 import gzip
+import importlib
+import itertools
 import json
 import queue
 import re
@@ -40,6 +43,14 @@ from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import cpu_ops, dispatches
 from madengine_rocprof.reports.model import CopyStats, Iteration, TimingSource
+
+try:  # ISA-L's inflate: about a third of zlib's CPU on a trace (requirements.txt); the standard library otherwise
+    _gzip: Any = importlib.import_module("isal.igzip")
+    _INFLATE_ERRORS: tuple[type[Exception], ...] = (
+        EOFError, zlib.error, gzip.BadGzipFile, importlib.import_module("isal.isal_zlib").error)
+except ImportError:  # pragma: no cover - the pinned requirement is installed where the report runs
+    _gzip = gzip
+    _INFLATE_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
 
 FORMAT = "kineto"
 SUFFIXES = (".json", ".json.gz")
@@ -147,8 +158,8 @@ class _Meta(msgspec.Struct):
 _EVENTS = msgspec.json.Decoder(list[_Event], float_hook=str)
 _META = msgspec.json.Decoder(_Meta, float_hook=str)
 CHUNK = 8 << 20  # decompressed bytes decoded at a time: memory stays flat however large the trace
+GZIP_MAGIC = b"\x1f\x8b"
 EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
 
 
 class _Stream:
@@ -160,12 +171,13 @@ class _Stream:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.offset = 0  # bytes consumed before `buffer`
-        self.lines = 0  # newlines consumed before `buffer`
         self.buffer = b""
         self.eof = False
-        inputs.check_regular(path, "PyTorch profiler trace")  # a FIFO or device would hang or never end
+        # a FIFO or device would hang or never end; the file, and what it decompresses to, within the limit
+        inputs.check_regular(path, "PyTorch profiler trace", inputs.JSON_TRACE_LIMIT)
+        self.limit = inputs.limit_for(inputs.JSON_TRACE_LIMIT)
         try:
-            fh = gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")  # noqa: SIM115
+            fh = _gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")  # noqa: SIM115
         except OSError as err:
             raise UserError(f"cannot read: {err.strerror or err}", file=str(path)) from None
         self._chunks: queue.Queue = queue.Queue(maxsize=2)
@@ -174,11 +186,19 @@ class _Stream:
         self._reader.start()
 
     def _read_ahead(self, fh) -> None:
+        decoded = 0
         with fh:
             while not self._stop.is_set():
                 try:
                     data = fh.read(CHUNK)
-                except (EOFError, zlib.error, gzip.BadGzipFile) as err:
+                    decoded += len(data)
+                    if decoded > self.limit:  # a gzip bomb, or a trace too large for this machine's memory
+                        self._chunks.put(UserError(
+                            f"PyTorch profiler trace decompresses to over the limit of {self.limit:,} bytes",
+                            file=str(self.path), fix=f"check that the right file was given; to read it anyway set "
+                                                     f"{inputs.LIMIT_ENV} to a size in MiB"))
+                        return
+                except _INFLATE_ERRORS as err:
                     self._chunks.put(UserError(f"cannot decompress: {err}", file=str(self.path), fix=FIX))
                     return
                 except OSError as err:
@@ -209,18 +229,33 @@ class _Stream:
             with contextlib.suppress(queue.Empty):
                 self._chunks.get(timeout=0.05)
 
-    def consume(self, n: int) -> bytes:
-        taken, self.buffer = self.buffer[:n], self.buffer[n:]
+    def _lines_consumed(self) -> int | None:
+        """Newlines before `buffer`: counted only for an error (the file read again up to there), so reading a
+        good trace scans its text once less. None if the file cannot be read again."""
+        lines, left = 0, self.offset
+        try:
+            with _gzip.open(self.path, "rb") if self.path.name.endswith(".gz") else open(self.path, "rb") as fh:
+                while left > 0:
+                    data = fh.read(min(CHUNK, left))
+                    if not data:
+                        break
+                    lines += data.count(b"\n")
+                    left -= len(data)
+        except (OSError, *_INFLATE_ERRORS):
+            return None
+        return lines
+
+    def consume(self, n: int) -> None:
+        self.buffer = self.buffer[n:]
         self.offset += n
-        self.lines += taken.count(b"\n")
-        return taken
 
     def error(self, what: str, pos: int | None = None, where: str | None = None) -> UserError:
         """An error at byte `pos` of the buffer (line and column counted from the start of the file)."""
         line = column = None
         if pos is not None:
             pos = max(0, min(pos, len(self.buffer)))
-            line = self.lines + self.buffer.count(b"\n", 0, pos) + 1
+            before = self._lines_consumed()
+            line = None if before is None else before + self.buffer.count(b"\n", 0, pos) + 1
             column = pos - (self.buffer.rfind(b"\n", 0, pos) + 1) + 1
         return UserError(what, file=str(self.path), line=line, column=column, where=where, fix=FIX)
 
@@ -233,17 +268,25 @@ def _decode_error_pos(err: Exception) -> int | None:
 def _events(stream: _Stream, handle) -> _Meta:
     """Decode the events block by block, passing each decoded list to `handle(events, index of the first)`.
 
-    A block ends at the last `}, {` in the buffer; if that was inside a string the block does not decode, and a
-    longer one is tried. Returns the top-level object with an empty event list (its keys may come before or after
-    the events).
+    A block ends at the last `}, {` outside strings in the buffer (_boundaries); if it does not decode (a `}, {`
+    between objects inside an event's args) the one before is tried, then a longer buffer. Returns the top-level
+    object with an empty event list (its keys may come before or after the events).
     """
+    stream.fill()
+    if stream.buffer[:2] == GZIP_MAGIC:  # only a name without .gz gets here: gzip.open reads the others
+        raise UserError("the file is gzip-compressed", file=str(stream.path), line=1,
+                        fix=f"name it {stream.path.name}.gz (the reader decompresses .json.gz), or decompress it")
+    if stream.buffer.startswith(codecs.BOM_UTF8):
+        stream.consume(len(codecs.BOM_UTF8))  # dropped, as the input layer drops it from every JSON file
     while True:  # the prefix, up to `"traceEvents": [`
         match = EVENTS_KEY.search(stream.buffer)
         if match:
             break
         if not stream.fill() or len(stream.buffer) > 8 * CHUNK:
             raise stream.error('no "traceEvents" list: not a PyTorch profiler trace', 0)
-    head = stream.consume(match.end())
+    _check_head(stream, stream.buffer[:match.end()])
+    head = stream.buffer[:match.end()]
+    stream.consume(match.end())
     seen = 0
     while True:
         while not stream.eof and len(stream.buffer) < CHUNK:
@@ -261,11 +304,26 @@ def _events(stream: _Stream, handle) -> _Meta:
         stream.consume(comma + 1)
 
 
+def _check_head(stream: _Stream, head: bytes) -> None:
+    """The text before the events is the start of a JSON object: a comment or stray bytes there are reported where
+    they are (not at the end of the file, where decoding the whole would fail)."""
+    try:
+        _META.decode(head + b"]}")
+    except msgspec.DecodeError as err:
+        pos = _decode_error_pos(err)
+        if pos is None or pos >= len(head):  # the head itself is fine: the rest is judged later
+            return
+        raise stream.error(f"not valid JSON before the events: {err}", pos) from None
+    except msgspec.ValidationError:
+        return  # the keys' types are judged with the keys after the events
+
+
 def _decode_block(stream: _Stream, seen: int) -> tuple[list[_Event] | None, int]:
     """The events of the buffer up to a candidate end of an event (the last `}, {` first); (None, 0) if none decodes.
 
-    A candidate can be inside a string that holds `}, {`: then the block does not decode and the next one back is
-    tried. A buffer that grew past 8 blocks without a decodable end is broken JSON, reported where it breaks.
+    A candidate outside strings can still be inside an event (`[{}, {}]` in its args): then the block does not
+    decode and the next one back is tried. A buffer that grew past 8 blocks without a decodable end is broken JSON,
+    reported where it breaks.
     """
     error: Exception | None = None
     for attempt, cut in enumerate(_boundaries(stream.buffer)):
@@ -283,17 +341,51 @@ def _decode_block(stream: _Stream, seen: int) -> tuple[list[_Event] | None, int]
     return None, 0
 
 
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)  # a whole JSON string literal
+
+
 def _boundaries(buffer: bytes) -> Iterator[int]:
-    """Offsets just past the `}` of `}, {` in the buffer, the last first: tentative ends of a block of whole events."""
+    """Offsets just past the `}` of `}, {` outside strings in the buffer, the last first: tentative ends of a block
+    of whole events.
+
+    The first one is offered unchecked: if it lies inside a string, the block ends inside that string and cannot
+    decode, so a block that decodes was cut between events. After that, text inside a string (a kernel name holding
+    `}, {`) is never offered: the buffer starts between two events, outside any string, so a place is outside
+    strings when the quotes before it pair up (bytes.count, no Python loop per byte), or, where the buffer holds
+    an escaped quote, by matching whole string literals."""
     end = len(buffer)
-    for _ in range(2):  # Kineto writes `},` then a newline and `{`: found with rfind, no regex over the buffer
-        end = buffer.rfind(b"},", 0, end)
-        if end < 0:
-            break
-        if buffer[end + 2: end + 2 + 64].lstrip()[:1] == b"{":
-            yield end + 1
-    # other writers (spaces before the comma), or every `},` was inside a string: the regex, over the whole buffer
-    yield from reversed([match.start() + 1 for match in BETWEEN_EVENTS.finditer(buffer)])
+    quotes_after = 0  # quotes in buffer[end:]
+    total = escaped = None
+    while True:
+        brace = buffer.rfind(b"}", 0, end)
+        if brace < 0:
+            return
+        if total is not None:
+            quotes_after += buffer.count(b'"', brace, end)
+        end = brace
+        after = buffer[brace + 1: brace + 65].lstrip()
+        if after[:1] != b"," or after[1:].lstrip()[:1] != b"{":
+            continue
+        if total is None:  # the common case: the last candidate decodes, and nothing is counted
+            yield brace + 1
+            total, escaped = buffer.count(b'"'), buffer.find(b'\\"') >= 0
+            quotes_after = buffer.count(b'"', brace)
+            continue
+        if (_outside_string(buffer, brace) if escaped else (total - quotes_after) % 2 == 0):
+            yield brace + 1
+
+
+def _outside_string(buffer: bytes, pos: int) -> bool:
+    """Whether `pos` lies outside every string literal, the buffer starting outside one (exact with escapes)."""
+    at = 0
+    while True:
+        quote = buffer.find(b'"', at, pos)
+        if quote < 0:
+            return True
+        literal = _STRING.match(buffer, quote)
+        if literal is None or literal.end() > pos:
+            return False
+        at = literal.end()
 
 
 def _last_block(stream: _Stream, head: bytes, handle, seen: int) -> _Meta:
@@ -400,7 +492,8 @@ def to_ns(value: Any) -> int:
     """Kineto microseconds (JSON int, or a decimal's text) -> integer nanoseconds, rounded half to even.
 
     Text must be a JSON number (ASCII digits, no blanks, underscores, NaN or Infinity; what the CSV reader accepts
-    less its padding) of at most 64 characters; anything else is a ValueError."""
+    less its padding) of at most 64 characters; anything else is a ValueError, a number far out of range (1e400)
+    an OverflowError."""
     if type(value) is int:
         return value * 1000
     if type(value) is str and len(value) <= _MAX_TIME_TEXT and _NUMBER_TEXT.fullmatch(value):
@@ -409,11 +502,11 @@ def to_ns(value: Any) -> int:
             return int(whole) * 1000 + int(frac.ljust(3, "0"))
         try:  # more than three decimals, an exponent or a sign: exact decimal arithmetic, exponent bounded
             number = _DECIMAL.create_decimal(value)
-            if number.adjusted() > 30:  # 10^30 us: far past 2^64 ns; the caller reports it out of range
-                raise ValueError(value)
-            return int(_DECIMAL.multiply(number, 1000).to_integral_value(ROUND_HALF_EVEN, _DECIMAL))
-        except (InvalidOperation, Overflow, ArithmeticError):
-            pass
+        except (Overflow, InvalidOperation):
+            raise OverflowError(value) from None  # 1e1000000: a number, far out of range
+        if number.adjusted() > 30:  # 10^30 us: far past 2^64 ns; the caller reports it out of range
+            raise OverflowError(value)
+        return int(_DECIMAL.multiply(number, 1000).to_integral_value(ROUND_HALF_EVEN, _DECIMAL))
     raise ValueError(value)
 
 
@@ -463,91 +556,149 @@ class _Columns:
         )
 
 
-class _HostColumns:
-    """Host events (runtime calls, CPU operators, collectives) as arrays: strings and threads as codes into the
-    collector's dicts, times in ns relative to baseTimeNanoseconds, NULL for an absent id."""
-
-    INTS = ("name", "cat", "pid", "tid", "start", "end", "correlation", "external_id")
-
-    def __init__(self, extra: tuple[str, ...] = ()) -> None:
-        self.columns = {key: array.array("q") for key in self.INTS + extra}
-
-    def __len__(self) -> int:
-        return len(self.columns["name"])
-
-
-CPU_EXTRA = ("seq", "fwd_tid", "input_dims", "input_types", "input_strides", "concrete_inputs")
-COMM_EXTRA = ("collective", "in_nelems", "out_nelems", "dtype", "group_size", "pg_name", "pg_desc", "comm_seq",
-              "ranks")
 _RUNTIME_CATS = {spelling for cat in ("cuda_runtime", "hip_runtime", "cuda_driver", "hip_driver", "runtime")
                  for spelling in (cat, cat.upper(), cat.capitalize())}
+_INT64 = (-(2**63), 2**63)
+_KINETO_TIME = r"^[0-9]{1,15}\.[0-9]{3}$"  # what Kineto writes: whole ns after dropping the point, within Int64
+_SHAPES = (("input_dims", "input_dims"), ("input_types", "input_types"), ("input_strides", "input_strides"),
+           ("concrete_inputs", "concrete_inputs"))
+_COMM_INTS = ("in_nelems", "out_nelems", "group_size", "seq")
+_COMM_TEXT = ("collective", "dtype", "pg_name", "pg_desc")
+_EMPTY_ARGS = _Args()
 
 
 class _Tables:
-    """What trace_tables adds to the report's columns: host events and their links, in arrays."""
+    """What trace_tables adds to the report's columns: host events (runtime calls, CPU operators, collectives) and
+    their links. Millions of host events pass here, so they are converted a block at a time with polars (times
+    checked by one regex over the column and parsed vectorised; names categorical), not field by field in Python;
+    a block holding anything unusual (an integer `ts`, a time out of the common form) takes the exact per-event
+    path, which names the event that is wrong."""
 
-    def __init__(self) -> None:
-        self.runtime = _HostColumns()
-        self.cpu = _HostColumns(CPU_EXTRA)
-        self.comms = _HostColumns(COMM_EXTRA)
-        self.strings: dict[Any, int] = {}  # names, categories, collective names, dtypes ... -> code
-        self.threads: dict[Any, int] = {}  # pid / tid values as found -> code
-        self.raw: dict[bytes, int] = {}  # raw JSON text of a shape argument -> code of its compact text
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.runtime: list[pl.DataFrame] = []
+        self.cpu: list[pl.DataFrame] = []
+        self.comms: list[pl.DataFrame] = []
+        self.raw: dict[bytes, str | None] = {}  # raw JSON text of an argument -> its compact text
 
-    def string(self, value: Any) -> int:
-        if value is None:
-            return NULL
-        code = self.strings.get(value)
-        if code is None:
-            code = self.strings[value] = len(self.strings)
-        return code
-
-    def thread(self, value: Any) -> int:
-        code = self.threads.get(value)
-        if code is None:
-            code = self.threads[value] = len(self.threads)
-        return code
-
-    def json_text(self, raw: msgspec.Raw | None, strings_as_is: bool = False) -> int:
-        """Code of the compact JSON text of a raw argument (`[[8, 128], []]` -> `[[8,128],[]]`); a JSON string is
-        kept as its value when `strings_as_is` (Process Group Ranks is written either way)."""
-        if raw is None:
-            return NULL
+    def compact(self, raw: Any, strings_as_is: bool = False) -> str | None:
+        """The compact JSON text of a raw argument (`[[8, 128], []]` -> `[[8,128],[]]`); a JSON string is kept as
+        its value when `strings_as_is` (Process Group Ranks is written either way)."""
         key = bytes(raw)
-        code = self.raw.get(key)
-        if code is None:
-            value = json.loads(key)  # msgspec has checked it is JSON
-            if value is None:
-                self.raw[key] = NULL
-                return NULL
-            text = value if strings_as_is and type(value) is str else json.dumps(
-                value, separators=(",", ":"), ensure_ascii=False)
-            code = self.raw[key] = self.string(text)
-        return code
+        if key in self.raw:
+            return self.raw[key]
+        try:  # msgspec has checked it is JSON; the strict loader bounds its depth and numbers
+            value = inputs.loads(key.decode("utf-8"), None, "trace")
+        except (UserError, UnicodeDecodeError) as err:
+            raise _Bad(f"an argument is not usable JSON: {getattr(err, 'what', err)}") from None
+        text = None if value is None else value if strings_as_is and type(value) is str else json.dumps(
+            value, separators=(",", ":"), ensure_ascii=False)
+        self.raw[key] = text
+        return text
 
-    def host(self, table: _HostColumns, event: _Event, cat: str, start: int, end: int) -> None:
-        cols, args = table.columns, event.args
-        cols["name"].append(self.string(event.name))
-        cols["cat"].append(self.string(cat))
-        cols["pid"].append(self.thread(event.pid))
-        cols["tid"].append(self.thread(event.tid))
-        cols["start"].append(start)
-        cols["end"].append(end)
-        cols["correlation"].append(NULL if args is None else _link(args.correlation))
-        cols["external_id"].append(NULL if args is None else _link(args.external_id))
-        if table is self.cpu:
-            cols["seq"].append(NULL if args is None else _link(args.sequence))
-            cols["fwd_tid"].append(NULL if args is None else _link(args.fwd_tid))
-            for key in ("input_dims", "input_types", "input_strides", "concrete_inputs"):
-                cols[key].append(NULL if args is None else self.json_text(getattr(args, key)))
-        elif table is self.comms:
-            for key in ("in_nelems", "out_nelems", "group_size"):
-                cols[key].append(NULL if args is None else _link(getattr(args, key)))
-            cols["comm_seq"].append(NULL if args is None else _link(args.seq))
-            for key in ("collective", "dtype", "pg_name", "pg_desc"):
-                value = None if args is None else getattr(args, key)
-                cols[key].append(self.string(value if type(value) is str else None))
-            cols["ranks"].append(NULL if args is None else self.json_text(args.ranks, strings_as_is=True))
+    def block(self, got: _Collected, events: list[_Event], all_events: list[_Event], first: int,
+              runtime: bool) -> None:
+        """One block's runtime calls (`runtime`) or CPU operators and annotations, as a frame."""
+        if not events:
+            return
+        names = [e.name for e in events]
+        ts = [e.ts for e in events]
+        durs = [e.dur for e in events]
+        times = None
+        if None not in names and set(map(type, ts)) == {str} and set(map(type, durs)) == {str}:
+            frame = pl.DataFrame({"ts": ts, "dur": durs}, schema={"ts": pl.String, "dur": pl.String})
+            if frame.select(pl.col("ts").str.contains(_KINETO_TIME).all()
+                            & pl.col("dur").str.contains(_KINETO_TIME).all()).item():
+                times = frame.select(
+                    start=pl.col("ts").str.replace(".", "", literal=True).cast(pl.Int64),
+                    dur=pl.col("dur").str.replace(".", "", literal=True).cast(pl.Int64))
+                times = times.select("start", end=pl.col("start") + pl.col("dur"))
+        if times is None:  # the exact path, event by event: it names the first event that is wrong
+            starts, ends = [], []
+            for event in events:
+                start, end = got._times(event, all_events, first)
+                if not (_INT64[0] <= start and end < _INT64[1]):
+                    raise got._out_of_range(event, all_events, first)
+                starts.append(start)
+                ends.append(end)
+            times = pl.DataFrame({"start": starts, "end": ends}, schema={"start": pl.Int64, "end": pl.Int64})
+        args = [_EMPTY_ARGS if e.args is None else e.args for e in events]
+        columns: dict[str, pl.Series] = {
+            "name": pl.Series(names, dtype=pl.Categorical),
+            "cat": pl.Series([e.cat for e in events], dtype=pl.Categorical),
+            "pid": pl.Series([e.pid for e in events], dtype=pl.Int64, strict=False),
+            "tid": pl.Series([e.tid for e in events], dtype=pl.Int64, strict=False),
+            "start": times["start"], "end": times["end"],
+        }
+        if runtime:
+            columns["correlation"] = pl.Series([a.correlation for a in args], dtype=pl.Int64, strict=False)
+        columns["external_id"] = pl.Series([a.external_id for a in args], dtype=pl.Int64, strict=False)
+        if runtime:
+            self.runtime.append(pl.DataFrame(columns))
+            return
+        columns["seq"] = pl.Series([a.sequence for a in args], dtype=pl.Int64, strict=False)
+        columns["fwd_tid"] = pl.Series([a.fwd_tid for a in args], dtype=pl.Int64, strict=False)
+        for key, attr in _SHAPES:
+            raws = [getattr(a, attr) for a in args]
+            if raws.count(None) == len(raws):
+                columns[key] = pl.repeat(None, len(raws), dtype=pl.Categorical, eager=True)
+                continue
+            known = self.raw
+            try:
+                texts = [None if r is None else known.get(bytes(r), _UNSEEN) for r in raws]
+                texts = [self.compact(r) if t is _UNSEEN else t for r, t in zip(raws, texts, strict=True)]
+            except _Bad as err:
+                bad = next(e for e, r in zip(events, raws, strict=True) if r is not None and self._fails(r))
+                raise got._bad(bad, all_events, first, str(err)) from None
+            columns[key] = pl.Series(texts, dtype=pl.Categorical)
+        frame = pl.DataFrame(columns)
+        self.cpu.append(frame)
+        for index in frame.select(pl.arg_where(pl.col("name").cast(pl.String).str.starts_with("nccl:")
+                                               | (pl.col("name") == "record_param_comms"))).to_series():
+            self.comms.append(self._comm(frame.row(index, named=True), events[index], got, all_events, first))
+        steps = frame.select(pl.arg_where(pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")))
+        for index in steps.to_series():
+            got.step(events[index], all_events, first, int(times["start"][index]), int(times["end"][index]))
+
+    def _fails(self, raw: Any) -> bool:
+        try:
+            self.compact(raw)
+        except _Bad:
+            return True
+        return False
+
+    def _comm(self, row: dict, event: _Event, got: _Collected, all_events: list[_Event], first: int) -> pl.DataFrame:
+        args = _EMPTY_ARGS if event.args is None else event.args
+        out: dict[str, Any] = {key: row[key] for key in ("name", "cat", "pid", "tid", "start", "end", "external_id")}
+        for key in _COMM_INTS:
+            value = getattr(args, key)
+            out[key] = value if type(value) is int and _INT64[0] <= value < _INT64[1] else None
+        for key in _COMM_TEXT:
+            value = getattr(args, key)
+            out[key] = value if type(value) is str else None
+        try:
+            out["ranks"] = None if args.ranks is None else self.compact(args.ranks, strings_as_is=True)
+        except _Bad as err:
+            raise got._bad(event, all_events, first, str(err)) from None
+        return pl.DataFrame([out], schema=_COMM_SCHEMA)
+
+    def frames(self) -> dict[str, pl.DataFrame]:
+        """Each table's blocks as one frame (names and shapes categorical), times relative to the base."""
+        out = {}
+        for key, blocks, schema in (("runtime", self.runtime, _RUNTIME_SCHEMA), ("cpu", self.cpu, _CPU_SCHEMA),
+                                    ("comms", self.comms, _COMM_SCHEMA)):
+            out[key] = pl.concat(blocks, rechunk=False) if blocks else pl.DataFrame(schema=schema)
+        return out
+
+
+_UNSEEN = object()
+_HOST_SCHEMA = {"name": pl.Categorical, "cat": pl.Categorical, "pid": pl.Int64, "tid": pl.Int64, "start": pl.Int64,
+                "end": pl.Int64}
+_RUNTIME_SCHEMA = _HOST_SCHEMA | {"correlation": pl.Int64, "external_id": pl.Int64}
+_CPU_SCHEMA = _HOST_SCHEMA | {"external_id": pl.Int64, "seq": pl.Int64, "fwd_tid": pl.Int64} | {
+    key: pl.Categorical for key, _ in _SHAPES}
+_COMM_SCHEMA = _HOST_SCHEMA | {"external_id": pl.Int64} | {key: pl.Int64 for key in _COMM_INTS} | {
+    key: pl.String for key in (*_COMM_TEXT, "ranks")}
 
 
 class _Collected:
@@ -563,10 +714,11 @@ class _Collected:
         self.copies = _Columns(tables)
         self.names: dict[Any, int] = {}  # keys: the events' names (typed str | None; _times refuses None)
         self.devices: dict[Any, int] = {}
-        self.tables = _Tables() if tables else None
+        self.tables = _Tables(path) if tables else None
         # CPU operators for the report's operator table; with tables they are read from tables.cpu instead
         self.cpu: list[tuple[Any, object, int, int]] | None = None if tables else []  # None once a kernel was seen
         self.saw_kernel = False
+        self.host_frames: dict[str, pl.DataFrame] | None = None  # the tables' host events, once all are read
         self.steps: dict[int, tuple[int, int]] = {}
         self.memory: dict[str, int] = {}
         self.tracks: list[str] = []  # per kernel: "GPU <device> stream <n>" (for the Perfetto writer)
@@ -574,6 +726,8 @@ class _Collected:
 
     def __call__(self, events: list[_Event], first: int) -> None:
         kinds, tables = CATEGORY_KINDS, self.tables
+        runtime: list[_Event] = []
+        host: list[_Event] = []
         for event in events:
             if event.ph != "X":
                 if event.name == "[memory]" and event.ph in ("i", "I") and event.args is not None:
@@ -581,10 +735,16 @@ class _Collected:
                 continue
             cat = event.cat
             kind = kinds.get(cat) if cat is not None else None
-            if kind is None and (tables is None or cat not in _RUNTIME_CATS):
+            if tables is not None and kind is not _KERNEL and kind is not _COPY:
+                if kind is not None:
+                    host.append(event)  # CPU operators and annotations: converted a block at a time
+                elif cat in _RUNTIME_CATS:
+                    runtime.append(event)
+                continue
+            if kind is None:
                 continue
             ts, dur, name = event.ts, event.dur, event.name
-            if kind is _ANNOTATION and tables is None and not (type(name) is str and name.startswith("ProfilerStep#")):
+            if kind is _ANNOTATION and not (type(name) is str and name.startswith("ProfilerStep#")):
                 continue  # record_function ranges: only the profiler's steps are read
             # the common case inline (three decimals, as Kineto writes them); anything else through _times
             if type(ts) is str and type(dur) is str and ts[-4:-3] == "." and dur[-4:-3] == "." and type(name) is str:
@@ -600,21 +760,24 @@ class _Collected:
             try:
                 if kind is _KERNEL or kind is _COPY:
                     self._gpu(event, kind, name, start, end)
-                elif tables is not None and (kind is _CPU or kind is _ANNOTATION or kind is None):
-                    if kind is None:
-                        tables.host(tables.runtime, event, cat, start, end)  # type: ignore[arg-type]
-                    else:
-                        tables.host(tables.cpu, event, cat, start, end)  # type: ignore[arg-type]
-                        if name == "record_param_comms" or name.startswith("nccl:"):
-                            tables.host(tables.comms, event, cat, start, end)  # type: ignore[arg-type]
                 elif kind is _CPU and self.cpu is not None:
                     self.cpu.append((self.strings.setdefault(name, name), (event.pid, event.tid), start, end))
             except OverflowError:  # beyond +-2^63 ns relative to baseTimeNanoseconds: no uint64 timestamp
                 raise self._out_of_range(event, events, first) from None
             if kind is not _KERNEL and kind is not _COPY and name.startswith("ProfilerStep#"):
-                match = STEP.match(name)
-                if match and len(match.group(1)) <= _STEP_DIGITS:
-                    self.steps.setdefault(int(match.group(1)), (start, end))
+                self.step(event, events, first, start, end)
+        if tables is not None:
+            tables.block(self, host, events, first, runtime=False)
+            tables.block(self, runtime, events, first, runtime=True)
+
+    def step(self, event: _Event, events: list[_Event], first: int, start: int, end: int) -> None:
+        """A ProfilerStep#N range (the first of a number counts)."""
+        match = STEP.match(cast(str, event.name))
+        if match:
+            if len(match.group(1)) > _STEP_DIGITS:
+                raise self._bad(event, events, first, f"the step number has {len(match.group(1)):,} digits; "
+                                                      f"torch.profiler counts steps from 0")
+            self.steps.setdefault(int(match.group(1)), (start, end))
 
     def _gpu(self, event: _Event, kind: str, name: str, start: int, end: int) -> None:
         args = event.args
@@ -657,9 +820,12 @@ class _Collected:
             _name(event)
             return _times(event)
         except _Bad as err:
-            index = first + next(i for i, e in enumerate(events) if e is event)
-            raise UserError(f"{event.cat} event {_short(event.name)!r}: {err}", file=str(self.path),
-                            where=f"$.traceEvents[{index}]", fix=FIX) from None
+            raise self._bad(event, events, first, str(err)) from None
+
+    def _bad(self, event: _Event, events: list[_Event], first: int, what: str) -> UserError:
+        index = first + next(i for i, e in enumerate(events) if e is event)
+        return UserError(f"{_short(event.cat)} event {_short(event.name)!r}: {what}", file=str(self.path),
+                         where=f"$.traceEvents[{index}]", fix=FIX)
 
 
 def _short(value: Any, limit: int = 80) -> Any:
@@ -671,6 +837,9 @@ def _times(event: _Event) -> tuple[int, int]:
     try:
         start = to_ns(event.ts)
         duration = to_ns(event.dur)
+    except OverflowError:
+        raise _Bad(f"ts {_short(event.ts, 40)!r} / dur {_short(event.dur, 40)!r} are out of range (a time must lie "
+                   f"in [0, 2^64) ns)") from None
     except ValueError:
         raise _Bad(f"ts {_short(event.ts, 40)!r} / dur {_short(event.dur, 40)!r} are not numbers of microseconds "
                    f"(JSON numbers: ASCII digits, optional fraction and exponent; no NaN, Infinity, blanks or "
@@ -727,6 +896,9 @@ def _read(path: Path, *, want_tracks: bool = False, tables: bool = False) -> Rea
         meta = _events(stream, got)
     finally:
         stream.close()
+    if got.tables is not None:
+        got.host_frames = got.tables.frames()
+        got.tables = None  # the blocks, now concatenated
     base = meta.baseTimeNanoseconds
     if base is None:
         base = 0
@@ -744,27 +916,36 @@ def _check_absolute(path: Path, got: _Collected, base: int) -> None:
     times += [t for step in got.steps.values() for t in step]
     if got.cpu:
         times += [min(c[2] for c in got.cpu), max(c[3] for c in got.cpu)]
-    if got.tables is not None:
-        for host in (got.tables.runtime, got.tables.cpu):
-            if len(host):
-                times += [min(host.columns["start"]), max(host.columns["end"])]
+    for host in (got.host_frames or {}).values():
+        if host.height:
+            times += [host["start"].min(), host["end"].max()]  # type: ignore[list-item]
     if times and not (base + min(times) >= 0 and base + max(times) <= inputs.UINT64_MAX):
         raise UserError(f"event times (ts plus baseTimeNanoseconds {base}) reach {base + min(times)} .. "
                         f"{base + max(times)} ns, outside [0, 2^64)", file=str(path), where="$.traceEvents",
                         fix=FIX)
 
 
-def _cpu_intervals(got: _Collected) -> list[tuple[Any, object, int, int]]:
-    """The CPU operators (cat cpu_op / Operator, not annotations) as (name, (pid, tid), start, end)."""
-    if got.tables is None:
-        return got.cpu or []
-    tables = got.tables
-    cols = tables.cpu.columns
-    strings, threads = list(tables.strings), list(tables.threads)
-    cpu_cats = {code for value, code in tables.strings.items() if CATEGORY_KINDS.get(value) is _CPU}
-    return [(strings[n], (threads[p], threads[t]), s, e) for n, c, p, t, s, e in zip(
-        cols["name"], cols["cat"], cols["pid"], cols["tid"], cols["start"], cols["end"], strict=True)
-        if c in cpu_cats]
+def _cpu_stats(got: _Collected) -> tuple[dict[str, Any], int, int, int] | None:
+    """Per-name statistics of the CPU operators (cat cpu_op / Operator, not annotations), their count, first start
+    and last end; None when there are none. From the tables' frame, sorted by thread and time in polars and fed to
+    cpu_ops one call at a time: no Python object per operator is kept."""
+    if got.host_frames is None:
+        cpu = got.cpu or []
+        if not cpu:
+            return None
+        return (cpu_ops.operator_stats(cpu), len(cpu), min(c[2] for c in cpu), max(c[3] for c in cpu))
+    frame = got.host_frames["cpu"]
+    cats = [c for c in frame["cat"].unique().drop_nulls().to_list() if CATEGORY_KINDS.get(c) is _CPU]
+    ops = frame.filter(pl.col("cat").is_in(cats)).select("pid", "tid", "start", "end", "name")
+    if not ops.height:
+        return None
+    ops = ops.sort("pid", "tid", "start", pl.col("end"), descending=[False, False, False, True], maintain_order=True)
+    first, last = ops["start"].min(), ops["end"].max()
+    rows = ops.select("pid", "tid", "start", (-pl.col("end")).alias("neg_end"),
+                      pl.col("name").cast(pl.String)).iter_rows()
+    threads = (((start, neg_end, name) for _, _, start, neg_end, name in calls)
+               for _, calls in itertools.groupby(rows, key=lambda row: (row[0], row[1])))
+    return cpu_ops.operator_stats_sorted(threads), ops.height, int(first), int(last)  # type: ignore[arg-type]
 
 
 def read_kineto(src: TimingSource) -> TimingSource:
@@ -779,25 +960,20 @@ def read_kineto(src: TimingSource) -> TimingSource:
     src.iterations = [Iteration(n, base + start, base + end) for n, (start, end) in sorted(got.steps.items())]
     src.tables = tables = trace_tables.from_kineto(src.path, read)
     copies = got.copies.frame(got.names, got.devices, base) if len(got.copies) else None
-    cpu = [] if len(got.kernels) else _cpu_intervals(got)
-    if len(got.kernels) or not cpu:
+    cpu = None if len(got.kernels) else _cpu_stats(got)
+    if cpu is None:
         kernels = got.kernels.frame(got.names, got.devices, base)
         if tables.runtime.height:  # iterations own the work they launched (dispatches._launch_windows)
-            tables.kernels = tables.kernels.with_columns(launch=dispatches.launch_times(tables.kernels,
-                                                                                         tables.runtime))
-            kernels = kernels.with_columns(tables.kernels["launch"])
+            kernels = kernels.with_columns(launch=dispatches.launch_times(tables.kernels, tables.runtime))
             if copies is not None:
-                tables.copies = tables.copies.with_columns(launch=dispatches.launch_times(tables.copies,
-                                                                                          tables.runtime))
-                copies = copies.with_columns(tables.copies["launch"])
+                copies = copies.with_columns(launch=dispatches.launch_times(tables.copies, tables.runtime))
         dispatches.aggregate(src, kernels, copies=copies)
     else:
         src.cpu_operators = True
-        src.kernels = cpu_ops.operator_stats(cpu)
-        src.dispatches = len(cpu)
+        src.kernels, src.dispatches, first, last = cpu
         src.has_timeline = True
-        src.first_start_ns = base + min(c[2] for c in cpu)
-        src.last_end_ns = base + max(c[3] for c in cpu)
+        src.first_start_ns = base + first
+        src.last_end_ns = base + last
     src.copies = _copy_stats(got)
     src.peak_memory_bytes = dict(sorted(got.memory.items()))
     return src
@@ -819,6 +995,27 @@ def _copy_stats(got: _Collected) -> dict[str, CopyStats]:
 
 DIRECTIONS = {"HtoD": "host to device", "DtoH": "device to host", "DtoD": "device to device",
               "HtoH": "host to host", "PtoP": "peer to peer"}
+
+
+def marked_starts(path: Path, prefix: str) -> list[int]:
+    """Start times (ns, as written: relative to baseTimeNanoseconds) of the events whose name starts with `prefix`,
+    sorted; streamed through the same block decoder and limits as the report (a side file such as the embedded
+    tracer's perfetto_trace.json can be hundreds of MB: never loaded whole). Events without a usable ts are skipped."""
+    starts: list[int] = []
+
+    def handle(events: list[_Event], first: int) -> None:
+        for event in events:
+            name = event.name
+            if type(name) is str and name.startswith(prefix):
+                with contextlib.suppress(ValueError, OverflowError):
+                    starts.append(to_ns(event.ts))
+
+    stream = _Stream(path)
+    try:
+        _events(stream, handle)
+    finally:
+        stream.close()
+    return sorted(starts)
 
 
 def iter_kineto(path: Path) -> Iterator[tuple[str, int, int, str]]:

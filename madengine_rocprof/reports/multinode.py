@@ -14,8 +14,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
+from madengine_rocprof.reports import kineto_reader
 from madengine_rocprof.reports.blocks import Column, Lines, Section, Table
 from madengine_rocprof.reports.categories import categorize
 from madengine_rocprof.reports.formatting import DASH, ms, number, pct
@@ -38,19 +38,12 @@ def _identity(process: str) -> tuple[str, int | None, str]:
 
 
 def step_times_ms(trace_file: Path) -> list[float]:
-    """Intervals between successive optimizer steps in a Chrome/Perfetto trace (timestamps in microseconds)."""
+    """Intervals between successive optimizer steps in a Chrome/Perfetto trace (streamed: the file may be large)."""
     try:  # optional extra: an unreadable trace only means no step times
-        events = inputs.load_json(trace_file, "trace", inputs.JSON_TRACE_LIMIT)
+        starts = kineto_reader.marked_starts(trace_file, STEP_MARK)
     except UserError:
         return []
-    if isinstance(events, dict):
-        events = events.get("traceEvents") or []
-    if not isinstance(events, list):
-        return []
-    starts = sorted(float(e["ts"]) for e in events
-                    if isinstance(e, dict) and str(e.get("name", "")).startswith(STEP_MARK)
-                    and isinstance(e.get("ts"), (int, float)) and not isinstance(e.get("ts"), bool))
-    return [(b - a) / 1e3 for a, b in zip(starts, starts[1:], strict=False)]  # consecutive pairs
+    return [(b - a) / 1e6 for a, b in zip(starts, starts[1:], strict=False)]  # consecutive pairs
 
 
 def analyze(run: RunData) -> dict | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import array
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,22 +42,57 @@ _STRING_COLUMNS = {"name", "cat", "input_dims", "input_types", "input_strides", 
                    "dtype", "pg_name", "pg_desc", "ranks"}
 
 
-@dataclass
 class TraceTables:
-    """One trace's events as frames (columns above; extra columns may follow them)."""
+    """One trace's events as frames (columns above; extra columns may follow them). A frame is built on first use
+    (a report that asks for no table pays for none of its frames: a CPU run's millions of operators stay compact)."""
 
-    path: Path
-    fmt: str  # "kineto" or "rocprofv3-csv"
-    rank: int | None
-    world_size: int | None
-    distributed: dict = field(default_factory=dict)
-    device_properties: list[dict] = field(default_factory=list)
-    kernels: pl.DataFrame = field(default_factory=lambda: empty(GPU_COLUMNS))
-    copies: pl.DataFrame = field(default_factory=lambda: empty(GPU_COLUMNS))
-    runtime: pl.DataFrame = field(default_factory=lambda: empty(RUNTIME_COLUMNS))
-    cpu_ops: pl.DataFrame = field(default_factory=lambda: empty(CPU_COLUMNS))
-    comms: pl.DataFrame = field(default_factory=lambda: empty(COMM_COLUMNS))
-    steps: list[Iteration] = field(default_factory=list)
+    FRAMES = {"kernels": GPU_COLUMNS, "copies": GPU_COLUMNS, "runtime": RUNTIME_COLUMNS, "cpu_ops": CPU_COLUMNS,
+              "comms": COMM_COLUMNS}
+
+    def __init__(self, path: Path, fmt: str, rank: int | None, world_size: int | None, *,
+                 distributed: dict | None = None, device_properties: list[dict] | None = None,
+                 steps: list[Iteration] | None = None,
+                 **frames: pl.DataFrame | Callable[[], pl.DataFrame]) -> None:
+        self.path = path
+        self.fmt = fmt  # "kineto" or "rocprofv3-csv"
+        self.rank = rank  # Kineto distributedInfo.rank, or from per-rank file names (rank0_/rank1_)
+        self.world_size = world_size
+        self.distributed = distributed or {}
+        self.device_properties = device_properties or []
+        self.steps = steps or []
+        unknown = set(frames) - set(self.FRAMES)
+        if unknown:
+            raise TypeError(f"unknown tables: {sorted(unknown)}")
+        self._frames: dict[str, pl.DataFrame | Callable[[], pl.DataFrame]] = frames
+
+    def _frame(self, key: str) -> pl.DataFrame:
+        value = self._frames.get(key)
+        if value is None:
+            value = empty(self.FRAMES[key])
+        elif callable(value):
+            value = value()
+        self._frames[key] = value
+        return value
+
+    @property
+    def kernels(self) -> pl.DataFrame:
+        return self._frame("kernels")
+
+    @property
+    def copies(self) -> pl.DataFrame:
+        return self._frame("copies")
+
+    @property
+    def runtime(self) -> pl.DataFrame:
+        return self._frame("runtime")
+
+    @property
+    def cpu_ops(self) -> pl.DataFrame:
+        return self._frame("cpu_ops")
+
+    @property
+    def comms(self) -> pl.DataFrame:
+        return self._frame("comms")
 
 
 def empty(columns: tuple[str, ...]) -> pl.DataFrame:
@@ -80,6 +115,7 @@ def load_tables(src: TimingSource) -> TraceTables | None:
 
 
 def _nullable(values: array.array) -> pl.Series:
+    """An integer column; NULL becomes null."""
     series = pl.Series(values, dtype=pl.Int64)
     if NULL not in values:
         return series
@@ -101,15 +137,19 @@ def _times(start: array.array, end: array.array, base: int) -> tuple[pl.Series, 
     return (pl.Series(start, dtype=pl.Int64).cast(wide) + offset, pl.Series(end, dtype=pl.Int64).cast(wide) + offset)
 
 
+def _times_of(frame: pl.DataFrame, base: int) -> tuple[pl.Expr, pl.Expr]:
+    """start and end columns made absolute (Int128 where base + a time passes 2^63)."""
+    wide = dispatches.time_dtype(base + (frame["start"].min() or 0), base + (frame["end"].max() or 0))  # type: ignore
+    return ((pl.col("start").cast(wide) + pl.lit(base, dtype=wide)).alias("start"),
+            (pl.col("end").cast(wide) + pl.lit(base, dtype=wide)).alias("end"))
+
+
 def from_kineto(path: Path, read: kineto_reader.Read) -> TraceTables:
     """The frames of a trace read by kineto_reader with tables=True."""
     got, base = read.got, read.base
-    tables = got.tables
-    assert tables is not None, "kineto_reader._read(tables=True) collects them"
+    assert got.host_frames is not None, "kineto_reader._read(tables=True) collects them"
     names = list(got.names)
     devices = [_int_or_none(d) for d in got.devices]
-    strings = list(tables.strings)
-    threads = [_int_or_none(t) for t in tables.threads]
 
     def gpu(columns: kineto_reader._Columns) -> pl.DataFrame:
         if not len(columns):
@@ -121,33 +161,25 @@ def from_kineto(path: Path, read: kineto_reader.Read) -> TraceTables:
             "correlation": _nullable(columns.correlation), "external_id": _nullable(columns.external_id),
         })
 
-    def host(table: kineto_reader._HostColumns, wanted: tuple[str, ...]) -> pl.DataFrame:
-        if not len(table):
+    def host(frame: pl.DataFrame, wanted: tuple[str, ...]) -> pl.DataFrame:
+        """A host table: the reader's frame with names and texts as strings, times absolute."""
+        if not frame.height:
             return empty(wanted).with_columns(pl.lit(None, dtype=pl.String).alias("cat"))
-        cols = table.columns
-        start, end = _times(cols["start"], cols["end"], base)
-        out: dict[str, pl.Series] = {}
-        for key in (*wanted, "cat"):
-            source = "comm_seq" if key == "seq" and "comm_seq" in cols else key
-            if key in ("start", "end"):
-                out[key] = start if key == "start" else end
-            elif key in ("pid", "tid"):
-                out[key] = _lookup(cols[key], threads, pl.Int64)
-            elif key in _STRING_COLUMNS:
-                out[key] = _lookup(cols[source], strings, pl.String)
-            else:
-                out[key] = _nullable(cols[source])
-        return pl.DataFrame(out)
+        start, end = _times_of(frame, base)
+        return frame.select(
+            *[(start if key == "start" else end) if key in ("start", "end") else
+              pl.col(key).cast(pl.String) if key in _STRING_COLUMNS else pl.col(key) for key in wanted],
+            pl.col("cat").cast(pl.String))
 
+    frames = got.host_frames or {}
     info = read.distributed
     world = info.get("world_size")
     return TraceTables(
-        path=path, fmt=kineto_reader.FORMAT, rank=read.rank,
-        world_size=world if type(world) is int and world > 0 else None,
+        path, kineto_reader.FORMAT, read.rank, world if type(world) is int and world > 0 else None,
         distributed=info, device_properties=read.device_properties,
-        kernels=gpu(got.kernels), copies=gpu(got.copies),
-        runtime=host(tables.runtime, RUNTIME_COLUMNS), cpu_ops=host(tables.cpu, CPU_COLUMNS),
-        comms=host(tables.comms, COMM_COLUMNS),
+        kernels=lambda: gpu(got.kernels), copies=lambda: gpu(got.copies),
+        runtime=lambda: host(frames["runtime"], RUNTIME_COLUMNS), cpu_ops=lambda: host(frames["cpu"], CPU_COLUMNS),
+        comms=lambda: host(frames["comms"], COMM_COLUMNS),
         steps=[Iteration(n, base + s, base + e) for n, (s, e) in sorted(got.steps.items())],
     )
 
@@ -235,7 +267,7 @@ def from_rocprofv3_csv(path: Path) -> TraceTables:
     runtime = _sibling(path, "hip_api_trace")
     copies = _sibling(path, "memory_copy_trace")
     return TraceTables(
-        path=path, fmt="rocprofv3-csv", rank=int(rank.group(1)) if rank else None, world_size=None,
+        path, "rocprofv3-csv", int(rank.group(1)) if rank else None, None,
         kernels=_gpu_csv(path, "kernel"),
         copies=_gpu_csv(copies, "copy") if copies else empty(GPU_COLUMNS),
         runtime=_runtime_csv(runtime) if runtime else empty(RUNTIME_COLUMNS),

@@ -48,7 +48,7 @@ CODE_FIELD = {LAUNCH: "launch_ns", SYNC: "sync_ns", OTHER_RANKS: "other_ranks_ns
 
 def operations(kernels: pl.DataFrame, copies: pl.DataFrame, runtime: pl.DataFrame) -> pl.DataFrame:
     """Kernels and copies (device, start, end) with `launch`: the start of their launching runtime call (null when
-    the trace links none); taken from a `launch` column where the reader added one (Kineto), else joined here."""
+    the trace links none)."""
     def with_launch(gpu: pl.DataFrame) -> pl.DataFrame:
         launch = gpu["launch"] if "launch" in gpu.columns else dispatches.launch_times(gpu, runtime)
         return gpu.select("device", "start", "end").with_columns(launch=launch.cast(gpu.schema["start"]))
