@@ -27,6 +27,7 @@ import gzip
 import importlib
 import itertools
 import json
+import operator
 import queue
 import re
 import threading
@@ -565,6 +566,9 @@ _SHAPES = (("input_dims", "input_dims"), ("input_types", "input_types"), ("input
 _COMM_INTS = ("in_nelems", "out_nelems", "group_size", "seq")
 _COMM_TEXT = ("collective", "dtype", "pg_name", "pg_desc")
 _EMPTY_ARGS = _Args()
+_NAME, _TS, _DUR, _CAT, _PID, _TID, _ARGS = map(operator.attrgetter, ("name", "ts", "dur", "cat", "pid", "tid", "args"))
+_CORRELATION, _EXTERNAL_ID, _SEQUENCE, _FWD_TID = map(operator.attrgetter, (
+    "correlation", "external_id", "sequence", "fwd_tid"))
 
 
 class _Tables:
@@ -601,9 +605,9 @@ class _Tables:
         """One block's runtime calls (`runtime`) or CPU operators and annotations, as a frame."""
         if not events:
             return
-        names = [e.name for e in events]
-        ts = [e.ts for e in events]
-        durs = [e.dur for e in events]
+        names = list(map(_NAME, events))  # attrgetter maps: C loops, a third of a comprehension's time
+        ts = list(map(_TS, events))
+        durs = list(map(_DUR, events))
         times = None
         if None not in names and set(map(type, ts)) == {str} and set(map(type, durs)) == {str}:
             frame = pl.DataFrame({"ts": ts, "dur": durs}, schema={"ts": pl.String, "dur": pl.String})
@@ -622,24 +626,26 @@ class _Tables:
                 starts.append(start)
                 ends.append(end)
             times = pl.DataFrame({"start": starts, "end": ends}, schema={"start": pl.Int64, "end": pl.Int64})
-        args = [_EMPTY_ARGS if e.args is None else e.args for e in events]
+        args = list(map(_ARGS, events))
+        if None in args:
+            args = [_EMPTY_ARGS if a is None else a for a in args]
         columns: dict[str, pl.Series] = {
             "name": pl.Series(names, dtype=pl.Categorical),
-            "cat": pl.Series([e.cat for e in events], dtype=pl.Categorical),
-            "pid": pl.Series([e.pid for e in events], dtype=pl.Int64, strict=False),
-            "tid": pl.Series([e.tid for e in events], dtype=pl.Int64, strict=False),
+            "cat": pl.Series(list(map(_CAT, events)), dtype=pl.Categorical),
+            "pid": pl.Series(list(map(_PID, events)), dtype=pl.Int64, strict=False),
+            "tid": pl.Series(list(map(_TID, events)), dtype=pl.Int64, strict=False),
             "start": times["start"], "end": times["end"],
         }
         if runtime:
-            columns["correlation"] = pl.Series([a.correlation for a in args], dtype=pl.Int64, strict=False)
-        columns["external_id"] = pl.Series([a.external_id for a in args], dtype=pl.Int64, strict=False)
+            columns["correlation"] = pl.Series(list(map(_CORRELATION, args)), dtype=pl.Int64, strict=False)
+        columns["external_id"] = pl.Series(list(map(_EXTERNAL_ID, args)), dtype=pl.Int64, strict=False)
         if runtime:
             self.runtime.append(pl.DataFrame(columns))
             return
-        columns["seq"] = pl.Series([a.sequence for a in args], dtype=pl.Int64, strict=False)
-        columns["fwd_tid"] = pl.Series([a.fwd_tid for a in args], dtype=pl.Int64, strict=False)
+        columns["seq"] = pl.Series(list(map(_SEQUENCE, args)), dtype=pl.Int64, strict=False)
+        columns["fwd_tid"] = pl.Series(list(map(_FWD_TID, args)), dtype=pl.Int64, strict=False)
         for key, attr in _SHAPES:
-            raws = [getattr(a, attr) for a in args]
+            raws = list(map(operator.attrgetter(attr), args))
             if raws.count(None) == len(raws):
                 columns[key] = pl.repeat(None, len(raws), dtype=pl.Categorical, eager=True)
                 continue
