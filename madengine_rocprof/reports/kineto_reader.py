@@ -970,9 +970,13 @@ def read_kineto(src: TimingSource) -> TimingSource:
     if cpu is None:
         kernels = got.kernels.frame(got.names, got.devices, base)
         if tables.runtime.height:  # iterations own the work they launched (dispatches._launch_windows)
-            kernels = kernels.with_columns(launch=dispatches.launch_times(tables.kernels, tables.runtime))
+            def launch(columns: _Columns) -> pl.Series:  # from the correlation ids alone: no kernel table built
+                ids = pl.DataFrame({"correlation": trace_tables._nullable(columns.correlation)})
+                return dispatches.launch_times(ids, tables.runtime)
+
+            kernels = kernels.with_columns(launch=launch(got.kernels))
             if copies is not None:
-                copies = copies.with_columns(launch=dispatches.launch_times(tables.copies, tables.runtime))
+                copies = copies.with_columns(launch=launch(got.copies))
         dispatches.aggregate(src, kernels, copies=copies)
     else:
         src.cpu_operators = True

@@ -39,6 +39,7 @@ SYNC_CALL = re.compile(
 )
 DATA_LOADING = re.compile(r"^enumerate\(DataLoader\)")
 CAUSES = ("launch", "sync", "other_ranks", "other")
+IDLE_BOUND = 0.2  # below this share of idle time, the device sets the pace
 OTHER_REASONS = ("queued", "unlinked", "data_loading", "edges")
 # gap codes: the four causes' parts, other split by reason
 LAUNCH, SYNC, OTHER_RANKS, QUEUED, UNLINKED, DATA, EDGES = range(7)
@@ -213,11 +214,7 @@ def verdict(rows: list[dict[str, Any]], has_runtime: bool) -> dict[str, Any]:
         "other": f"idle {pct:.1f}% of the device span for other reasons (work queued behind dependencies, data "
                  "loading, or launches the trace does not link); see the idle-time table",
     }
-    return {"bound": {"launch": "launch", "sync": "sync", "other_ranks": "other_ranks", "other": "other"}[cause],
-            "idle_share": idle / span, "share": share, "line": lines[cause]}
-
-
-IDLE_BOUND = 0.2  # below this share of idle time, the device sets the pace
+    return {"bound": cause, "idle_share": idle / span, "share": share, "line": lines[cause]}
 
 
 DEVICE_NUMBER = re.compile(r"(\d+)\s*$")  # "GPU 0" (Kineto), "Agent 4" / "4" (rocprofv3 CSV): the device number
@@ -267,5 +264,4 @@ def analyze_run(run: RunData, timeline: list[dict[str, Any]]) -> dict[str, Any] 
         notes.append(NO_API_CALLS.format(files=", ".join(without_api)))
     if without_ops:
         notes.append(NO_HOST_OPS.format(files=", ".join(without_ops)))
-    has_runtime = len(without_api) < len({r["origin"] for r in rows}) or not rows
-    return {"bound": verdict(rows, has_runtime=has_runtime and not without_api), "devices": rows, "notes": notes}
+    return {"bound": verdict(rows, has_runtime=not without_api), "devices": rows, "notes": notes}

@@ -44,16 +44,16 @@ SERIES_POINTS = 400  # points of the queue-length picture per stream (the maximu
 
 def launches(kernels: pl.DataFrame, copies: pl.DataFrame, runtime: pl.DataFrame,
              names: tuple[str, ...] = LAUNCH_CALLS) -> pl.DataFrame:
-    """One row per launch: correlation, device, stream, call (its name, call_start, call_end), GPU (start, end),
+    """One row per launch: correlation, device, stream, call (its name), call_start, start (the GPU operation's),
     cpu_duration, delay."""
     cols = ["device", "stream", "start", "end", "correlation"]
     gpu = pl.concat([kernels.select(cols), copies.select(cols)], how="vertical_relaxed").filter(
         pl.col("correlation").is_not_null())
     calls = runtime.filter(pl.col("name").is_in(list(names)) & pl.col("correlation").is_not_null()).select(
-        pl.col("correlation").cast(gpu.schema["correlation"]), pl.col("name").alias("call"),
+        pl.col("correlation").cast(gpu.schema["correlation"]), pl.col("name").cast(pl.Categorical).alias("call"),
         pl.col("start").alias("call_start"), pl.col("end").alias("call_end"))
-    joined = calls.join(gpu, on="correlation", how="inner")
-    return joined.with_columns(
+    return calls.join(gpu.drop("end"), on="correlation", how="inner").select(
+        "correlation", "device", "stream", "call", "call_start", "start",
         cpu_duration=(pl.col("call_end") - pl.col("call_start")),
         delay=(pl.col("start") - pl.col("call_end")).clip(lower_bound=0),
     )
