@@ -13,7 +13,7 @@ from typing import Any
 
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import kineto_reader, multinode, phases
-from madengine_rocprof.reports.analyses import efficiency
+from madengine_rocprof.reports.analyses import efficiency, idle, launch
 from madengine_rocprof.reports.analyses.collectives import of_run as collectives_of_run
 from madengine_rocprof.reports.analyses.ranks import per_rank, rank_of
 from madengine_rocprof.reports.categories import CATEGORIES, classify
@@ -243,7 +243,9 @@ def timeline_rows(run: RunData, steady_state: bool = False) -> list[dict]:
         rank = rank_of(source)
         for d in source.devices:
             iterations = [
-                {"iteration": it.number, "start_ns": it.start_ns, "end_ns": it.end_ns, "dispatches": it.dispatches}
+                {"iteration": it.number, "start_ns": it.start_ns, "end_ns": it.end_ns, "dispatches": it.dispatches,
+                 "host_start_ns": it.host_start_ns, "host_end_ns": it.host_end_ns,
+                 "kernel_time_sum_ns": it.kernel_time_sum_ns, "assigned_by": "launch" if it.by_launch else "start"}
                 | _busy_numbers(it, it.end_ns - it.start_ns)
                 for it in d.iterations
             ]
@@ -437,6 +439,8 @@ def analyze_run(run: RunData, steady_state: bool = False, definitions: str = "ou
         "collectives": collectives,
         "multi_node": multinode.analyze(run, collectives),
         "efficiency": efficiency.for_run(run),
+        "idle_causes": idle.analyze_run(run, timeline),
+        "launch": launch.analyze_run(run, timeline),
     }
 
 

@@ -1008,10 +1008,20 @@ def read_kineto(src: TimingSource) -> TimingSource:
     got, base, src.rank = read.got, read.base, read.rank
     # aggregate computes device time per iteration: the iterations go in first
     src.iterations = [Iteration(n, base + start, base + end) for n, (start, end) in sorted(got.steps.items())]
+    src.tables = tables = trace_tables.from_kineto(src.path, read)
     copies = got.copies.frame(got.names, got.devices, base) if len(got.copies) else None
     cpu = None if len(got.kernels) else _cpu_stats(got)
     if cpu is None:
-        dispatches.aggregate(src, got.kernels.frame(got.names, got.devices, base), copies=copies)
+        kernels = got.kernels.frame(got.names, got.devices, base)
+        if tables.runtime.height:  # iterations own the work they launched (dispatches._launch_windows)
+            def launch(columns: _Columns) -> pl.Series:  # from the correlation ids alone: no kernel table built
+                ids = pl.DataFrame({"correlation": trace_tables._nullable(columns.correlation)})
+                return dispatches.launch_times(ids, tables.runtime)
+
+            kernels = kernels.with_columns(launch=launch(got.kernels))
+            if copies is not None:
+                copies = copies.with_columns(launch=launch(got.copies))
+        dispatches.aggregate(src, kernels, copies=copies)
     else:
         src.cpu_operators = True
         src.kernels, src.dispatches, first, last = cpu
@@ -1021,7 +1031,6 @@ def read_kineto(src: TimingSource) -> TimingSource:
         src.last_end_ns = base + last
     src.copies = _copy_stats(got)
     src.peak_memory_bytes = dict(sorted(got.memory.items()))
-    src.tables = trace_tables.from_kineto(src.path, read)
     return src
 
 

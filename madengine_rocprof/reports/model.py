@@ -67,12 +67,17 @@ class BusyTime:
 
 @dataclass
 class IterationTime(BusyTime):
-    """Device time within one marked iteration's host window [start_ns, end_ns)."""
+    """Device time within one marked iteration's window [start_ns, end_ns): the host window (ProfilerStep span), or
+    with launch links the device window of the work the iteration launched (dispatches._launch_windows)."""
 
     number: int = 0
     start_ns: int = 0
     end_ns: int = 0
-    dispatches: int = 0  # kernels that start in the window
+    host_start_ns: int = 0
+    host_end_ns: int = 0
+    by_launch: bool = False  # kernels assigned by their launching call (True) or by their start (host-window cut)
+    dispatches: int = 0  # kernels the iteration launched (without launch links: that start in the window)
+    kernel_time_sum_ns: int = 0  # plain sum of those kernels' durations
 
 
 @dataclass

@@ -20,6 +20,8 @@ from madengine_rocprof.reports.roles import role_table
 from madengine_rocprof.reports.views import collectives as collective_views
 from madengine_rocprof.reports.views import efficiency as efficiency_view
 from madengine_rocprof.reports.views import ranks as rank_views
+from madengine_rocprof.reports.views import idle as idle_view
+from madengine_rocprof.reports.views import launch as launch_view
 from madengine_rocprof.wrapper.contracts import Report, ReportRun
 
 
@@ -538,6 +540,16 @@ def timeline(run: ReportRun, top: int) -> Section | None:
 
 
 ITERATION_ROWS = 50  # iterations listed per device; the JSON has all of them
+BY_HOST_WINDOW = (
+    "Each iteration's window is its ProfilerStep span on the host clock; device intervals are cut at the window's "
+    "edges. The GPU runs behind the host, so work launched in one step can fall in the next window: each window is "
+    "the device's activity during that wall-clock time (this trace links no kernel to its launch)."
+)
+BY_LAUNCH = (
+    "Each iteration owns the kernels its ProfilerStep launched (correlation ids), wherever they ran: its window on "
+    "the device runs from the later of the step's start and the end of the work launched before it, to the later of "
+    "the step's end and the end of the work it launched. Kernels without a launch link count where they start."
+)
 
 
 def iterations(run: ReportRun, top: int) -> Section | None:
@@ -549,10 +561,9 @@ def iterations(run: ReportRun, top: int) -> Section | None:
     blocks: list[Block] = [
         Lines(
             [
-                "Each iteration's window is its ProfilerStep span on the host clock; device intervals are cut at the "
-                "window's edges. The GPU runs behind the host, so work launched in one step can fall in the next "
-                "window: each window is the device's activity during that wall-clock time. Definitions as above "
-                "(ours)."
+                (BY_LAUNCH if any(it.get("assigned_by") == "launch" for t in rows for it in t["iterations"])
+                 else BY_HOST_WINDOW)
+                + " Definitions as above (ours)."
                 + (" Steady state: the first and the last iteration are left out of the summary." if steady else "")
             ],
             kind="meta",
@@ -730,6 +741,8 @@ RUN_SECTIONS: list[Callable[[ReportRun, int], Section | None]] = [
     categories,
     training_phases,
     timeline,
+    idle_view.section,
+    launch_view.section,
     iterations,
     counters,
     memory_copies,
