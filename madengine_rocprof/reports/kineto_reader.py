@@ -32,7 +32,7 @@ import queue
 import re
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import ROUND_HALF_EVEN, Context, InvalidOperation, Overflow
 from pathlib import Path
 from typing import Any, cast
@@ -998,24 +998,31 @@ def _phases(got: _Collected) -> tuple[dict[str, int] | None, bool]:
     return phases.self_time_per_phase(operators, markers), steps_marked
 
 
-def read_kineto(src: TimingSource) -> TimingSource:
+def nullable(values: array.array) -> pl.Series:
+    """An integer column; NULL becomes null."""
+    series = pl.Series(values, dtype=pl.Int64)
+    if NULL not in values:
+        return series
+    return pl.select(pl.when(series != NULL).then(series)).to_series()
+
+
+def read_kineto(src: TimingSource, tables_of: Callable[[Path, Read], Any]) -> TimingSource:
     """Fill src from one Kineto trace: kernels (or CPU operators when there are none), copies, steps, memory.
 
-    The trace tables (trace_tables) are collected in the same pass and kept on src.tables."""
-    from madengine_rocprof.reports import trace_tables  # it imports this module
-
+    The trace tables are collected in the same pass; `tables_of` (trace_tables.from_kineto, given by the caller:
+    trace_tables reads through this module) turns them into frames, kept on src.tables."""
     read = _read(src.path, tables=True)
     got, base, src.rank = read.got, read.base, read.rank
     # aggregate computes device time per iteration: the iterations go in first
     src.iterations = [Iteration(n, base + start, base + end) for n, (start, end) in sorted(got.steps.items())]
-    src.tables = tables = trace_tables.from_kineto(src.path, read)
+    src.tables = tables = tables_of(src.path, read)
     copies = got.copies.frame(got.names, got.devices, base) if len(got.copies) else None
     cpu = None if len(got.kernels) else _cpu_stats(got)
     if cpu is None:
         kernels = got.kernels.frame(got.names, got.devices, base)
         if tables.runtime.height:  # iterations own the work they launched (dispatches._launch_windows)
             def launch(columns: _Columns) -> pl.Series:  # from the correlation ids alone: no kernel table built
-                ids = pl.DataFrame({"correlation": trace_tables._nullable(columns.correlation)})
+                ids = pl.DataFrame({"correlation": nullable(columns.correlation)})
                 return dispatches.launch_times(ids, tables.runtime)
 
             kernels = kernels.with_columns(launch=launch(got.kernels))

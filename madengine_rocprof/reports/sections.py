@@ -19,9 +19,9 @@ from madengine_rocprof.reports.formatting import DASH, count, display_name, gib,
 from madengine_rocprof.reports.roles import role_table
 from madengine_rocprof.reports.views import collectives as collective_views
 from madengine_rocprof.reports.views import efficiency as efficiency_view
-from madengine_rocprof.reports.views import ranks as rank_views
 from madengine_rocprof.reports.views import idle as idle_view
 from madengine_rocprof.reports.views import launch as launch_view
+from madengine_rocprof.reports.views import ranks as rank_views
 from madengine_rocprof.wrapper.contracts import Report, ReportRun
 
 
