@@ -36,8 +36,20 @@ HISTORY = {
     "slurm": "slurm/README.md",
     "runner": "runner/README.md",
 }
-# the README shows these variants only (all variants where an area is not listed)
-README_VARIANTS = {"workloads": {"v4"}}
+# The README shows the headline figures only, newest per device: these (case, variant) pairs. RESULTS.md has every
+# case and variant (retired in-process figures and floor experiments included).
+README_HEADLINES = {
+    "workloads.b8s128": {"v4"}, "workloads.b32s512": {"v4"},
+    "workloads.b8s128-2ranks": {"v4"}, "workloads.b32s512-2ranks": {"v4"},
+    "tracer.product-path": {"kernel_trace", "v4_kernel_trace", "v4x2_kernel_trace"},
+    "tracer.dispatch-count": {"embedded (CUPTI) vs ncu, eager v1 B8 S128"},
+    "reports.csv-1m": {"default"}, "reports.csv-1m-vs-before": {"paired with the code at 0f60527^"},
+    "reports.kineto": {"report, 1,035,180 GPU events", "before (commit 7ba1044), same trace, alternating"},
+    "escalate.ncu-top5": {"v1 top 5"},
+    "gate.false-positives-and-power": {"aa_alternating_3_per_side, mean", "slowdown_3_per_side, mean"},
+    "runner.gpu-e2e": {"rocprofv3_multi_gpu, v4 on 2 ranks (torchrun)"},
+    "slurm.local-cluster": {"local cluster"},
+}
 VERSION_KEYS = ("driver", "torch", "triton", "cupti-python", "ncu", "polars", "adbc-driver-sqlite", "slurm", "python")
 
 
@@ -128,14 +140,13 @@ def results_md(all_rows: list[dict[str, Any]]) -> str:
 def readme_block(all_rows: list[dict[str, Any]]) -> str:
     lines = [BEGIN, "", "| case | variant | result | device | date | measured with |", "|---|---|---|---|---|---|"]
     for r in current(all_rows):
-        keep = README_VARIANTS.get(r["area"])
-        if keep is not None and r["variant"] not in keep:
+        if r["variant"] not in README_HEADLINES.get(r["case"], ()):
             continue
         figures = "; ".join(show_figure(f) for f in r["figures"])
         lines.append(f"| `{r['case']}` | {_cell(r['variant'])} | {figures} | {_cell(r['device']['name'])} | "
                      f"{r['date'][:10]} | `{_cell(measured_with(r))}` |")
-    lines += ["", "Every case measures again with `python -m benchmarks run CASE`. All rows, with versions, dates and "
-              "commits: [benchmarks/RESULTS.md](benchmarks/RESULTS.md).", "", END]
+    lines += ["", "The headline figures only. Every case measures again with `python -m benchmarks run CASE`. Every case "
+              "and variant, with versions, dates and commits: [benchmarks/RESULTS.md](benchmarks/RESULTS.md).", "", END]
     return "\n".join(lines)
 
 

@@ -197,10 +197,18 @@ def test_render_check_fails_when_a_row_is_added(capsys, tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text(render.README.read_text())
     assert render.stale(results, readme) == []
-    row = dict(rowlib.load(results / "reports.jsonl")[0], date="2099-01-01T00:00:00Z", variant="a new variant")
-    rowlib.append([row], results)
+    first = rowlib.load(results / "reports.jsonl")[0]
+    # a variant outside the README's headlines changes RESULTS.md only
+    rowlib.append([dict(first, date="2099-01-01T00:00:00Z", variant="a new variant")], results)
+    assert render.stale(results, readme) == [render.RESULTS_MD]
+    assert "a new variant" in render.expected(results, readme)[render.RESULTS_MD]
+    assert "a new variant" not in render.expected(results, readme)[readme]
+    # a newer row of a headline (case, variant) changes the README too
+    assert first["variant"] in render.README_HEADLINES[first["case"]]
+    newer = dict(first, date="2099-01-02T00:00:00Z", device=dict(first["device"], name="a new device"))
+    rowlib.append([newer], results)
     assert render.stale(results, readme) == [render.RESULTS_MD, readme]
-    assert "a new variant" in render.expected(results, readme)[readme]
+    assert "a new device" in render.expected(results, readme)[readme]
 
 
 def test_bad_rows_are_refused_with_their_place(capsys, tmp_path):
