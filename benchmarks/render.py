@@ -145,8 +145,9 @@ def readme_block(all_rows: list[dict[str, Any]]) -> str:
         figures = "; ".join(show_figure(f) for f in r["figures"])
         lines.append(f"| `{r['case']}` | {_cell(r['variant'])} | {figures} | {_cell(r['device']['name'])} | "
                      f"{r['date'][:10]} | `{_cell(measured_with(r))}` |")
-    lines += ["", "The headline figures only. Every case measures again with `python -m benchmarks run CASE`. Every case "
-              "and variant, with versions, dates and commits: [benchmarks/RESULTS.md](benchmarks/RESULTS.md).", "", END]
+    lines += ["", "The headline figures only. Every case measures again with `python -m benchmarks run CASE`. Every "
+              "case and variant, with versions, dates and commits: [benchmarks/RESULTS.md](benchmarks/RESULTS.md).",
+              "", END]
     return "\n".join(lines)
 
 
