@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from madengine_rocprof.cli.kernels import add_rules_option
-from madengine_rocprof.cli.options import COUNT, NAME_WIDTH
+from madengine_rocprof.cli.options import COUNT, FRACTION, NAME_WIDTH, PEAK
 from madengine_rocprof.reports import build_report, categories, html_page, load_runs, markdown, perfetto
 from madengine_rocprof.reports.analyses import efficiency
 from madengine_rocprof.reports.analysis import DEFINITIONS
@@ -51,12 +51,12 @@ def register(subparsers) -> None:
         "--name-width", type=NAME_WIDTH, default=70, metavar="N", help="shorten kernel names to N characters in tables"
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="do not print the Markdown")
-    parser.add_argument("--peak-tflops", type=float, metavar="TFLOP/s",
+    parser.add_argument("--peak-tflops", type=PEAK, metavar="TFLOP/s",
                         help="one compute roof for every dtype, for the efficiency table (default: the datasheet's "
                         "per-dtype peaks of the trace's GPU; needed for a GPU without a datasheet entry)")
-    parser.add_argument("--peak-bandwidth", type=float, metavar="GB/s",
+    parser.add_argument("--peak-bandwidth", type=PEAK, metavar="GB/s",
                         help="device memory bandwidth for the efficiency table (default: datasheet)")
-    parser.add_argument("--roofline-target", type=float, default=0.8, metavar="FRACTION",
+    parser.add_argument("--roofline-target", type=FRACTION, default=0.8, metavar="FRACTION",
                         help="the fraction of its roofline each operator is assumed to reach when ranking the time a "
                         "fix would save (default 0.8)")
     add_rules_option(parser)
@@ -71,15 +71,6 @@ def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "run"
 
 
-def _positive(value: float | None, option: str, limit: float) -> float | None:
-    """A positive, finite number up to `limit` (NaN and Infinity fail the comparison too), or None if not given."""
-    if value is not None and not 0 < value <= limit:
-        raise UserError(f"must be a positive number up to {limit:g}, got {value:g}", where=option,
-                        fix="give the datasheet figure, e.g. --peak-tflops 989.4 --peak-bandwidth 3350"
-                        if option != "--roofline-target" else "give a fraction in (0, 1], e.g. 0.8")
-    return value
-
-
 def run(args: argparse.Namespace) -> int:
     # before anything is read: an output never replaces an input
     outputs = OutputSet([*args.runs, categories.rules_path(args.kernel_rules)])
@@ -87,8 +78,8 @@ def run(args: argparse.Namespace) -> int:
         outputs.claim(option, getattr(args, option[2:]))
     outputs.claim("--perfetto", args.perfetto, folder=True)
     categories.configure(args.kernel_rules)
-    efficiency.configure(_positive(args.peak_tflops, "--peak-tflops", 1e7), _positive(
-        args.peak_bandwidth, "--peak-bandwidth", 1e8), _positive(args.roofline_target, "--roofline-target", 1.0) or 0.8)
+    # the peaks and the target were checked by the one numeric-option rule (cli/options.py) while parsing
+    efficiency.configure(args.peak_tflops, args.peak_bandwidth, args.roofline_target)
     runs = load_runs(args.runs)
     report = build_report(runs, args.baseline, steady_state=args.steady_state, definitions=args.definitions)
     text = markdown.render(report, top=args.top, name_width=args.name_width)
