@@ -94,6 +94,11 @@ def section(run: ReportRun, top: int) -> Section | None:
             table_rows,
             note=f"{len(rows) - top} more (operator, shape) groups in the JSON." if len(rows) > top else None,
         ))
+    above = [r for r in rows if r.get("note")]
+    if above:
+        blocks.append(Lines([f"{len(above)} (operator, shape) groups run above 100% of their roofline ("
+                             + ", ".join(f"`{r['op']}` {r['roofline_pct']:.0f}%" for r in above[:3])
+                             + (", ..." if len(above) > 3 else "") + f"): {above[0]['note']}."], kind="note"))
     if peak and peak["bandwidth_gbs"]:
         points = [(r["op"], r["intensity"], r["tflops"], r["time_ns"] / total if total else 0.0,
                    f"{r['op']} {_shape(r['input_dims'], r['input_strides'])} {_dtype(r)}: {r['tflops']:.3g} TFLOP/s, "
