@@ -399,3 +399,21 @@ def test_one_rank_file_or_one_rank_twice(tmp_path, files):
     else:  # two files naming rank 0: numbered in file order, said so, never merged into one rank
         assert c["ranks"] == [0, 1] and c["skew_ns"]["max"] == 0 and c["late_rank"] is None
         assert any("do not name distinct ranks" in n for n in c["notes"])
+
+
+def test_many_ranks_keep_the_picture_and_table_bounded():
+    """512 ranks drew 13 MB of SVG and a 518-column table; the late ranks keep their lanes and columns."""
+    from madengine_rocprof.reports.blocks import Picture, Table
+    from madengine_rocprof.reports.views import collectives as view
+
+    r = random.Random(512)
+    traces = [rank_trace(k, [(i * 1_000_000 + r.randint(0, 400_000), i * 1_000_000 + 500_000) for i in range(50)])
+              for k in range(512)]
+    result = coll.analyze(traces)
+    assert result is not None and len(result["per_rank"]) == 512
+    section = view.section({"collectives": result, "per_rank": None}, 10)  # type: ignore[typeddict-item]
+    assert section is not None
+    svg = next(b.svg for b in section.blocks if isinstance(b, Picture))
+    widest = max(len(b.columns) for b in section.blocks if isinstance(b, Table))
+    assert len(svg) < 1_000_000 and widest <= 6 + view.RANKS_DRAWN
+    assert f">rank {result['late_rank']}<" in svg
