@@ -417,3 +417,35 @@ def test_many_ranks_keep_the_picture_and_table_bounded():
     widest = max(len(b.columns) for b in section.blocks if isinstance(b, Table))
     assert len(svg) < 1_000_000 and widest <= 6 + view.RANKS_DRAWN
     assert f">rank {result['late_rank']}<" in svg
+
+
+def test_two_traces_claiming_one_rank_are_never_merged_in_the_headline(tmp_path):
+    """Both files say rank 0: the collectives number them 0 and 1 (in file order); the headline gave both rows the
+    label `rank 0` and the first file's wait at collectives, the second file's wait to no one."""
+    from madengine_rocprof.reports.views import ranks as view
+
+    traces = copy.deepcopy(list(seeds()))
+    traces[1]["distributedInfo"]["rank"] = 0
+    run = _write(tmp_path, traces)
+    code, _, err = cli("report", run, "--json", tmp_path / "r.json", "-q")
+    assert code == 0, err
+    report = strict_json((tmp_path / "r.json").read_text())["runs"][0]
+    labels = [r["label"] for r in report["per_rank"]]
+    assert len(set(labels)) == 2 and all(label.startswith("rank 0 (") for label in labels)
+    waits = {r["origin"]: r["wait_ns"] for r in report["collectives"]["per_rank"]}
+    assert len(set(waits.values())) == 2  # the two files waited differently: each row must carry its own
+    line = view.headline(report)[0]
+    for row in report["per_rank"]:
+        assert f"**{row['label']}** busy" in line
+        part = line.split(f"**{row['label']}** busy", 1)[1].split("; **")[0]
+        assert (f"({waits[row['origin']] / 1e6:,.3f} ms of it waiting" in part) == bool(waits[row["origin"]])
+
+
+def test_many_ranks_keep_the_headline_short():
+    from madengine_rocprof.reports.views import ranks as view
+
+    rows = [{"rank": k, "label": f"rank {k}", "origin": f"rank{k}", "busy_ns": 1_000 + k, "idle_ns": 9_000 - k,
+             "idle_share": (9_000 - k) / 10_000} for k in range(512)]
+    facts = view.headline({"per_rank": rows, "collectives": None})  # type: ignore[typeddict-item]
+    assert facts[0].startswith("512 ranks, the least and the most idle: **rank 511**") and "**rank 0**" in facts[0]
+    assert len(facts[0]) < 400
