@@ -594,7 +594,7 @@ class _Tables:
         self.path = path
         self.runtime: list[pl.DataFrame] = []
         self.cpu: list[pl.DataFrame] = []
-        self.comms: list[pl.DataFrame] = []
+        self.comms: list[dict[str, Any]] = []  # one row per collective, made a frame once (a frame each cost 45 us)
         self.raw: dict[bytes, str | None] = {}  # raw JSON text of an argument -> its compact text
 
     def compact(self, raw: Any, strings_as_is: bool = False) -> str | None:
@@ -685,7 +685,8 @@ class _Tables:
             return True
         return False
 
-    def _comm(self, row: dict, event: _Event, got: _Collected, all_events: list[_Event], first: int) -> pl.DataFrame:
+    def _comm(self, row: dict, event: _Event, got: _Collected, all_events: list[_Event], first: int
+              ) -> dict[str, Any]:
         args = _EMPTY_ARGS if event.args is None else event.args
         out: dict[str, Any] = {key: row[key] for key in ("name", "cat", "pid", "tid", "start", "end", "external_id")}
         for key in _COMM_INTS:
@@ -698,14 +699,14 @@ class _Tables:
             out["ranks"] = None if args.ranks is None else self.compact(args.ranks, strings_as_is=True)
         except _Bad as err:
             raise got._bad(event, all_events, first, str(err)) from None
-        return pl.DataFrame([out], schema=_COMM_SCHEMA)
+        return out
 
     def frames(self) -> dict[str, pl.DataFrame]:
         """Each table's blocks as one frame (names and shapes categorical), times relative to the base."""
         out = {}
-        for key, blocks, schema in (("runtime", self.runtime, _RUNTIME_SCHEMA), ("cpu", self.cpu, _CPU_SCHEMA),
-                                    ("comms", self.comms, _COMM_SCHEMA)):
+        for key, blocks, schema in (("runtime", self.runtime, _RUNTIME_SCHEMA), ("cpu", self.cpu, _CPU_SCHEMA)):
             out[key] = pl.concat(blocks, rechunk=False) if blocks else pl.DataFrame(schema=schema)
+        out["comms"] = pl.DataFrame(self.comms, schema=_COMM_SCHEMA)
         return out
 
 
