@@ -449,3 +449,10 @@ def test_many_ranks_keep_the_headline_short():
     facts = view.headline({"per_rank": rows, "collectives": None})  # type: ignore[typeddict-item]
     assert facts[0].startswith("512 ranks, the least and the most idle: **rank 511**") and "**rank 0**" in facts[0]
     assert len(facts[0]) < 400
+
+
+def test_shapes_that_are_not_lists_are_cut_like_any_shape():
+    from madengine_rocprof.reports.views import efficiency as view
+
+    assert len(view._shape("9" * 10_000)) == view.SHAPE_CHARS
+    assert view._shape([[2, 3], [3, 4]]) == "2x3 3x4" and view._shape(None) == ""

@@ -31,11 +31,12 @@ def _layout(shape: list, strides: Any) -> str:
 def _shape(dims: Any, strides: Any = None) -> str:
     """The tensor shapes, without the [] Kineto writes for scalars and absent optional arguments; a transposed or
     otherwise strided input is marked (ᵀ, ~) so that groups of the same shapes read apart."""
-    if not isinstance(dims, list):
-        return "" if dims is None else json.dumps(dims)
-    per = strides if isinstance(strides, list) and len(strides) == len(dims) else [None] * len(dims)
-    text = " ".join("x".join(str(d) for d in shape) + _layout(shape, stride)
-                    for shape, stride in zip(dims, per, strict=True) if isinstance(shape, list) and shape)
+    if not isinstance(dims, list):  # what the trace wrote instead (a text, a number), cut like any shape
+        text = "" if dims is None else json.dumps(dims)
+    else:
+        per = strides if isinstance(strides, list) and len(strides) == len(dims) else [None] * len(dims)
+        text = " ".join("x".join(str(d) for d in shape) + _layout(shape, stride)
+                        for shape, stride in zip(dims, per, strict=True) if isinstance(shape, list) and shape)
     return text if len(text) <= SHAPE_CHARS else text[: SHAPE_CHARS - 1] + "…"
 
 
