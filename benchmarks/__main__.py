@@ -81,6 +81,8 @@ def run_cases(args: argparse.Namespace) -> int:
         print("\n".join(refused) or "benchmarks run: no case to run", file=sys.stderr)
         return EXIT_BAD_INPUT
     out = Path(args.out)
+    # a measurement dirties no tracked file unless asked: --record (the tracked results) or --results DIR
+    results = Path(args.results) if args.results else rowlib.RESULTS_DIR if args.record else None
     failed = []
     for case in cases:
         print(f"== {case.name} ({args.rounds} round{'s' * (args.rounds > 1)})", flush=True)
@@ -96,13 +98,17 @@ def run_cases(args: argparse.Namespace) -> int:
             fh.writelines(json.dumps(r, sort_keys=True) + "\n" for r in new)
         if args.smoke:
             print(f"{case.name}: smoke run, {len(new)} row(s) in {ctx.out / 'rows.jsonl'} (not recorded)")
+        elif results is None:
+            print(f"{case.name}: {len(new)} row(s) in {ctx.out / 'rows.jsonl'} (not recorded: --record appends them "
+                  f"to {rowlib.RESULTS_DIR.relative_to(rowlib.RESULTS_DIR.parents[1])}/{case.area}.jsonl)")
         else:
-            written = rowlib.append(new, Path(args.results))
+            written = rowlib.append(new, results)
             print(f"{case.name}: {len(new)} row(s) appended to {', '.join(map(str, written))}")
         for r in new:
             print(f"  {r['variant']}: " + "; ".join(render.show_figure(f) for f in r["figures"]))
-    if not args.smoke and not failed and Path(args.results).resolve() == rowlib.RESULTS_DIR:
-        print("now: python -m benchmarks render   (updates benchmarks/RESULTS.md and the README table)")
+    if results is not None and results.resolve() == rowlib.RESULTS_DIR and not args.smoke:
+        for path in render.write():  # the tracked rows changed: RESULTS.md and the README table follow them
+            print(f"wrote {path}")
     return 1 if failed else 0
 
 
@@ -145,13 +151,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="every case, per area, with what it needs").set_defaults(func=list_cases)
-    run = sub.add_parser("run", help="run cases (or every case of an area) and record their rows")
+    run = sub.add_parser("run", help="run cases (or every case of an area); --record keeps their rows")
     run.add_argument("cases", nargs="+", metavar="CASE")
     run.add_argument("--rounds", type=int, default=3, help="repetitions (separate processes where the case allows)")
     run.add_argument("--steps", type=int, default=60, help="training steps per process, for cases that take it")
     run.add_argument("--out", default="bench_out", help="logs and raw outputs, one folder per case")
-    run.add_argument("--results", default=str(rowlib.RESULTS_DIR),
-                     help="where the rows are appended (<area>.jsonl); on the device machine: $OUT")
+    run.add_argument("--record", action="store_true",
+                     help="append the rows to benchmarks/results/<area>.jsonl and re-render RESULTS.md and the README "
+                     "table (without it the rows are printed and written to --out/CASE/rows.jsonl only)")
+    run.add_argument("--results", metavar="DIR",
+                     help="append the rows to DIR/<area>.jsonl instead (implies recording; on the device machine: "
+                     "$OUT/rows)")
     run.add_argument("--smoke", action="store_true",
                      help="tiny sizes where the script has them (GPU cases then run on a CPU); rows are not recorded")
     run.set_defaults(func=run_cases)

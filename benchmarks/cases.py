@@ -90,12 +90,16 @@ def _row(case: Case, ctx: Context, variant: str, figures: list[dict[str, Any]], 
 
 # ------------------------------------------------------------------ workloads: TinyTransformer v1-v4
 def workloads(case: Case, ctx: Context) -> list[dict[str, Any]]:
-    """bench.py once per round (one process each), every version of one config; the gates run at B8 S128."""
+    """bench.py once per round (one process each, or one per rank under torchrun), every version of one config; the
+    gates run at B8 S128."""
     config = case.options[0]
+    nproc = int(case.options[1]) if len(case.options) > 1 else 1
+    launch = [sys.executable] if nproc == 1 else [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)]
     summaries = []
     for i in range(ctx.rounds):
         out = ctx.out / f"round{i + 1}"
-        argv = [sys.executable, str(case.script_path()), "--out", str(out), "--configs", config]
+        argv = [*launch, str(case.script_path()), "--out", str(out), "--configs", config]
         argv += ["--gates"] if config == "B8_S128" else []
         argv += ["--smoke"] if ctx.smoke else []
         run_script(ctx, argv, f"round{i + 1}", check=False)  # a failed gate still leaves its numbers
@@ -319,7 +323,18 @@ def report_rows(case: Case, ctx: Context, out: Path) -> list[dict[str, Any]]:
                 fixed("target met", "", "yes" if result["met"] else "NO",
                       note=f"{result['target_s']} s" + (f", {result['target_peak_mib']} MiB"
                                                         if result["target_peak_mib"] else ""))]
+        if "cpu_s" in result:  # CPU time of the report process (user + system, every thread)
+            cpu = result["cpu_s"]
+            figs.insert(1, figure("CPU time", "s", [cpu["min"], cpu["median"], cpu["max"]]))
+        if "baseline_cpu_s" in result:  # paired, alternating with the package as of baseline_ref
+            base = result["baseline_cpu_s"]
+            figs.insert(2, figure(f"CPU time, code at {result['baseline_ref']}", "s",
+                                  [base["min"], base["median"], base["max"]]))
+            figs.insert(3, fixed("CPU ratio (medians)", "x", round(result["cpu_ratio_of_medians"], 3),
+                                 note=f"median of the pairs' ratios {result['cpu_ratio_median_of_pairs']:.3f}x"))
         variant = {None: "default", "auto": "ADBC reader", "stdlib": "stdlib sqlite3 fallback"}[result["sqlite_reader"]]
+        if "baseline_ref" in result:
+            variant = f"paired with the code at {result['baseline_ref']}"
         variant = result["case"] if len(names) > 1 else variant
         row = _row(case, ctx, variant, figs,
                    dispatches=result["dispatches"], input_mb=result["input_mb"],
@@ -385,10 +400,15 @@ def runner(case: Case, ctx: Context) -> list[dict[str, Any]]:
     return [_row(case, ctx, "v1, v4", figs)]
 
 
-def _workload(config: str, label: str) -> Case:
-    return Case(f"workloads.{label}", "gpu", f"TinyTransformer v1-v4 (and v4-sdpa) at {config.replace('_', ' ')}, "
-                "one process per round" + (", with the validation gates" if config == "B8_S128" else ""),
-                "benchmarks/tinytransformer/bench.py", workloads, (config,))
+def _workload(config: str, label: str, nproc: int = 1) -> Case:
+    if nproc == 1:
+        return Case(f"workloads.{label}", "gpu", f"TinyTransformer v1-v4 (and v4-sdpa) at {config.replace('_', ' ')}, "
+                    "one process per round" + (", with the validation gates" if config == "B8_S128" else ""),
+                    "benchmarks/tinytransformer/bench.py", workloads, (config,))
+    return Case(f"workloads.{label}-{nproc}ranks", "gpu", f"the same on {nproc} GPUs (torchrun, data parallel, "
+                f"{config.replace('_', ' ')} per rank; tokens/s of all ranks)"
+                + (", with the gates and the data-parallel gate" if config == "B8_S128" else ""),
+                "benchmarks/tinytransformer/bench.py", workloads, (config, str(nproc)))
 
 
 def _kineto() -> Case:
@@ -451,6 +471,8 @@ def dispatch_count(case: Case, ctx: Context) -> list[dict[str, Any]]:
 CASES: dict[str, Case] = {c.name: c for c in [
     _workload("B8_S128", "b8s128"),
     _workload("B32_S512", "b32s512"),
+    _workload("B8_S128", "b8s128", nproc=2),
+    _workload("B32_S512", "b32s512", nproc=2),
     Case("tracer.product-path", "gpu", "tracing overhead through the wrapper as users run it (eager v1 B8 S128 and v4, "
          "whole-run window, alternating processes), one row per variant", "benchmarks/tracer/product_path.py",
          json_lines_script, ("steps",)),
@@ -467,6 +489,8 @@ CASES: dict[str, Case] = {c.name: c for c in [
     Case("tracer.dispatch-count", "gpu", "dispatch counts of the embedded tracer against ncu on the product path's "
          "workload (10 steps: ncu replays every kernel)", "benchmarks/tracer/ncu_count.sh", dispatch_count),
     _report("csv-1m", "report on one rocprofv3 kernel_trace.csv of 1M dispatches (target 1.5 s)"),
+    _report("csv-1m-vs-before", "csv-1m, CPU time paired and alternating with the code before the input layer "
+            "(0f60527^; issue 33: at most 1.05x)", "--baseline-ref", "0f60527^", bench_case="csv-1m"),
     _report("csv-10m", "report on 10M dispatches, 2 GB of CSV (targets 10 s, 1 GiB peak)"),
     _report("ranks-8x1m", "one merged report of 8 ranks x 1M dispatches (target 15 s)"),
     _report("rocpd-10m", "report on a rocpd database of 10M dispatches, ADBC reader (target 10 s)"),

@@ -76,3 +76,39 @@ def test_every_guarantee_names_tests_that_exist(repo: Path):
                 assert list((repo / "tests").rglob(name)), name
             else:
                 assert re.search(rf"^def {name}\(", sources, re.M), f"no test named {name}"
+
+
+def test_help_names_only_options_its_command_has():
+    """A help text that points at an option names one the same command accepts: `run --help` once told users of
+    `--escalate-top` to see `--min-share`, which only `escalate` has. Another program's option is written as such
+    ("ncu's --launch-count")."""
+    import re
+
+    def walk(parser: argparse.ArgumentParser, path: list[str]) -> Iterator[tuple[list[str], argparse.ArgumentParser]]:
+        yield path, parser
+        for name, sub in _subcommands(parser).items():
+            yield from walk(sub, [*path, name])
+
+    wrong, seen = [], 0
+    for path, parser in walk(build_parser(), []):
+        own = {flag for action in parser._actions for flag in action.option_strings}
+        for action in parser._actions:
+            for found in re.finditer(r"(?<![\w'-])(\w+'s )?(--[a-z][a-z0-9-]*)", action.help or ""):
+                seen += 1
+                if not found.group(1) and found.group(2) not in own:
+                    wrong.append(f"{' '.join(path)} {action.option_strings}: {found.group(2)}")
+    assert seen >= 5  # the walk reads real help texts
+    assert not wrong, f"help texts naming options their command lacks: {wrong}"
+
+
+def test_readme_lists_every_wrapper_backend(repo: Path):
+    """`wrap --help` and `doctor` name every backend of wrapper/detect.py; the README's backend list does too."""
+    from madengine_rocprof.wrapper.detect import NAMES
+
+    readme = (repo / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Profiler wrapper", 1)[1].split("What it guarantees:", 1)[0]
+    words = {"rocprofv3": "rocprofv3", "rocprof": "legacy rocprof", "ncu": "Nsight Compute", "nsys": "Nsight Systems",
+             "embedded": "the embedded tracer"}
+    assert set(NAMES) <= set(words), f"a new backend, add it here and to the README: {set(NAMES) - set(words)}"
+    missing = [name for name in NAMES if f"\n- {words[name]}" not in section]
+    assert not missing, f"backends missing from the README's list: {missing}"

@@ -95,7 +95,9 @@ def rows(summary: dict) -> list[dict]:
             figures = [{"name": "gate failed (exit 1)", "unit": "comparisons",
                         "value": f"{failed} of {counts['comparisons']}"},
                        {"name": what, "unit": "%", "value": round(100.0 * failed / counts["comparisons"], 1)},
-                       {"name": "not judged (exit 2)", "unit": "comparisons", "value": counts["exit_2"]}]
+                       {"name": "passed (exit 0)", "unit": "comparisons", "value": counts["exit_0"]},
+                       {"name": "inconclusive or not judged (exit 2)", "unit": "comparisons",
+                        "value": counts["exit_2"]}]
             out.append({"variant": f"{kind}, {statistic}", "figures": figures, "steps": summary.get("steps"),
                         **{k: summary[k] for k in ("device", "versions", "commit", "date") if k in summary}})
     return out

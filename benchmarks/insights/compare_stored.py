@@ -59,7 +59,7 @@ def main_() -> int:
                 ]
             )
             step = json.loads((out / f"{name}.json").read_text())["metrics"][0]
-            print(f"{name}: ratio {step['ratio']:.3f} {step['verdict']} (exit {code})")
+            print(f"{name}: speedup {step['speedup']:.3f}x {step['verdict']} (exit {code})")
     return 0
 
 

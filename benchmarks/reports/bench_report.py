@@ -2,6 +2,7 @@
 
 Usage: python benchmarks/reports/bench_report.py [--cases csv-1m,csv-10m,rocpd-10m,ranks-8x1m] [--runs 3]
                                                  [--work DIR] [--json FILE] [--sqlite-reader auto|stdlib]
+                                                 [--baseline-ref REV]
 Cases and targets (issue 11, on the 2-core development machine):
   csv-1m      one kernel_trace.csv, 1,000,000 dispatches            <= 1.5 s
   csv-10m     one kernel_trace.csv, 10,000,000 dispatches (~2 GB)   <= 10 s, peak RSS <= 1 GiB
@@ -12,6 +13,10 @@ wrote; every run's JSON report must give exactly that dispatch count and kernel 
 the benchmark fails. Each run writes Markdown (-q), JSON and HTML. Prints min/median/max wall time and the peak RSS
 of the report process (after one untimed run that warms the page cache). Exit 1 if a target is missed.
 --sqlite-reader stdlib times rocpd with the stdlib sqlite3 fallback (as without adbc-driver-sqlite).
+--baseline-ref REV: the package as of git revision REV (`git archive`, under --work) runs alternately with this
+checkout's, each --runs times (baseline, current, baseline, ...), and both CPU times (user + system of the report
+process and its threads) are reported with their ratio: paired runs on one machine, as issue 33 measured the input
+layer's cost (REV 0f60527^, the code before it).
 """
 
 from __future__ import annotations
@@ -75,8 +80,9 @@ STDLIB_READER = (
 )
 
 
-def measure(run_dir: Path, out: Path, sqlite_reader: str) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one report process."""
+def measure(run_dir: Path, out: Path, sqlite_reader: str, code: Path = REPO) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS (MiB) and CPU seconds (user + system, every thread) of one report process, with the
+    package found in CODE (the working directory comes first on sys.path)."""
     cmd = [
         sys.executable,
         *(["-m", "madengine_rocprof"] if sqlite_reader == "auto" else ["-c", STDLIB_READER]),
@@ -89,13 +95,33 @@ def measure(run_dir: Path, out: Path, sqlite_reader: str) -> tuple[float, float]
         "-q",
     ]
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, cwd=code, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     err = proc.stderr.read() if proc.stderr else ""
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"report failed on {run_dir}: {err}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
+
+
+def baseline_code(work: Path, ref: str) -> Path:
+    """The package as of REF, extracted once under WORK (named by the commit it resolves to)."""
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", ref], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    code = work / f"baseline-{commit[:12]}"
+    if not (code / "madengine_rocprof").is_dir():
+        code.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "madengine_rocprof"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(code)], input=archive, check=True)
+    return code
+
+
+def check_report(out: Path, case: str, dispatches: int, total: int) -> None:
+    report = json.loads((out / "r.json").read_text())["runs"][0]["summary"]
+    if (report["dispatches"], report["gpu_time_ns"]) != (dispatches, total):
+        sys.exit(f"{case}: report says {report['dispatches']} dispatches, {report['gpu_time_ns']} ns; "
+                 f"the generator wrote {dispatches}, {total} ns")
 
 
 def versions() -> dict[str, str | None]:
@@ -116,7 +142,9 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "madengine-rocprof-bench")
     parser.add_argument("--json", type=Path, help="write the results here as well")
     parser.add_argument("--sqlite-reader", choices=["auto", "stdlib"], default="auto")
+    parser.add_argument("--baseline-ref", metavar="REV", help="alternate with the package as of git revision REV")
     args = parser.parse_args()
+    baseline = baseline_code(args.work, args.baseline_ref) if args.baseline_ref else None
     out = args.work / "out"
     out.mkdir(parents=True, exist_ok=True)
     results, ok = [], True
@@ -128,17 +156,17 @@ def main() -> int:
         run_dir, dispatches, total = prepare(args.work, case)
         target_s, target_mib = CASES[case][1:]
         measure(run_dir, out, args.sqlite_reader)  # warm the page cache: the benchmark times the report, not the disk
-        walls, peaks = [], []
+        walls, peaks, cpus, base_cpus = [], [], [], []
         for _ in range(args.runs):
-            wall, peak = measure(run_dir, out, args.sqlite_reader)
-            report = json.loads((out / "r.json").read_text())["runs"][0]["summary"]
-            if (report["dispatches"], report["gpu_time_ns"]) != (dispatches, total):
-                sys.exit(
-                    f"{case}: report says {report['dispatches']} dispatches, {report['gpu_time_ns']} ns; "
-                    f"the generator wrote {dispatches}, {total} ns"
-                )
+            if baseline is not None:  # paired: the baseline right before each current run
+                _, _, cpu = measure(run_dir, out, args.sqlite_reader, baseline)
+                check_report(out, case, dispatches, total)
+                base_cpus.append(cpu)
+            wall, peak, cpu = measure(run_dir, out, args.sqlite_reader)
+            check_report(out, case, dispatches, total)
             walls.append(wall)
             peaks.append(peak)
+            cpus.append(cpu)
         size = sum(p.stat().st_size for p in run_dir.rglob("*") if p.is_file() and p.name != "expected.json")
         met = statistics.median(walls) <= target_s and (target_mib is None or max(peaks) <= target_mib)
         ok &= met
@@ -149,6 +177,14 @@ def main() -> int:
                 "input_mb": round(size / 1e6),
                 "runs": len(walls),
                 "wall_s": {"min": min(walls), "median": statistics.median(walls), "max": max(walls)},
+                "cpu_s": {"min": min(cpus), "median": statistics.median(cpus), "max": max(cpus)},
+                **({"baseline_ref": args.baseline_ref, "baseline_code": baseline.name,
+                    "baseline_cpu_s": {"min": min(base_cpus), "median": statistics.median(base_cpus),
+                                       "max": max(base_cpus)},
+                    "cpu_ratio_of_medians": statistics.median(cpus) / statistics.median(base_cpus),
+                    "cpu_ratio_median_of_pairs": statistics.median(c / b for c, b in zip(cpus, base_cpus,
+                                                                                          strict=True))}
+                   if baseline is not None else {}),
                 "peak_rss_mib": max(peaks),
                 "target_s": target_s,
                 "target_peak_mib": target_mib,
@@ -165,6 +201,10 @@ def main() -> int:
             + (": met" if met else ": MISSED")
             + f" (load {os.getloadavg()[0]:.1f}); sums checked"
         )
+        if baseline is not None:
+            print(f"{case:>11}: CPU median {statistics.median(cpus):.2f} s, {args.baseline_ref} "
+                  f"{statistics.median(base_cpus):.2f} s: {results[-1]['cpu_ratio_of_medians']:.3f}x "
+                  f"(median of the {len(cpus)} pairs' ratios {results[-1]['cpu_ratio_median_of_pairs']:.3f}x)")
     if args.json:
         args.json.write_text(
             json.dumps(

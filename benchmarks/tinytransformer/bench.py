@@ -5,12 +5,15 @@
         [--only B8_S128/v4,B32_S512/v1,...] [--kernel-settings JSON] [--smoke]
 
 Configs (hidden 512, 8 layers, 8 heads / 4 kv heads, vocab 1000): B8 S128 and B32 S512.
+Under torchrun (`python -m torch.distributed.run --standalone --nproc_per_node 2 bench.py ...`) every rank runs the
+same sequence of runs in one process group (data parallel, the batch size per rank); rank 0 writes the results.
 Exits non-zero when a run or a gate fails; the targets are reported, not enforced (see README.md)."""
 from __future__ import annotations
 
 import argparse
 import gc
 import json
+import os
 import sys
 import time
 import traceback
@@ -43,6 +46,11 @@ def mib(x):
     return "n/a" if x is None else f"{x / 2**20:,.0f} MiB"
 
 
+def rank() -> int:
+    import torch.distributed as dist
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
 def one_run(version, extra, cfg, out_dir: Path, gates: bool):
     json_path = out_dir / f"run_{label(version, extra)}_{cfg['batch']}_{cfg['seq']}.json"
     argv = ["--version", version, "--batch-size", str(cfg["batch"]), "--seq-len", str(cfg["seq"]),
@@ -54,11 +62,13 @@ def one_run(version, extra, cfg, out_dir: Path, gates: bool):
     except Exception:  # record and go on: one broken version must not hide the others' numbers
         traceback.print_exc()
         rc = -1
+    gc.collect()
+    torch.cuda.empty_cache()
+    if rank() != 0:  # only rank 0 writes (and removes) the JSON; another rank's own verdict is its exit code
+        return {"rc": rc, "wall_s": time.time() - t0, "result": {"rank": rank()}}
     result = json.loads(json_path.read_text()) if json_path.exists() else None
     if json_path.exists():
         json_path.unlink()  # the combined JSON holds it; the device tool returns few files
-    gc.collect()
-    torch.cuda.empty_cache()
     return {"rc": rc, "wall_s": time.time() - t0, "result": result}
 
 
@@ -120,6 +130,19 @@ def apply_kernel_settings(settings: dict):
     print("kernel settings:", settings, flush=True)
 
 
+def write_summary(out: Path, results: dict, argv) -> dict:
+    """bench_results.json: every result so far (what benchmarks/cases.py reads)."""
+    any_res = next((r["result"] for r in results.values() if r["result"]), None)
+    failed = [key for key, r in results.items() if r["rc"] != 0 or r["result"] is None]
+    launcher = ("python -m torch.distributed.run --standalone --nproc_per_node " + os.environ["WORLD_SIZE"] + " "
+                if int(os.environ.get("WORLD_SIZE", "1")) > 1 else "python ")
+    summary = {"targets": TARGETS, "device": any_res and any_res["device"], "versions": any_res and any_res["versions"],
+               "command": launcher + "benchmarks/tinytransformer/bench.py " + " ".join(argv or sys.argv[1:]),
+               "results": results, "failed": failed}
+    (out / "bench_results.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
@@ -139,6 +162,9 @@ def main(argv=None) -> int:
     if SMOKE:
         for c in CONFIGS.values():
             c.update(batch=2, seq=16, steps=2, warmup=1)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1:  # one process group for every run of this process (tt_harness uses it and leaves it)
+        tt_harness.setup_distributed(argparse.Namespace(device="cuda" if torch.cuda.is_available() else "cpu"))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     keys = {f"{c}/{label(v, e)}" for c in CONFIGS for v, e in RUNS}
@@ -154,8 +180,21 @@ def main(argv=None) -> int:
                 continue
             print(f"\n##### {key}", flush=True)
             results[key] = one_run(version, extra, cfg, out, gates=args.gates and cname == "B8_S128")
-    if args.diagnose:
+            if rank() == 0:  # after every run: a job stopped later still leaves what it measured
+                write_summary(out, results, argv)
+            if world > 1 and results[key]["rc"] == -1:
+                # a run that raised may leave the other ranks waiting in a collective: end this rank, and torchrun
+                # ends the job (a failed gate is rc 1: every rank goes on)
+                print(f"rank {rank()}: {key} raised; stopping (torchrun ends the other ranks)", flush=True)
+                return 1
+    if args.diagnose and world == 1:
         diagnose(out)
+    if world > 1:
+        import torch.distributed as dist
+        me = rank()
+        dist.destroy_process_group()
+        if me != 0:  # torchrun fails the whole job when any rank exits non-zero
+            return 1 if any(r["rc"] != 0 for r in results.values()) else 0
 
     rows, failed = [], []
     for key, r in results.items():
@@ -179,11 +218,7 @@ def main(argv=None) -> int:
                     f"({m['step_time_ms']['p10']:.3f}-{m['step_time_ms']['p90']:.3f}) | {speedup:.1f}x | "
                     f"{pct(m['mfu'])} | {mib(m['peak_memory_allocated_bytes'])} ({pct(mem_ratio, 0)}) | "
                     f"{gate_txt} |")
-    any_res = next((r["result"] for r in results.values() if r["result"]), None)
-    summary = {"targets": TARGETS, "device": any_res and any_res["device"], "versions": any_res and any_res["versions"],
-               "command": "python benchmarks/tinytransformer/bench.py " + " ".join(argv or sys.argv[1:]),
-               "results": results, "failed": failed}
-    (out / "bench_results.json").write_text(json.dumps(summary, indent=1))
+    summary = write_summary(out, results, argv)
     print(f"\ndevice: {summary['device']}\nversions: {summary['versions']}\ntargets: {TARGETS}")
     print("| run | tokens/s device step | tokens/s end-to-end | step ms median (p10-p90) | vs v1 | MFU (bf16 peak) | "
           "peak alloc (vs v1) | gates |")

@@ -53,6 +53,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 HARNESS = os.path.join(REPO, "scripts", "tinytransformer", "tt_harness.py")
 KERNEL = ["--kernel-trace", "--stats"]
 LIGHT = ["--kernel-trace", "--hip-trace", "--stats"]
+MULTI = ["--kernel-trace", "--memory-copy-trace", "--rccl-trace", "--stats"]
 RECORDER = "MADENGINE_ROCPROF_TRACER_API_RECORDER"
 
 # name: (workload, wrapper trace flags or None for no wrapper, extra environment, baseline variant)
@@ -72,12 +73,22 @@ VARIANTS: dict[str, tuple[str, list[str] | None, dict[str, str], str]] = {
     "cupti_floor_api_at_torch": ("v1", None, {"MRT_FLOOR_KINDS": "api", "MRT_FLOOR_WHEN": "torch"}, "none"),
     "cupti_floor_launchcb_at_torch": ("v1", None, {"MRT_FLOOR_KINDS": "launchcb", "MRT_FLOOR_WHEN": "torch"},
                                       "none"),
+    # 2 ranks (torchrun, 2 GPUs; the wrapper around torchrun, as madengine runs a multi-GPU context): v4 with its
+    # captured step (all-reduce inside the graph), the multi-GPU trace set, and torch.profiler as the count reference
+    "v4x2_none": ("v4x2", None, {}, "v4x2_none"),
+    "v4x2_kernel_trace": ("v4x2", KERNEL, {}, "v4x2_none"),
+    "v4x2_multi_gpu": ("v4x2", MULTI, {}, "v4x2_none"),
+    "v4x2_torch": ("v4x2", KERNEL, {"MADENGINE_ROCPROF_TRACER_BACKEND": "torch"}, "v4x2_none"),
+    "v1x2_none": ("v1x2", None, {}, "v1x2_none"),
+    "v1x2_kernel_trace": ("v1x2", KERNEL, {}, "v1x2_none"),
 }
+RANKS = {"v4x2": 2, "v1x2": 2}  # workloads run under torchrun, and on how many ranks
 DIAGNOSTICS = ("lightweight_activity", "cupti_floor_kernel", "cupti_floor_api", "cupti_floor_kernel_late",
-               "cupti_floor_kernel_off", "cupti_floor_api_at_torch")
+               "cupti_floor_kernel_off", "cupti_floor_api_at_torch", *(v for v in VARIANTS if "x2" in v))
 DEFAULT = [v for v in VARIANTS if v not in DIAGNOSTICS]
 WORKLOAD = {"v1": ["--version", "v1", "--batch-size", "8", "--seq-len", "128", "--cuda-graphs", "off"],
             "v4": ["--version", "v4", "--batch-size", "8", "--seq-len", "128"]}
+WORKLOAD["v4x2"], WORKLOAD["v1x2"] = WORKLOAD["v4"], WORKLOAD["v1"]
 
 
 def parse_args(argv=None):
@@ -121,7 +132,9 @@ def command(variant: str, args, trace_dir: str, json_out: str) -> tuple[list[str
     """The argument list and environment of one process of `variant`."""
     workload, flags, extra, _ = VARIANTS[variant.split("@")[0]]
     repo = os.path.abspath(args.base_repo) if variant.endswith("@base") else REPO
-    harness = [args.python, HARNESS, *WORKLOAD[workload], "--num-steps", str(args.steps), "--warmup-steps",
+    launch = [args.python] if workload not in RANKS else [
+        args.python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(RANKS[workload])]
+    harness = [*launch, HARNESS, *WORKLOAD[workload], "--num-steps", str(args.steps), "--warmup-steps",
                str(args.warmup), "--json-out", json_out]
     env = dict(os.environ, PYTHONUNBUFFERED="1", **extra)
     env.pop("MADENGINE_ROCPROF_TRACER_OUT", None)
@@ -142,6 +155,9 @@ def trace_counts(trace_dir: str) -> dict:
     summaries = glob.glob(os.path.join(trace_dir, "**", "*tracer_summary.json"), recursive=True)
     if kernels:
         out["kernel_rows"] = sum(_rows(p) for p in kernels)
+        if len(kernels) > 1:  # one file per process: per rank under torchrun
+            out["kernel_rows_per_file"] = {os.path.relpath(p, trace_dir): _rows(p) for p in sorted(kernels)}
+            out["kernels_by_name_per_file"] = {os.path.relpath(p, trace_dir): _names(p) for p in sorted(kernels)}
     if apis:
         out["api_rows"] = sum(_rows(p) for p in apis)
     for path in summaries:
@@ -151,6 +167,16 @@ def trace_counts(trace_dir: str) -> dict:
             if key in s:
                 out[key] = s[key]
     return out
+
+
+def _names(path: str) -> dict[str, int]:
+    """Dispatches per kernel name of one kernel_trace.csv."""
+    counts: dict[str, int] = {}
+    with open(path, newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            name = row.get("Kernel_Name") or row.get("KernelName") or ""
+            counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def _rows(path: str) -> int:
@@ -236,6 +262,13 @@ def schedule(variants: list[str], rounds: int, every: int) -> list[tuple[str, in
             if "none" in variants and chunk:
                 seq.append(("none", r))
         seq += [(v, r) for v in pair]
+        for base in dict.fromkeys(workload_base(v) for v in variants):  # other workloads (2 ranks): their own block
+            if base in ("none", "v4_none"):
+                continue
+            traced = [v for v in variants if workload_base(v) == base and v != base]
+            k = r % len(traced) if traced else 0
+            block = [base] + traced[k:] + traced[:k]
+            seq += [(v, r) for v in (block if r % 2 == 0 else block[::-1])]
     return seq
 
 

@@ -1,6 +1,7 @@
 """`madengine-rocprof compare BASE NEW [--gate]`: step times and kernel durations of two sets of repeated runs,
-tested run against run with Holm's correction; with --gate, exit 1 on a significant regression, 2 on bad input, on a
-gate that cannot judge (one run per side) and on any crash (see docs/reports.md, 'Regression gate')."""
+tested run against run; with --gate, exit 0 when passed (the step time's interval rules out a slowdown beyond the
+threshold), 1 on a regression, 2 when inconclusive (too noisy, or one run per side), on bad input and on any crash
+(see docs/reports.md, 'Regression gate')."""
 
 from __future__ import annotations
 
@@ -22,23 +23,25 @@ def register(subparsers) -> None:
         help="statistical comparison of two runs (or sets of repeated runs); --gate fails on a regression",
         description="Compare per-step times (workload_result.json step_times_ms) and per-kernel durations of NEW "
         "against BASE, run against run: each run gives one value per metric, the between-run spread gives the "
-        "confidence interval of the ratio NEW/BASE, Holm's correction holds the error over all metrics. BASE and "
-        "NEW are run directories, or directories holding several repeated runs; with one run per side nothing "
-        "can be judged (repeat the runs: 2 or more on either side).",
+        "confidence interval of the speedup BASE/NEW (above 1: NEW is faster). The step time is the primary "
+        "endpoint; kernels are secondary, Holm-corrected among themselves. BASE and NEW are run directories, or "
+        "directories holding several repeated runs; with one run per side nothing can be judged (repeat the runs: "
+        "3 or more a side).",
     )
     p.add_argument("base", type=Path, metavar="BASE", help="baseline run directory (or a directory of repeated runs)")
     p.add_argument("new", type=Path, metavar="NEW", help="run directory to judge (or a directory of repeated runs)")
     p.add_argument(
         "--gate",
         action="store_true",
-        help="exit 1 when a metric is significantly slower beyond --threshold; exit 2 when no metric can be judged",
+        help="exit 0 only when the step time's interval rules out a slowdown beyond --threshold (passed), 1 on a "
+        "regression, 2 when inconclusive (too noisy or one run per side)",
     )
     p.add_argument(
         "--threshold",
         type=number_option(0, 1000, low_open=False),
         default=5.0,
         metavar="PCT",
-        help="a regression must be slower by more than PCT percent (default 5)",
+        help="a regression: NEW slower than BASE by more than PCT percent (default 5)",
     )
     p.add_argument(
         "--confidence", type=number_option(50, 99.999), default=95.0, metavar="PCT",
@@ -105,47 +108,42 @@ def render_markdown(result: dict, name_width: int = 60) -> str:
     s = result["settings"]
     conf = f"{s['confidence'] * 100:g}%"
     alpha = f"{(1 - s['confidence']) * 100:.3g}%"
+    limit = 1 / (1 + s["threshold"])
     out = [
         "# Performance comparison",
         "",
         f"- base: `{result['base']['path']}` ({len(result['base']['runs'])} run(s))",
         f"- new: `{result['new']['path']}` ({len(result['new']['runs'])} run(s))",
-        f"- {s['statistic']} per metric, ratio new/base (above 1 = slower); each run is one sample: {conf} CI from "
-        f"the between-run spread (t test on log values); verdicts with Holm's correction over all tested metrics "
-        f"(family-wise error {alpha}); regression = `slower` and ratio above {1 + s['threshold']:.3g}",
+        f"- {s['statistic']} per run; speedup = base / new, as in `report`: above 1x is faster, below 1x slower; "
+        f"each run is one sample: {conf} CI from the between-run spread (t test on log values)",
+        f"- step time is the primary endpoint (tested alone); kernels are secondary (Holm among themselves, "
+        f"family-wise error {alpha}); gate: `passed` when the CI's low end is above {limit:.3f}x (not slower by "
+        f"more than {s['threshold'] * 100:g}%), `regression` when `slower` and the speedup is below {limit:.3f}x, "
+        f"else `inconclusive`",
         "",
     ]
     rows = []
     for m in result["metrics"]:
         base, new = _value(m)
         name = "step time" if m["kind"] == "step" else shorten(display_name(m["name"]), name_width)
-        ci = DASH if m["ci_low"] is None else f"[{m['ci_low']:.3f}, {m['ci_high']:.3f}]"
-        ratio = DASH if m["ratio"] is None else f"{m['ratio']:.3f}"
+        ci = DASH if m["ci_low"] is None else f"[{m['ci_low']:.3f}x, {m['ci_high']:.3f}x]"
+        speedup = DASH if m["speedup"] is None else f"{m['speedup']:.3f}x"
         p = DASH if m["p_adjusted"] is None else f"{m['p_adjusted']:.3g}"
-        rows.append(
-            [
-                name,
-                m.get("category", DASH),
-                base,
-                new,
-                ratio,
-                ci,
-                p,
-                m["verdict"],
-                "REGRESSION" if m["regression"] else "",
-            ]
-        )
-    out += table(["metric", "category", "base", "new", "new/base", f"{conf} CI", "p (Holm)", "verdict", "gate"], rows)
+        gate = {"regression": "REGRESSION", None: DASH}.get(m["gate"], m["gate"])
+        rows.append([name, m.get("category", DASH), base, new, speedup, ci, p, m["verdict"], gate])
+    out += table(["metric", "category", "base", "new", "speedup", f"{conf} CI", "p (Holm: kernels)", "verdict",
+                  "gate"], rows)
     gate = result["gate"]
-    if gate["failed"]:
-        out.append(f"**Gate: FAILED** ({len(gate['regressions'])} regression(s) beyond {s['threshold'] * 100:g}%)")
+    on = gate["primary"] or f"{gate['tested']} kernel(s)"
+    if gate["verdict"] == "regression":
+        out.append(f"**Gate: FAILED** ({len(gate['regressions'])} regression(s): slower by more than "
+                   f"{s['threshold'] * 100:g}% at {conf} confidence)")
+    elif gate["verdict"] == "passed":
+        out.append(f"**Gate: passed** ({on}: the {conf} CI rules out a slowdown beyond {s['threshold'] * 100:g}%)")
     elif not gate["tested"]:
-        out.append("**Gate: cannot judge** (one run per side: the between-run spread is unknown; repeat the runs)")
+        out.append("**Gate: inconclusive** (one run per side: the between-run spread is unknown; repeat the runs)")
     else:
-        out.append(
-            f"**Gate: passed** (no metric significantly slower by more than {s['threshold'] * 100:g}%; "
-            f"{gate['tested']} tested)"
-        )
+        out.append(f"**Gate: inconclusive** ({on}: {too_noisy(gate)})")
     if gate["inconclusive"]:
         out.append("")
         out.append(
@@ -153,6 +151,14 @@ def render_markdown(result: dict, name_width: int = 60) -> str:
             "be told from a change. Repeat the runs (2 or more BASE runs: a directory of repeated runs)."
         )
     return escape("\n".join(out) + "\n")
+
+
+def too_noisy(gate: dict) -> str:
+    more = gate["more_runs"]
+    if more is None:
+        return ("too noisy: even 1,000 more runs a side would not decide at this spread and change (near the "
+                "threshold, or the runs too scattered); repeat on a quieter machine")
+    return f"too noisy: {more} more run(s) a side would decide (if the observed spread and change hold)"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -177,9 +183,15 @@ def run(args: argparse.Namespace) -> int:
             where="BASE/NEW",
             fix="repeat the runs: give a directory of 2 or more repeated runs as BASE (and/or NEW)",
         )
+    if args.gate and result["gate"]["verdict"] == "inconclusive":
+        raise UserError(  # exit 2: "no significant change" is not "no regression"
+            f"the gate is inconclusive: {too_noisy(result['gate'])}",
+            where=result["gate"]["primary"] or "kernels",
+            fix="repeat the runs (a directory of repeated runs per side), or run on a quieter machine",
+        )
     with outputs.files() as files:  # both or neither
         if args.json:
             files.write_text(args.json, json.dumps(result, indent=1, allow_nan=False) + "\n")
         if args.markdown:
             files.write_text(args.markdown, text)
-    return EXIT_REGRESSION if args.gate and result["gate"]["failed"] else 0
+    return EXIT_REGRESSION if args.gate and result["gate"]["verdict"] == "regression" else 0

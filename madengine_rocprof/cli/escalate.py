@@ -20,21 +20,21 @@ def add_selection_options(p: argparse.ArgumentParser, prefix: str = "") -> None:
         type=COUNT,
         default=None,
         metavar="N",
-        help="escalate the top N kernels by kernel time (default 5, or all above --min-share)",
+        help=f"escalate the top N kernels by kernel time (default 5, or all above --{prefix}min-share)",
     )
     p.add_argument(
         f"--{prefix}min-share",
         type=number_option(0, 100, low_open=True),
         default=None,
         metavar="PCT",
-        help="escalate every kernel with at least PCT percent of the kernel time (capped by --top if given)",
+        help=f"escalate every kernel with at least PCT percent of the kernel time (capped by --{prefix}top if given)",
     )
     p.add_argument(
         f"--{prefix}launches-per-kernel",
         type=COUNT,
         default=10,
         metavar="N",
-        help="ncu: about N launches per chosen kernel (--launch-count scaled by the rarest one; default 10)",
+        help="ncu: about N launches per chosen kernel (ncu's --launch-count scaled by the rarest one; default 10)",
     )
     p.add_argument(
         f"--{prefix}launch-skip",

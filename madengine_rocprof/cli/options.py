@@ -34,4 +34,3 @@ NAME_WIDTH = number_option(1, 100_000, integer=True)        # characters of a ke
 PERCENT = number_option(0, 100)
 SECONDS = number_option(0, MAX_TIMEOUT_S, low_open=True)    # a time limit
 PEAK = number_option(0, 1e9, low_open=True)                 # a device peak (GB/s, TFLOP/s): positive
-FRACTION = number_option(0, 1, low_open=True)               # a share in (0, 1], e.g. --roofline-target

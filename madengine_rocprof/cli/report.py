@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from madengine_rocprof.cli.kernels import add_rules_option
-from madengine_rocprof.cli.options import COUNT, FRACTION, NAME_WIDTH, PEAK
+from madengine_rocprof.cli.options import COUNT, NAME_WIDTH, number_option
 from madengine_rocprof.reports import build_report, categories, html_page, load_runs, markdown, perfetto
 from madengine_rocprof.reports.analyses import efficiency
 from madengine_rocprof.reports.analysis import DEFINITIONS
@@ -51,12 +51,12 @@ def register(subparsers) -> None:
         "--name-width", type=NAME_WIDTH, default=70, metavar="N", help="shorten kernel names to N characters in tables"
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="do not print the Markdown")
-    parser.add_argument("--peak-tflops", type=PEAK, metavar="TFLOP/s",
+    parser.add_argument("--peak-tflops", type=number_option(0, 1e7, low_open=True), metavar="TFLOP/s",
                         help="one compute roof for every dtype, for the efficiency table (default: the datasheet's "
                         "per-dtype peaks of the trace's GPU; needed for a GPU without a datasheet entry)")
-    parser.add_argument("--peak-bandwidth", type=PEAK, metavar="GB/s",
+    parser.add_argument("--peak-bandwidth", type=number_option(0, 1e8, low_open=True), metavar="GB/s",
                         help="device memory bandwidth for the efficiency table (default: datasheet)")
-    parser.add_argument("--roofline-target", type=FRACTION, default=0.8, metavar="FRACTION",
+    parser.add_argument("--roofline-target", type=number_option(0, 1, low_open=True), default=0.8, metavar="FRACTION",
                         help="the fraction of its roofline each operator is assumed to reach when ranking the time a "
                         "fix would save (default 0.8)")
     add_rules_option(parser)
@@ -78,7 +78,6 @@ def run(args: argparse.Namespace) -> int:
         outputs.claim(option, getattr(args, option[2:]))
     outputs.claim("--perfetto", args.perfetto, folder=True)
     categories.configure(args.kernel_rules)
-    # the peaks and the target were checked by the one numeric-option rule (cli/options.py) while parsing
     efficiency.configure(args.peak_tflops, args.peak_bandwidth, args.roofline_target)
     runs = load_runs(args.runs)
     report = build_report(runs, args.baseline, steady_state=args.steady_state, definitions=args.definitions)

@@ -15,7 +15,7 @@ def register(subparsers) -> None:
                     "model under its tool chain (last listed tool outermost, as madengine does); write one run "
                     "directory per model and a madengine perf.csv.")
     p.add_argument("--tags", nargs="+", action="extend", required=True, metavar="TAG",
-                   help="model names, tags, 'all', or name:key=value (appends --key value to the model's args)")
+                   help="model names, tags, 'all', or name:key=value (appends --KEY VALUE to the model's args)")
     p.add_argument("--additional-context-file", metavar="FILE",
                    help="madengine additional context JSON file, or a shipped config's name (madengine-rocprof paths)")
     p.add_argument("--additional-context", metavar="JSON", help="JSON merged deeply over the file")

@@ -1,14 +1,20 @@
 """Compare two sets of repeated runs with statistics: per-step times from workload_result.json and per-kernel
-durations from the profiler output, a run-level test of the ratio NEW/BASE per metric (insights/stats.py), Holm's
-correction over every tested metric, and a gate that fails on a significant regression beyond a threshold.
+durations from the profiler output, a run-level test of each metric (insights/stats.py), and a gate whose verdict is
+passed, regression or inconclusive.
 
 Evidence is the run: each run contributes one value per metric (the statistic of its steps or dispatches), because
 runs of the same code differ by more than their steps do. With one run per side that spread is unknown and the
 metric is `inconclusive: repeat the runs`; with repeated runs on either side those runs supply it.
 
-Verdict per metric: `slower` / `faster` when its Holm-adjusted two-sided p-value is at most 1 - confidence, else
-`no significant change`. A metric is a regression (the gate fails) when it is `slower` AND its ratio exceeds
-1 + threshold: noise alone fails the gate with probability at most about (1 - confidence) / 2 over all metrics.
+Every ratio is a speedup, base / new, as in `report`: above 1 is faster, below 1 slower. The threshold is a
+slowdown: new slower than base by more than `threshold` (speedup under 1 / (1 + threshold)).
+
+The step time is the primary endpoint, tested on its own: passed only when its interval rules out a slowdown
+beyond the threshold; a regression when the interval rules out no change and the slowdown exceeds the threshold;
+otherwise inconclusive. The kernels (operators) are secondary: Holm's correction among themselves, one-sided per
+direction, each direction's family-wise error at (1 - confidence) / 2, so that noise alone fails the gate with
+probability at most 1 - confidence (primary and secondary together). Without step times the kernels decide: passed
+when every tested kernel's interval rules out a slowdown beyond the threshold.
 """
 
 from __future__ import annotations
@@ -16,11 +22,12 @@ from __future__ import annotations
 import datetime
 import math
 import os
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.insights.stats import STATISTICS, holm, run_level_test
+from madengine_rocprof.insights.stats import STATISTICS, RatioTest, holm, run_level_test, runs_to_decide
 from madengine_rocprof.reports import kineto_reader
 from madengine_rocprof.reports.analysis import merge_kernels
 from madengine_rocprof.reports.categories import classify
@@ -28,8 +35,10 @@ from madengine_rocprof.reports.discover import iter_dispatches, load_run
 from madengine_rocprof.reports.model import KernelStats
 from madengine_rocprof.wrapper.contracts import WorkloadResult
 
-SCHEMA_VERSION = 2  # 2: run-level t test and Holm (p_slower, p_faster, p_adjusted, df, spread); no bootstrap
+SCHEMA_VERSION = 3  # 3: speedup (base/new) instead of ratio (new/base); gate verdict passed/regression/inconclusive
+# 2: run-level t test and Holm (p_slower, p_faster, p_adjusted, df, spread); no bootstrap
 INCONCLUSIVE = "inconclusive: repeat the runs"
+PASSED, REGRESSION, UNDECIDED = "passed", "regression", "inconclusive"  # the gate's verdicts
 RUN_MARKERS = ("run.json", "workload_result.json")
 PER_DISPATCH = ("rocprofv3-csv", "legacy-csv", "rocprofv3-json", "rocpd", "rocprofv3-pftrace", "kineto")
 
@@ -38,7 +47,7 @@ PER_DISPATCH = ("rocprofv3-csv", "legacy-csv", "rocprofv3-json", "rocpd", "rocpr
 class Settings:
     statistic: str = "median"  # per run; the mean let preempted steps and dispatches hide a 3x slowdown (A/A bench)
     confidence: float = 0.95
-    threshold: float = 0.05  # a regression must exceed 1 + threshold
+    threshold: float = 0.05  # a regression: new slower than base by more than this fraction
     top: int = 10  # kernels compared: the top N of the base by total time ...
     min_share: float = 0.01  # ... that have at least this share of the base's kernel time
 
@@ -147,7 +156,7 @@ def compare_metric(
     new: list[list[float]],
     settings: Settings,
 ) -> dict:
-    """One metric from its values per run on each side; the verdict is final only after `judge` (Holm)."""
+    """One metric from its values per run on each side; the verdict is final only after `judge`."""
     _finite_or_refuse("base", name, base)
     _finite_or_refuse("new", name, new)
     flat_b = [v for g in base for v in g]
@@ -162,7 +171,7 @@ def compare_metric(
         "runs_new": sum(bool(g) for g in new),
         "base": None,
         "new": None,
-        "ratio": None,
+        "speedup": None,
         "ci_low": None,
         "ci_high": None,
         "df": None,
@@ -171,6 +180,8 @@ def compare_metric(
         "p_faster": None,
         "p_adjusted": None,
         "verdict": None,
+        "gate": None,
+        "more_runs": None,
         "regression": False,
     }
     if not flat_b or not flat_n:
@@ -178,18 +189,24 @@ def compare_metric(
         return row
     fn = STATISTICS[settings.statistic]
     try:
-        b, n = fn(flat_b), fn(flat_n)
-        per_run = [fn(g) for g in (*base, *new) if g]
+        per_b, per_n = [fn(g) for g in base if g], [fn(g) for g in new if g]
+        per_run = [*per_b, *per_n]
+        if all(v > 0 for v in per_run):  # each side: the geometric mean of its runs' values (what the test compares)
+            b, n = statistics.geometric_mean(per_b), statistics.geometric_mean(per_n)
+        else:
+            b, n = fn(flat_b), fn(flat_n)
     except OverflowError:
         b = n = math.inf
         per_run = []
-    if not all(math.isfinite(v) for v in (b, n, *per_run)) or (b > 0 and not math.isfinite(n / b)):
+    if not all(math.isfinite(v) for v in (b, n, *per_run)) or any(
+        x > 0 and not math.isfinite(y / x) for x, y in ((b, n), (n, b))
+    ):  # the ratio overflows either way
         raise UserError(
             f"{name}: values too large to average (the {settings.statistic} overflows)",
             where=name,
             fix="check the run's workload_result.json / trace: no real time is near 1e308",
         )
-    row.update(base=b, new=n, ratio=n / b if b > 0 else None)
+    row.update(base=b, new=n, speedup=b / n if n > 0 else None)
     try:
         test = run_level_test(base, new, statistic=settings.statistic, confidence=settings.confidence)
     except ValueError:
@@ -198,31 +215,80 @@ def compare_metric(
     if test is None:
         row["verdict"] = INCONCLUSIVE
         return row
-    row.update(
-        ci_low=test.low,
-        ci_high=test.high,
+    row.update(  # the test's interval is of new / base; the speedup's is its inverse
+        ci_low=1 / test.high,
+        ci_high=1 / test.low,
         df=test.df,
         spread=test.spread,
         p_slower=test.p_slower,
         p_faster=test.p_faster,
     )
+    row["_test"] = test  # for the runs-to-decide estimate; dropped by `judge`
     return row
 
 
 def judge(metrics: list[dict], settings: Settings) -> None:
-    """Verdicts with the family-wise error over every tested metric held at 1 - confidence (Holm on the two-sided
-    p-values): `slower` / `faster` when the adjusted p-value is at most that, in the ratio's direction. A regression
-    is a `slower` metric whose ratio also exceeds 1 + threshold."""
-    tested = [m for m in metrics if m["p_slower"] is not None]
-    two_sided = [min(1.0, 2 * min(m["p_slower"], m["p_faster"])) for m in tested]
+    """Verdict and gate status of every tested metric. The step time alone: `slower`/`faster` when its interval
+    excludes 1 (two-sided p at most 1 - confidence). The kernels: Holm among themselves, per direction on the
+    one-sided p-values, each family at (1 - confidence) / 2 (p_adjusted: twice the adjusted one-sided p, compared
+    with 1 - confidence). Gate status: `regression` = `slower` and slower than 1 + threshold; `passed` = the
+    interval's slow end within 1 + threshold; else `inconclusive`."""
     alpha = 1 - settings.confidence
-    for m, adjusted in zip(tested, holm(two_sided), strict=True):
-        m["p_adjusted"] = adjusted
-        if adjusted <= alpha:
+    limit = 1 / (1 + settings.threshold)  # the speedup below which new is slower by more than the threshold
+    tested = [m for m in metrics if m["p_slower"] is not None]
+    primary = [m for m in tested if m["kind"] == "step"]
+    secondary = [m for m in tested if m["kind"] != "step"]
+    for m in primary:
+        m["p_adjusted"] = min(1.0, 2 * min(m["p_slower"], m["p_faster"]))
+    slower = holm([min(1.0, 2 * m["p_slower"]) for m in secondary])
+    faster = holm([min(1.0, 2 * m["p_faster"]) for m in secondary])
+    for m, adj_slower, adj_faster in zip(secondary, slower, faster, strict=True):
+        m["p_adjusted"] = min(adj_slower, adj_faster)
+    for m in tested:
+        if m["p_adjusted"] <= alpha:
             m["verdict"] = "slower" if m["p_slower"] < m["p_faster"] else "faster"
         else:
             m["verdict"] = "no significant change"
-        m["regression"] = m["verdict"] == "slower" and m["ratio"] > 1 + settings.threshold
+        m["regression"] = m["verdict"] == "slower" and m["speedup"] < limit
+        if m["regression"]:
+            m["gate"] = REGRESSION
+        elif m["ci_low"] > limit:
+            m["gate"] = PASSED
+        else:
+            m["gate"] = UNDECIDED
+
+
+def gate_verdict(metrics: list[dict], settings: Settings, estimate_runs: bool = True) -> dict:
+    """The gate over all metrics: a regression anywhere fails it; else the step time decides (the primary endpoint)
+    where it was tested, and without step times every tested kernel must pass. Nothing tested: inconclusive. The
+    undecided metrics that decide get `more_runs` (skipped with estimate_runs=False: simulations)."""
+    regressions = [m["name"] for m in metrics if m["regression"]]
+    tested = [m for m in metrics if m["gate"] is not None]
+    primary = next((m for m in metrics if m["kind"] == "step"), None)
+    deciding = [primary] if primary is not None and primary["gate"] is not None else tested
+    if regressions:
+        verdict = REGRESSION
+    elif deciding and all(m["gate"] == PASSED for m in deciding):
+        verdict = PASSED
+    else:
+        verdict = UNDECIDED
+    undecided = [m for m in deciding if m["gate"] == UNDECIDED]
+    for m in metrics:
+        test: RatioTest | None = m.pop("_test", None)
+        if test is not None and m in undecided and estimate_runs:
+            m["more_runs"] = runs_to_decide(test, settings.threshold, confidence=settings.confidence,
+                                            runs_base=m["runs_base"], runs_new=m["runs_new"])
+    more = [m["more_runs"] for m in undecided]
+    return {
+        "verdict": verdict,
+        "failed": verdict == REGRESSION,
+        "regressions": regressions,
+        "primary": primary["name"] if primary is not None and primary["gate"] is not None else None,
+        "tested": len(tested),
+        # runs a side that would decide the undecided deciding metrics (null: no number of runs would, or unknown)
+        "more_runs": None if verdict != UNDECIDED or not more or None in more else max(more),
+        "inconclusive": [m["name"] for m in metrics if m["verdict"] == INCONCLUSIVE],
+    }
 
 
 def chosen_kernels(base: Side, new: Side, settings: Settings) -> list[str]:
@@ -264,7 +330,6 @@ def compare_sides(base: Side, new: Side, settings: Settings) -> dict:
             fix="compare runs that wrote workload_result.json (step_times_ms) or profiler output",
         )
     judge(metrics, settings)
-    regressions = [m for m in metrics if m["regression"]]
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": "madengine-rocprof compare",
@@ -273,10 +338,5 @@ def compare_sides(base: Side, new: Side, settings: Settings) -> dict:
         "new": {"path": str(new.root), "runs": [str(p) for p in new.runs]},
         "settings": vars(settings).copy(),
         "metrics": metrics,
-        "gate": {
-            "failed": bool(regressions),
-            "regressions": [m["name"] for m in regressions],
-            "tested": sum(m["p_adjusted"] is not None for m in metrics),
-            "inconclusive": [m["name"] for m in metrics if m["verdict"] == INCONCLUSIVE],
-        },
+        "gate": gate_verdict(metrics, settings),
     }

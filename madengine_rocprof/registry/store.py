@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from madengine_rocprof import resources
 from madengine_rocprof.atomic import atomic_write
 from madengine_rocprof.errors import UserError
+from madengine_rocprof.home import user_home
 from madengine_rocprof.models._common import parse_json_object, read_text_file, unknown_name, validation_errors
 from madengine_rocprof.models.counters import CounterProfile, parse_counter_text
 from madengine_rocprof.models.tool import ToolDefinition
@@ -25,8 +26,6 @@ PACKAGE_ROOT = resources.ROOT  # checkout or installed copy: resources.py decide
 BUILTIN_COUNTERS_DIR = resources.COUNTERS_DIR
 
 
-def user_home() -> Path:
-    return Path(os.environ.get("MADENGINE_ROCPROF_HOME") or Path.home() / ".config" / "madengine-rocprof")
 
 
 # ---- tools -----------------------------------------------------------------------------------------------

@@ -7,12 +7,22 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from madengine_rocprof.reports.analysis import build_report
-from madengine_rocprof.reports.discover import expand_runs, load_run
-from madengine_rocprof.reports.model import RunData
+if TYPE_CHECKING:
+    from madengine_rocprof.reports.model import RunData
 
 __all__ = ["build_report", "load_runs"]
+
+
+def __getattr__(name: str) -> Any:
+    # build_report pulls in polars and every reader: importing a light module of this package (categories, for
+    # `run` and `escalate`'s option parsing) must not, so a machine without polars can still run workloads
+    if name == "build_report":
+        from madengine_rocprof.reports.analysis import build_report
+
+        return build_report
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _labels(paths: list[Path]) -> list[str]:
@@ -27,6 +37,8 @@ def _labels(paths: list[Path]) -> list[str]:
 
 
 def load_runs(paths: list[Path]) -> list[RunData]:
+    from madengine_rocprof.reports.discover import expand_runs, load_run
+
     expanded: list[Path] = []
     for path in paths:
         for run_path in expand_runs(Path(path)):

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.reports import multinode
-from madengine_rocprof.reports.analyses import efficiency
+from madengine_rocprof.reports import kineto_reader, multinode, phases
+from madengine_rocprof.reports.analyses import efficiency, idle, launch
 from madengine_rocprof.reports.analyses.collectives import of_run as collectives_of_run
 from madengine_rocprof.reports.analyses.ranks import per_rank, rank_of
 from madengine_rocprof.reports.categories import CATEGORIES, classify
@@ -243,7 +243,9 @@ def timeline_rows(run: RunData, steady_state: bool = False) -> list[dict]:
         rank = rank_of(source)
         for d in source.devices:
             iterations = [
-                {"iteration": it.number, "start_ns": it.start_ns, "end_ns": it.end_ns, "dispatches": it.dispatches}
+                {"iteration": it.number, "start_ns": it.start_ns, "end_ns": it.end_ns, "dispatches": it.dispatches,
+                 "host_start_ns": it.host_start_ns, "host_end_ns": it.host_end_ns,
+                 "kernel_time_sum_ns": it.kernel_time_sum_ns, "assigned_by": "launch" if it.by_launch else "start"}
                 | _busy_numbers(it, it.end_ns - it.start_ns)
                 for it in d.iterations
             ]
@@ -350,8 +352,11 @@ def analyze_run(run: RunData, steady_state: bool = False, definitions: str = "ou
         )
     cpu_operators = any(s.cpu_operators for s in run.timing)
     if cpu_operators:
+        # say what recorded them: a PyTorch profiler trace of the CPU only, or our tracer's rows without a GPU
+        recorders = sorted({"a PyTorch profiler (Kineto) trace without GPU activity" if s.fmt == kineto_reader.FORMAT
+                            else "the embedded tracer without a GPU" for s in run.timing if s.cpu_operators})
         notes.append(
-            "no GPU: the embedded tracer recorded CPU operators on the host, so there is no device timeline and no "
+            f"CPU operators on the host only ({' and '.join(recorders)}), so there is no device timeline and no "
             "device busy, idle or overlap"
             + (
                 "; operators are ranked by self time (exclusive: nested operators subtracted), inclusive time beside it"
@@ -412,6 +417,10 @@ def analyze_run(run: RunData, steady_state: bool = False, definitions: str = "ou
             "idle_share": None if busy_total is None else _ratio(span_total - busy_total, span_total),
             "overlap_ns": sum(t["overlap_ns"] for t in timeline) if timeline else None,
             "trace_peak_memory": _trace_peak_memory(run),
+            # CPU operators: self time per training phase where the trace marks the phases (reports/phases.py)
+            "phases": phases.summary([s.phase_ns for s in run.timing if s.cpu_operators],
+                                     any(s.steps_marked for s in run.timing))
+            if cpu_operators and by_self else None,
         },
         "timeline": timeline,
         "kernels": kernel_rows,
@@ -430,6 +439,8 @@ def analyze_run(run: RunData, steady_state: bool = False, definitions: str = "ou
         "collectives": collectives,
         "multi_node": multinode.analyze(run, collectives),
         "efficiency": efficiency.for_run(run),
+        "idle_causes": idle.analyze_run(run, timeline),
+        "launch": launch.analyze_run(run, timeline),
     }
 
 
@@ -534,13 +545,12 @@ def peak_memory(work: Mapping[str, Any]) -> tuple[Any, str | None]:
 
 
 def _trace_memory(summary: Mapping[str, Any]) -> tuple[Any, str | None]:
-    """The largest per-device peak of the trace's memory events (GPU devices before the host's)."""
+    """The largest per-device peak of the trace's memory events. GPU devices only: the allocator's Total Allocated
+    there is the device's; on the host torch.profiler counts only what was allocated after it started, which is no
+    peak memory of the run."""
     peaks = summary.get("trace_peak_memory") or []
     gpu = [p["bytes"] for p in peaks if not str(p["device"]).upper().startswith("CPU")]
-    if gpu:
-        return max(gpu), "trace"
-    host = [p["bytes"] for p in peaks]
-    return (max(host), "trace host") if host else (None, None)
+    return (max(gpu), "trace") if gpu else (None, None)
 
 
 def pick_baseline(runs: list[RunData], baseline: str | None) -> int:

@@ -225,12 +225,15 @@ _BUILTIN = (
         r"moe::dev::(routing|finalize)|moe_align|moe_sum|moe_permute|moe_unpermute|_combined_routing|"
         r"_sum_bitmatrix|_finalize_matmul_scatter|topk_softmax|expert_(index|offset)",
     ),
+    # CPU operators are counted by their self time. A fill operator writes a constant into every element (TraceLens
+    # files aten::fill_ and masked_fill_ under elementwise); the fill *kernels* below stay copies (memset-like work
+    # HTA counts as memory). Factories (zeros, ones, full) only allocate: their fill is a child aten::fill_/zero_.
+    ("fill_op", "elementwise", "fill", r"aten::(fill_|zero_|masked_fill_?|masked_fill_kernel)\b"),
     (
         "fill",
         "memory copy",
         "fill",
-        r"memset|fillbuffer|__amd_rocclr_fill|(?<![a-z])fill_kernel|FillFunctor|masked_fill|"
-        r"aten::(fill_|zero_|zeros|zeros_like|ones|ones_like|full|full_like|new_zeros|scalar_tensor)\b",
+        r"memset|fillbuffer|__amd_rocclr_fill|(?<![a-z])fill_kernel|FillFunctor|masked_fill",
     ),
     ("concat", "memory copy", "concat", r"CatArrayBatchedCopy|(?<![a-z])(con)?cat_?kernel|aten::(cat|stack)\b"),
     (
@@ -253,7 +256,7 @@ _BUILTIN = (
         "memory copy",
         "copy",
         r"memcpy|copybuffer|__amd_rocclr_copy|direct_copy_kernel|(^|::)copy_kernel|copy_device_to_device|"
-        r"recat_copy|aten::(copy_|_foreach_copy_|to|clone|contiguous|_local_scalar_dense|item|pin_memory|_pin_memory|"
+        r"recat_copy|recat_embedding_grad_output|aten::(copy_|_foreach_copy_|to|clone|contiguous|_local_scalar_dense|item|pin_memory|_pin_memory|"
         r"copy_bucket_to_grad|flatten_dense_tensors|unflatten_dense_tensors)\b|copy_bucket_to_grad|"
         # the backward of slicing writes the gradient into a zeroed tensor; of a split, concatenates
         r"aten::(select|slice|split|split_with_sizes)(_backward| backward)",
@@ -266,7 +269,8 @@ _BUILTIN = (
         "allocation/view",
         "allocation",
         r"aten::(empty|empty_like|empty_strided|new_empty|new_empty_strided|resize_|set_|record_stream|"
-        r"lift_fresh)\b|__amd_rocclr_initHeap",
+        r"lift_fresh|zeros|zeros_like|ones|ones_like|full|full_like|new_zeros|new_ones|new_full|scalar_tensor)\b|"
+        r"__amd_rocclr_initHeap",
     ),
     (
         "view",
@@ -274,23 +278,26 @@ _BUILTIN = (
         "view",
         r"aten::_?(view|reshape_alias|reshape|as_strided_?|unsafe_view|alias|detach_?|t|numpy_T|transpose|permute|"
         r"expand|expand_as|broadcast_to|broadcast_tensors|slice|select|narrow|unsqueeze_?|squeeze_?|split|"
-        r"split_with_sizes|chunk|unbind|unflatten|flatten|movedim|unfold|resolve_conj|resolve_neg|result_type|"
+        r"split_with_sizes|chunk|unbind|unflatten|flatten|movedim|unfold|resolve_conj|resolve_neg|result_type|promote_types|"
         r"is_nonzero|is_pinned|_has_compatible_shallow_copy_type)\b|^detach_?$",
     ),
-    # ATen's embedding backward sorts the indices, then sums the gradient per segment of equal indices
+    # An embedding backward sorts the indices, then sums the gradient rows of each run of equal indices: a segmented
+    # reduction (ATen's compute_grad_weight / sum_and_scatter; FBGEMM's split_embedding_backward_codegen_* find the
+    # long segments, sum them and apply the fused optimizer to the rows they wrote; SplitLookupFunction's autograd node)
     (
         "embedding_bwd",
-        "elementwise",
+        "reduction",
         "embedding bwd",
-        r"compute_grad_weight|krn_partial|partials_per_segment|compute_num_of_partial_segments|sum_and_scatter",
+        r"compute_grad_weight|krn_partial|partials_per_segment|compute_num_of_partial_segments|sum_and_scatter|"
+        r"embedding\w*_backward|embedding backward|split_embedding_codegen_grad_indice|SplitLookupFunction",
     ),
-    # embedding tables (FBGEMM's table-batched embeddings fuse the optimizer into the backward: still embedding)
+    # the lookup: a gather of table rows (FBGEMM's `..._lookup_rowwise_adagrad_function` names the optimizer that its
+    # backward will apply; the lookup itself is the forward)
     (
         "embedding",
         "elementwise",
-        _direction("embedding"),
-        r"split_embedding|embedding_?(bag|backward|forward|dense|renorm)|EmbeddingBag|aten::embedding|"
-        r"SplitLookupFunction|embedding_codegen",
+        "embedding fwd",
+        r"split_embedding|embedding_?(bag|forward|dense|renorm)|EmbeddingBag|aten::embedding|embedding_codegen",
     ),
     (
         "sparse_features",
@@ -306,6 +313,9 @@ _BUILTIN = (
         r"(?<![a-z])adam|fusedadam|\bsgd|lamb_|lion_|adagrad|rmsprop|optimizer",
     ),
     ("foreach", "optimizer", "multi-tensor (foreach)", r"multi_tensor_apply|_foreach_"),
+    # log-softmax is the first half of a cross-entropy loss (PyTorch's cross_entropy is log_softmax + nll_loss; ATen's
+    # kernel is SoftMax with a LogSoftMax epilogue): with the loss, not with attention's softmax
+    ("log_softmax", "reduction", "loss", r"log_?softmax"),
     ("inductor_norm", "normalization", _direction("norm"), _INDUCTOR_NORM),
     ("inductor_softmax", "attention", _direction("softmax"), _INDUCTOR_SOFTMAX),
     ("inductor_loss", "reduction", "loss", _INDUCTOR_LOSS),
@@ -433,7 +443,8 @@ _BUILTIN = (
         "reduction",
         "reduction",
         r"reduce_kernel|reduction|DeviceReduce|ReduceByKey|reduce_by_key|reduce_config|\b(sum|mean|argmax|argmin|amax)_kernel|"
-        r"aten::(sum|mean|max|min|argmax|argmin|amax|all|any|_grad_sum_to_size)\b|aten::(sum|mean|max) backward",
+        r"aten::(sum|mean|max|min|argmax|argmin|amax|all|any|_grad_sum_to_size)\b|aten::(sum|mean|max) backward|"
+        r"^_grad_sum_to_size$",
     ),
     (
         "activation",
@@ -540,7 +551,7 @@ def load_rules(path: str | os.PathLike[str]) -> tuple[UserRule, ...]:
 
 def rules_path(explicit: str | os.PathLike[str] | None) -> Path | None:
     """The rules file in force: the one given, else $MADENGINE_ROCPROF_KERNEL_RULES, else the registered one."""
-    from madengine_rocprof.registry.store import user_home
+    from madengine_rocprof.home import user_home  # not registry.store: that imports pydantic models (issue 33)
 
     if explicit:
         return Path(explicit)

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import polars as pl
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.reports import cpu_ops, dispatches
+from madengine_rocprof.reports import cpu_ops, dispatches, phases
 from madengine_rocprof.reports.csv_tables import open_table, parse_int, parse_number, parse_time
 from madengine_rocprof.reports.model import CopyStats, CounterSource, CounterStats, KernelStats, TimingSource
 
@@ -49,9 +49,15 @@ def read_cpu_operator_trace(src: TimingSource) -> TimingSource:
     """
     table = kernel_trace_table(src.path, device="thread")
     src.cpu_operators = True
-    src.kernels = cpu_ops.operator_stats(
+    operators = list(
         zip(table["name"].cast(pl.String), table["device"].cast(pl.String), table["start"], table["end"], strict=True)
     )
+    src.kernels = cpu_ops.operator_stats(operators)
+    markers_path = phases.markers_file(Path(src.path))
+    if markers_path.is_file():  # the tracer's phase markers: forward / backward / optimizer time
+        markers = phases.read_markers(markers_path)
+        src.phase_ns = phases.self_time_per_phase(operators, markers)
+        src.steps_marked = any(m[0].startswith("ProfilerStep#") for m in markers)
     src.dispatches = table.height
     src.has_timeline = table.height > 0
     if table.height:

@@ -17,7 +17,14 @@ from typing import cast
 
 from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.reports import csv_readers, json_reader, kineto_reader, pftrace_reader, rocpd_reader
+from madengine_rocprof.reports import (
+    csv_readers,
+    json_reader,
+    kineto_reader,
+    pftrace_reader,
+    rocpd_reader,
+    trace_tables,
+)
 from madengine_rocprof.reports.csv_tables import first_value, normalize, read_header
 from madengine_rocprof.reports.model import CopyStats, CounterSource, KernelStats, RunData, TimingSource
 from madengine_rocprof.wrapper import file_kinds
@@ -280,7 +287,7 @@ def _read_timing(source: TimingSource, copy_files: list[Path]) -> None:
     elif source.fmt == "rocprofv3-pftrace":
         pftrace_reader.read_pftrace(source)
     elif source.fmt == kineto_reader.FORMAT:
-        kineto_reader.read_kineto(source)
+        kineto_reader.read_kineto(source, trace_tables.from_kineto)
 
 
 def iter_dispatches(source: TimingSource):

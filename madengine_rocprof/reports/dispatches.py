@@ -106,8 +106,46 @@ def busy_time(part: pl.DataFrame, into: BusyTime) -> None:
     into.copy_busy_ns = union_where(part["ours"] == COPY)
 
 
+def _launch_windows(part: pl.DataFrame, its: list) -> tuple[list[int], list[int], pl.Expr] | None:
+    """Device windows of the iterations from launch links, or None to keep the host-window cut.
+
+    Each kernel or copy belongs to the iteration whose host window [start, end) holds its launching runtime call
+    (column `launch`; a row without a link: its own start). Iteration i's device window runs from D_i to E_i:
+    D_i = max(host start, last end of the device work launched before it), E_i = max(host end, last end of the work
+    launched before the host end). Host windows that tile give device windows that tile, and every interval launched
+    in a window ends inside that iteration's device window (docs/reports.md, "Per iteration").
+    """
+    if "launch" not in part.columns or part["launch"].null_count() == part.height:
+        return None
+    lo = [it.start_ns for it in its]
+    hi = [it.end_ns for it in its]
+    if lo != sorted(lo) or hi != sorted(hi):
+        return None
+    key = part.select(pl.coalesce("launch", "start").alias("key"), "end").sort("key")
+    latest = key["end"].cum_max()  # last end of the work launched up to each key
+
+    def ended_by(t: int) -> int:
+        """The later of t and the last end of the work launched before t."""
+        n = int(key["key"].search_sorted(t, side="left"))
+        return t if n == 0 else max(t, int(latest[n - 1]))
+
+    device_lo = [lo[0]] + [ended_by(t) for t in lo[1:]]
+    device_hi = [ended_by(t) for t in hi]
+    starts = pl.Series("lo", lo, dtype=part.schema["start"])
+    ends = pl.Series("hi", hi, dtype=part.schema["start"])
+    keys = part.select(pl.coalesce("launch", "start")).to_series()
+    index = starts.search_sorted(keys, side="right").cast(pl.Int64) - 1
+    within = (index >= 0) & (keys < ends.gather(index.clip(lower_bound=0)))
+    owner = index.zip_with(within, pl.Series([-1] * part.height, dtype=pl.Int64)).alias("owner")
+    return device_lo, device_hi, pl.lit(owner)
+
+
 def _iterations(part: pl.DataFrame, src: TimingSource) -> list[IterationTime]:
     """Device time inside each marked iteration's window: intervals cut at the window's edges, every window at once.
+
+    Windows: the host windows (ProfilerStep spans), or, when the rows carry launch links, the device windows of
+    `_launch_windows`; a kernel is counted in (dispatches, kernel time) the iteration that launched it, or without
+    links the window it starts in.
 
     Each interval is repeated for every window it overlaps (when the windows' starts and ends are both in order, those
     are a contiguous run found by two searches), cut to the window, and the unions of `busy_time` are taken per window
@@ -115,11 +153,17 @@ def _iterations(part: pl.DataFrame, src: TimingSource) -> list[IterationTime]:
     1M-kernel trace took 9.7 s one window at a time). Windows out of order fall back to one window at a time.
     """
     its = src.iterations
-    lo = pl.Series("lo", [it.start_ns for it in its], dtype=part.schema["start"])
-    hi = pl.Series("hi", [it.end_ns for it in its], dtype=part.schema["start"])
+    by_launch = _launch_windows(part, its) if its else None
+    if by_launch is not None:
+        win_lo, win_hi, owner = by_launch
+        part = part.with_columns(owner=owner)
+    else:
+        win_lo, win_hi = [it.start_ns for it in its], [it.end_ns for it in its]
+    lo = pl.Series("lo", win_lo, dtype=part.schema["start"])
+    hi = pl.Series("hi", win_hi, dtype=part.schema["start"])
     if not (lo.is_sorted() and hi.is_sorted()):
         return [_window(part, it) for it in its]
-    base = its[0].start_ns if its else 0
+    base = win_lo[0] if its else 0
     cut = (
         part.with_columns(
             first=hi.search_sorted(part["start"], side="right"),  # the first window that ends after the start
@@ -134,8 +178,9 @@ def _iterations(part: pl.DataFrame, src: TimingSource) -> list[IterationTime]:
             s=(pl.max_horizontal("start", "lo") - base).cast(pl.Int64),
             e=(pl.min_horizontal("end", "hi") - base).cast(pl.Int64),
             counted=(pl.col("start") >= pl.col("lo")) & ~pl.col("copy_engine"),
+            duration=(pl.col("end") - pl.col("start")).cast(pl.Int128),
         )
-        .select("it", "s", "e", "ours", "hta", "counted")
+        .select("it", "s", "e", "ours", "hta", "counted", "duration")
         .sort(["it", "s"], maintain_order=True)
     )
 
@@ -150,14 +195,21 @@ def _iterations(part: pl.DataFrame, src: TimingSource) -> list[IterationTime]:
         )
         return {int(i): int(c) for i, c in covered.iter_rows()}
 
-    counts = {int(i): int(n) for i, n in cut.group_by("it").agg(pl.col("counted").sum()).iter_rows()}
+    if by_launch is not None:  # the kernels each iteration launched, wherever they ran
+        owned = part.filter(~pl.col("copy_engine") & (pl.col("owner") >= 0)).group_by("owner").agg(
+            pl.len(), (pl.col("end") - pl.col("start")).cast(pl.Int128).sum())
+    else:  # the kernels that start in the window
+        owned = cut.group_by("it").agg(pl.col("counted").sum(), pl.col("duration").filter(pl.col("counted")).sum())
+    counts = {int(i): (int(n), int(t)) for i, n, t in owned.iter_rows()}
     busy = union(pl.lit(True))
     ours = {g: union(pl.col("ours") == g) for g in (COMPUTE, COMMUNICATION, COPY)}
     hta = {g: union(pl.col("hta") == g) for g in (COMPUTE, COMMUNICATION)}
     ours_no_copy, hta_no_copy = union(pl.col("ours") != COPY), union(pl.col("hta") != COPY)
     out = []
     for i, it in enumerate(its):
-        row = IterationTime(number=it.number, start_ns=it.start_ns, end_ns=it.end_ns, dispatches=counts.get(i, 0))
+        row = IterationTime(number=it.number, start_ns=win_lo[i], end_ns=win_hi[i], host_start_ns=it.start_ns,
+                            host_end_ns=it.end_ns, by_launch=by_launch is not None)
+        row.dispatches, row.kernel_time_sum_ns = counts.get(i, (0, 0))
         row.busy_ns = busy.get(i, 0)
         for prefix, groups, no_copy in (("", ours, ours_no_copy), ("hta_", hta, hta_no_copy)):
             compute, comm = groups[COMPUTE].get(i, 0), groups[COMMUNICATION].get(i, 0)
@@ -170,16 +222,42 @@ def _iterations(part: pl.DataFrame, src: TimingSource) -> list[IterationTime]:
 
 
 def _window(part: pl.DataFrame, it) -> IterationTime:
-    """One window's device time (windows out of order). Clipping keeps the order by start, so no sort is needed."""
+    """One host window's device time (windows out of order, so no launch windows). Clipping keeps the order by
+    start, so no sort is needed."""
     upto = int(part["start"].search_sorted(it.end_ns, side="left"))  # rows that start before the window ends
     window = part.slice(0, upto).filter(pl.col("end") > it.start_ns)
-    row = IterationTime(number=it.number, start_ns=it.start_ns, end_ns=it.end_ns)
-    row.dispatches = int(((window["start"] >= it.start_ns) & ~window["copy_engine"]).sum())
+    row = IterationTime(number=it.number, start_ns=it.start_ns, end_ns=it.end_ns, host_start_ns=it.start_ns,
+                        host_end_ns=it.end_ns)
+    counted = window.filter((pl.col("start") >= it.start_ns) & ~pl.col("copy_engine"))
+    row.dispatches = counted.height
+    row.kernel_time_sum_ns = int((counted["end"] - counted["start"]).cast(pl.Int128).sum())
     window = window.with_columns(
         pl.col("start").clip(lower_bound=it.start_ns), pl.col("end").clip(upper_bound=it.end_ns)
     )
     busy_time(window, row)
     return row
+
+
+def launch_times(gpu: pl.DataFrame, runtime: pl.DataFrame) -> pl.Series:
+    """Per GPU row (column `correlation`), the start of the runtime call with the same correlation id, null where
+    none (runtime correlation ids are unique within a process; a CUDA graph's kernels share their cudaGraphLaunch's).
+    """
+    calls = (
+        runtime.filter(pl.col("correlation").is_not_null())
+        .select(pl.col("correlation").cast(gpu.schema["correlation"]), pl.col("start").alias("launch"))
+        .unique(subset="correlation", keep="first")
+    )
+    joined = gpu.select("correlation").join(calls, on="correlation", how="left", maintain_order="left")
+    return joined["launch"]
+
+
+def _launch_column(table: pl.DataFrame, launches: bool) -> list[pl.Expr]:
+    """The `launch` column (start of the launching runtime call, null without a link) when the rows carry links."""
+    if not launches:
+        return []
+    if "launch" in table.columns:
+        return [pl.col("launch").cast(table.schema["start"])]
+    return [pl.lit(None, dtype=table.schema["start"]).alias("launch")]
 
 
 def aggregate(src: TimingSource, table: pl.DataFrame, copies: pl.DataFrame | None = None) -> TimingSource:
@@ -189,6 +267,9 @@ def aggregate(src: TimingSource, table: pl.DataFrame, copies: pl.DataFrame | Non
     are, e.g. `Memcpy HtoD`), when the input has them (rocprofv3 memory_copy_trace, Kineto memcpy/memset); they count
     towards device busy time and the span (see docs/reports.md), not towards kernel statistics.
     Readers set src.iterations (and src.rank) before calling: per-iteration device time is computed here.
+    An optional column `launch` in either table (ns, the start of the row's launching runtime call; null where the
+    trace links none) makes iterations own the work they launched (`_launch_windows`); without it, or with no link at
+    all, device time is cut at the host windows.
     """
     iteration_bounds = [t for it in src.iterations for t in (it.start_ns, it.end_ns)]
     table, *rest = _same_time_dtype([table] + ([copies] if copies is not None else []), *iteration_bounds)
@@ -210,6 +291,7 @@ def aggregate(src: TimingSource, table: pl.DataFrame, copies: pl.DataFrame | Non
         copies = None
     if not table.height and copies is None:
         return src
+    launches = any("launch" in t.columns for t in (table, copies) if t is not None)
     parts = [
         table.select(
             "start",
@@ -218,6 +300,7 @@ def aggregate(src: TimingSource, table: pl.DataFrame, copies: pl.DataFrame | Non
             _group_column(list(src.kernels), lambda n: OUR_GROUP.get(categorize(n), COMPUTE)).alias("ours"),
             _group_column(list(src.kernels), _hta_group).alias("hta"),
             pl.lit(False).alias("copy_engine"),
+            *_launch_column(table, launches),
         )
     ]
     if copies is not None:  # copies and memsets: copies in our groups, memory in HTA's
@@ -229,6 +312,7 @@ def aggregate(src: TimingSource, table: pl.DataFrame, copies: pl.DataFrame | Non
                 pl.lit(COPY, dtype=pl.Int8).alias("ours"),
                 pl.lit(COPY, dtype=pl.Int8).alias("hta"),
                 pl.lit(True).alias("copy_engine"),
+                *_launch_column(copies, launches),
             )
         )
     events = pl.concat(parts) if len(parts) > 1 else parts[0]

@@ -40,6 +40,16 @@ def gib(num_bytes) -> str:
     return DASH if num_bytes is None else f"{num_bytes / 2**30:.2f}"
 
 
+def size(num_bytes) -> str:
+    """Bytes with the binary unit that keeps them readable: 288 KiB, not 0.00 GiB."""
+    if num_bytes is None:
+        return DASH
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(num_bytes) >= scale:
+            return f"{num_bytes / scale:.2f} {unit}"
+    return f"{int(num_bytes)} B"
+
+
 def text(value) -> str:
     return DASH if value is None else str(value)
 

@@ -32,7 +32,7 @@ import queue
 import re
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import ROUND_HALF_EVEN, Context, InvalidOperation, Overflow
 from pathlib import Path
 from typing import Any, cast
@@ -42,7 +42,7 @@ import polars as pl
 
 from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.reports import cpu_ops, dispatches
+from madengine_rocprof.reports import cpu_ops, dispatches, phases
 from madengine_rocprof.reports.model import CopyStats, Iteration, TimingSource
 
 try:  # ISA-L's inflate: about a third of zlib's CPU on a trace (requirements.txt); the standard library otherwise
@@ -53,6 +53,7 @@ except ImportError:  # pragma: no cover - the pinned requirement is installed wh
     _gzip = gzip
     _INFLATE_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
 
+_REREAD_ERRORS: tuple[type[Exception], ...] = (OSError, *_INFLATE_ERRORS)
 FORMAT = "kineto"
 SUFFIXES = (".json", ".json.gz")
 TORCH_NAME = re.compile(r"\.pt\.trace\.json(\.gz)?$")  # torch's default file name: always a Kineto trace
@@ -242,7 +243,7 @@ class _Stream:
                         break
                     lines += data.count(b"\n")
                     left -= len(data)
-        except (OSError, *_INFLATE_ERRORS):
+        except _REREAD_ERRORS:
             return None
         return lines
 
@@ -267,6 +268,15 @@ def _decode_error_pos(err: Exception) -> int | None:
 
 
 def _events(stream: _Stream, handle) -> _Meta:
+    """`_decode_events`, with JSON nested deeper than the decoder recurses reported in the file's name."""
+    try:
+        return _decode_events(stream, handle)
+    except RecursionError:
+        raise UserError("JSON nested too deeply to read (thousands of levels)", file=str(stream.path),
+                        fix="no profiler writes this: check that the right file was given") from None
+
+
+def _decode_events(stream: _Stream, handle) -> _Meta:
     """Decode the events block by block, passing each decoded list to `handle(events, index of the first)`.
 
     A block ends at the last `}, {` outside strings in the buffer (_boundaries); if it does not decode (a `}, {`
@@ -594,7 +604,7 @@ class _Tables:
         self.path = path
         self.runtime: list[pl.DataFrame] = []
         self.cpu: list[pl.DataFrame] = []
-        self.comms: list[dict[str, Any]] = []  # one row per collective, made a frame once (a frame each cost 45 us)
+        self.comms: list[dict[str, Any]] = []  # one row per collective (a few per step): one frame at the end
         self.raw: dict[bytes, str | None] = {}  # raw JSON text of an argument -> its compact text
 
     def compact(self, raw: Any, strings_as_is: bool = False) -> str | None:
@@ -621,14 +631,16 @@ class _Tables:
         ts = list(map(_TS, events))
         durs = list(map(_DUR, events))
         times = None
-        if None not in names and set(map(type, ts)) == {str} and set(map(type, durs)) == {str}:
-            frame = pl.DataFrame({"ts": ts, "dur": durs}, schema={"ts": pl.String, "dur": pl.String})
-            if frame.select(pl.col("ts").str.contains(_KINETO_TIME).all()
-                            & pl.col("dur").str.contains(_KINETO_TIME).all()).item():
-                times = frame.select(
-                    start=pl.col("ts").str.replace(".", "", literal=True).cast(pl.Int64),
-                    dur=pl.col("dur").str.replace(".", "", literal=True).cast(pl.Int64))
-                times = times.select("start", end=pl.col("start") + pl.col("dur"))
+        frame = None
+        if None not in names:
+            with contextlib.suppress(TypeError):  # a number that is not text (an integer ts): the exact path
+                frame = pl.DataFrame({"ts": ts, "dur": durs}, schema={"ts": pl.String, "dur": pl.String})
+        if frame is not None and frame.select(pl.col("ts").str.contains(_KINETO_TIME).all()
+                                              & pl.col("dur").str.contains(_KINETO_TIME).all()).item():
+            times = frame.select(
+                start=pl.col("ts").str.replace(".", "", literal=True).cast(pl.Int64),
+                dur=pl.col("dur").str.replace(".", "", literal=True).cast(pl.Int64))
+            times = times.select("start", end=pl.col("start") + pl.col("dur"))
         if times is None:  # the exact path, event by event: it names the first event that is wrong
             starts, ends = [], []
             for event in events:
@@ -671,12 +683,18 @@ class _Tables:
             columns[key] = pl.Series(texts, dtype=pl.Categorical)
         frame = pl.DataFrame(columns)
         self.cpu.append(frame)
-        for index in frame.select(pl.arg_where(pl.col("name").cast(pl.String).str.starts_with("nccl:")
-                                               | (pl.col("name") == "record_param_comms"))).to_series():
-            self.comms.append(self._comm(frame.row(index, named=True), events[index], got, all_events, first))
-        steps = frame.select(pl.arg_where(pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")))
-        for index in steps.to_series():
-            got.step(events[index], all_events, first, int(times["start"][index]), int(times["end"][index]))
+        distinct = frame["name"].unique().to_list()  # a block's few names, looked at once each (no string per row)
+        comms = [n for n in distinct if n == "record_param_comms" or n.startswith("nccl:")]
+        steps = [n for n in distinct if n.startswith("ProfilerStep#")]
+        for wanted, add in ((comms, True), (steps, False)):
+            if not wanted:
+                continue
+            for index in frame.select(pl.arg_where(pl.col("name").is_in(wanted))).to_series():
+                if add:
+                    self.comms.append(self._comm(frame.row(index, named=True), events[index], got, all_events,
+                                                 first))
+                else:
+                    got.step(events[index], all_events, first, int(times["start"][index]), int(times["end"][index]))
 
     def _fails(self, raw: Any) -> bool:
         try:
@@ -685,8 +703,7 @@ class _Tables:
             return True
         return False
 
-    def _comm(self, row: dict, event: _Event, got: _Collected, all_events: list[_Event], first: int
-              ) -> dict[str, Any]:
+    def _comm(self, row: dict, event: _Event, got: _Collected, all_events: list[_Event], first: int) -> dict:
         args = _EMPTY_ARGS if event.args is None else event.args
         out: dict[str, Any] = {key: row[key] for key in ("name", "cat", "pid", "tid", "start", "end", "external_id")}
         for key in _COMM_INTS:
@@ -706,7 +723,8 @@ class _Tables:
         out = {}
         for key, blocks, schema in (("runtime", self.runtime, _RUNTIME_SCHEMA), ("cpu", self.cpu, _CPU_SCHEMA)):
             out[key] = pl.concat(blocks, rechunk=False) if blocks else pl.DataFrame(schema=schema)
-        out["comms"] = pl.DataFrame(self.comms, schema=_COMM_SCHEMA)
+        out["comms"] = pl.DataFrame(self.comms, schema=_COMM_SCHEMA) if self.comms else pl.DataFrame(
+            schema=_COMM_SCHEMA)
         return out
 
 
@@ -742,6 +760,7 @@ class _Collected:
         self.memory: dict[str, int] = {}
         self.tracks: list[str] = []  # per kernel: "GPU <device> stream <n>" (for the Perfetto writer)
         self.strings: dict[Any, Any] = {}  # one str object per distinct CPU operator name
+        self.markers: list[tuple[Any, object, int, int]] = []  # Optimizer.step/zero_grad ranges (reports/phases.py)
 
     def __call__(self, events: list[_Event], first: int) -> None:
         kinds, tables = CATEGORY_KINDS, self.tables
@@ -763,8 +782,8 @@ class _Collected:
             if kind is None:
                 continue
             ts, dur, name = event.ts, event.dur, event.name
-            if kind is _ANNOTATION and not (type(name) is str and name.startswith("ProfilerStep#")):
-                continue  # record_function ranges: only the profiler's steps are read
+            if kind is _ANNOTATION and not (type(name) is str and name.startswith(("ProfilerStep#", "Optimizer."))):
+                continue  # record_function ranges: only the profiler's steps and the optimizer's are read
             # the common case inline (three decimals, as Kineto writes them); anything else through _times
             if type(ts) is str and type(dur) is str and ts[-4:-3] == "." and dur[-4:-3] == "." and type(name) is str:
                 digits, span = ts.replace(".", ""), dur.replace(".", "")
@@ -781,6 +800,8 @@ class _Collected:
                     self._gpu(event, kind, name, start, end)
                 elif kind is _CPU and self.cpu is not None:
                     self.cpu.append((self.strings.setdefault(name, name), (event.pid, event.tid), start, end))
+                elif kind is _ANNOTATION and self.cpu is not None and phases.MARKER.match(name):
+                    self.markers.append((name, (event.pid, event.tid), start, end))
             except OverflowError:  # beyond +-2^63 ns relative to baseTimeNanoseconds: no uint64 timestamp
                 raise self._out_of_range(event, events, first) from None
             if kind is not _KERNEL and kind is not _COPY and name.startswith("ProfilerStep#"):
@@ -967,29 +988,68 @@ def _cpu_stats(got: _Collected) -> tuple[dict[str, Any], int, int, int] | None:
     return cpu_ops.operator_stats_sorted(threads), ops.height, int(first), int(last)  # type: ignore[arg-type]
 
 
-def read_kineto(src: TimingSource) -> TimingSource:
+def _phases(got: _Collected) -> tuple[dict[str, int] | None, bool]:
+    """Self time per training phase of a CPU-operator trace (reports/phases.py) and whether steps are marked; the
+    operators and the Optimizer/ProfilerStep markers from the tables' host frame, or from the lists without tables."""
+    if got.host_frames is None:
+        operators: list = got.cpu or []
+        markers: list = got.markers + [(f"ProfilerStep#{n}", None, a, b) for n, (a, b) in got.steps.items()]
+    else:
+        frame = got.host_frames["cpu"]
+        cats = frame["cat"].unique().drop_nulls().to_list()
+        cpu_cats = [c for c in cats if CATEGORY_KINDS.get(c) is _CPU]
+        note_cats = [c for c in cats if CATEGORY_KINDS.get(c) is _ANNOTATION]
+        columns = (pl.col("name").cast(pl.String), pl.concat_str(pl.col("pid"), pl.col("tid"), separator=" "),
+                   pl.col("start"), pl.col("end"))
+        operators = frame.filter(pl.col("cat").is_in(cpu_cats)).select(*columns).rows()
+        notes = frame.filter(pl.col("cat").is_in(note_cats)).select(*columns).rows()
+        markers = [row for row in notes if phases.MARKER.match(row[0])]
+    if not operators:
+        return None, False
+    steps_marked = any(name.startswith("ProfilerStep#") for name, *_ in markers)
+    return phases.self_time_per_phase(operators, markers), steps_marked
+
+
+def nullable(values: array.array) -> pl.Series:
+    """An integer column; NULL becomes null."""
+    series = pl.Series(values, dtype=pl.Int64)
+    if NULL not in values:
+        return series
+    return pl.select(pl.when(series != NULL).then(series)).to_series()
+
+
+def read_kineto(src: TimingSource, tables_of: Callable[[Path, Read], Any]) -> TimingSource:
     """Fill src from one Kineto trace: kernels (or CPU operators when there are none), copies, steps, memory.
 
-    The trace tables (trace_tables) are collected in the same pass and kept on src.tables."""
-    from madengine_rocprof.reports import trace_tables  # it imports this module
-
+    The trace tables are collected in the same pass; `tables_of` (trace_tables.from_kineto, given by the caller:
+    trace_tables reads through this module) turns them into frames, kept on src.tables."""
     read = _read(src.path, tables=True)
     got, base, src.rank = read.got, read.base, read.rank
     # aggregate computes device time per iteration: the iterations go in first
     src.iterations = [Iteration(n, base + start, base + end) for n, (start, end) in sorted(got.steps.items())]
+    src.tables = tables = tables_of(src.path, read)
     copies = got.copies.frame(got.names, got.devices, base) if len(got.copies) else None
     cpu = None if len(got.kernels) else _cpu_stats(got)
     if cpu is None:
-        dispatches.aggregate(src, got.kernels.frame(got.names, got.devices, base), copies=copies)
+        kernels = got.kernels.frame(got.names, got.devices, base)
+        if tables.runtime.height:  # iterations own the work they launched (dispatches._launch_windows)
+            def launch(columns: _Columns) -> pl.Series:  # from the correlation ids alone: no kernel table built
+                ids = pl.DataFrame({"correlation": nullable(columns.correlation)})
+                return dispatches.launch_times(ids, tables.runtime)
+
+            kernels = kernels.with_columns(launch=launch(got.kernels))
+            if copies is not None:
+                copies = copies.with_columns(launch=launch(got.copies))
+        dispatches.aggregate(src, kernels, copies=copies)
     else:
         src.cpu_operators = True
         src.kernels, src.dispatches, first, last = cpu
+        src.phase_ns, src.steps_marked = _phases(got)
         src.has_timeline = True
         src.first_start_ns = base + first
         src.last_end_ns = base + last
     src.copies = _copy_stats(got)
     src.peak_memory_bytes = dict(sorted(got.memory.items()))
-    src.tables = trace_tables.from_kineto(src.path, read)
     return src
 
 

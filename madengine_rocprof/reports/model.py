@@ -67,12 +67,17 @@ class BusyTime:
 
 @dataclass
 class IterationTime(BusyTime):
-    """Device time within one marked iteration's host window [start_ns, end_ns)."""
+    """Device time within one marked iteration's window [start_ns, end_ns): the host window (ProfilerStep span), or
+    with launch links the device window of the work the iteration launched (dispatches._launch_windows)."""
 
     number: int = 0
     start_ns: int = 0
     end_ns: int = 0
-    dispatches: int = 0  # kernels that start in the window
+    host_start_ns: int = 0
+    host_end_ns: int = 0
+    by_launch: bool = False  # kernels assigned by their launching call (True) or by their start (host-window cut)
+    dispatches: int = 0  # kernels the iteration launched (without launch links: that start in the window)
+    kernel_time_sum_ns: int = 0  # plain sum of those kernels' durations
 
 
 @dataclass
@@ -124,6 +129,9 @@ class TimingSource:
     peak_memory_bytes: dict[str, int] = field(default_factory=dict)
     # trace_tables.TraceTables when the reader collected them in its pass (Kineto); trace_tables.load_tables reads
     tables: Any = field(default=None, compare=False, repr=False)
+    # CPU operators: self time per training phase (reports/phases.py), None where the trace marks no phases
+    phase_ns: dict[str, int] | None = None
+    steps_marked: bool = False  # the phase markers include ProfilerStep#N windows
 
 
 @dataclass

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from madengine_rocprof.reports import multinode
+from madengine_rocprof.reports import multinode, phases
 from madengine_rocprof.reports.blocks import Bars, Block, Column, Lines, Section, Stacked, Table
 from madengine_rocprof.reports.categories import CATEGORIES
-from madengine_rocprof.reports.formatting import DASH, count, display_name, gib, ms, number, pct, times
+from madengine_rocprof.reports.formatting import DASH, count, display_name, gib, ms, number, pct, size, times
 from madengine_rocprof.reports.roles import role_table
 from madengine_rocprof.reports.views import collectives as collective_views
 from madengine_rocprof.reports.views import efficiency as efficiency_view
+from madengine_rocprof.reports.views import idle as idle_view
+from madengine_rocprof.reports.views import launch as launch_view
 from madengine_rocprof.reports.views import ranks as rank_views
 from madengine_rocprof.wrapper.contracts import Report, ReportRun
 
@@ -245,13 +247,23 @@ def run_header(run: ReportRun, top: int) -> Section:
     else:
         facts.append("no kernel timing in this run")
     peaks = summary.get("trace_peak_memory") or []
-    if peaks:
-        several = len({p["origin"] for p in peaks}) > 1  # name the process only where there are several
+    several = len({p["origin"] for p in peaks}) > 1  # name the process only where there are several
+    device_peaks = [p for p in peaks if not str(p["device"]).upper().startswith("CPU")]
+    host_peaks = [p for p in peaks if str(p["device"]).upper().startswith("CPU")]
+    if device_peaks:
         facts.append(
             "peak allocated memory in the trace (memory events): "
             + ", ".join(
-                f"{p['device']} {gib(p['bytes'])} GiB" + (f" ({p['origin']})" if several else "") for p in peaks
+                f"{p['device']} {gib(p['bytes'])} GiB" + (f" ({p['origin']})" if several else "")
+                for p in device_peaks
             )
+        )
+    if host_peaks:
+        # torch.profiler counts host allocations only from its start: no peak of the process's memory
+        facts.append(
+            "host memory allocated while the profiler recorded, at most (memory events; memory allocated before it "
+            "started, such as the weights, is not counted): "
+            + ", ".join(size(p["bytes"]) + (f" ({p['origin']})" if several else "") for p in host_peaks)
         )
     section = Section(f"Run: {run['label']}", level=2, blocks=[Lines(facts)])
     if run["notes"]:
@@ -528,6 +540,16 @@ def timeline(run: ReportRun, top: int) -> Section | None:
 
 
 ITERATION_ROWS = 50  # iterations listed per device; the JSON has all of them
+BY_HOST_WINDOW = (
+    "Each iteration's window is its ProfilerStep span on the host clock; device intervals are cut at the window's "
+    "edges. The GPU runs behind the host, so work launched in one step can fall in the next window: each window is "
+    "the device's activity during that wall-clock time (this trace links no kernel to its launch)."
+)
+BY_LAUNCH = (
+    "Each iteration owns the kernels its ProfilerStep launched (correlation ids), wherever they ran: its window on "
+    "the device runs from the later of the step's start and the end of the work launched before it, to the later of "
+    "the step's end and the end of the work it launched. Kernels without a launch link count where they start."
+)
 
 
 def iterations(run: ReportRun, top: int) -> Section | None:
@@ -539,10 +561,9 @@ def iterations(run: ReportRun, top: int) -> Section | None:
     blocks: list[Block] = [
         Lines(
             [
-                "Each iteration's window is its ProfilerStep span on the host clock; device intervals are cut at the "
-                "window's edges. The GPU runs behind the host, so work launched in one step can fall in the next "
-                "window: each window is the device's activity during that wall-clock time. Definitions as above "
-                "(ours)."
+                (BY_LAUNCH if any(it.get("assigned_by") == "launch" for t in rows for it in t["iterations"])
+                 else BY_HOST_WINDOW)
+                + " Definitions as above (ours)."
                 + (" Steady state: the first and the last iteration are left out of the summary." if steady else "")
             ],
             kind="meta",
@@ -708,12 +729,20 @@ def multi_node(run: ReportRun, top: int) -> Section | None:
     return multinode.section(run, top)
 
 
+def training_phases(run: ReportRun, top: int) -> Section | None:
+    """Forward / backward / optimizer host time of CPU operators: reports/phases.py."""
+    return phases.section(dict(run), top)
+
+
 RUN_SECTIONS: list[Callable[[ReportRun, int], Section | None]] = [
     run_header,
     top_kernels,
     rank_views.top_kernels,
     categories,
+    training_phases,
     timeline,
+    idle_view.section,
+    launch_view.section,
     iterations,
     counters,
     memory_copies,

@@ -25,7 +25,7 @@ import polars as pl
 from madengine_rocprof import inputs
 from madengine_rocprof.reports import dispatches, kineto_reader
 from madengine_rocprof.reports.csv_tables import open_table, parse_int, parse_time
-from madengine_rocprof.reports.kineto_reader import NULL
+from madengine_rocprof.reports.kineto_reader import nullable as _nullable
 from madengine_rocprof.reports.model import Iteration, TimingSource
 from madengine_rocprof.wrapper import file_kinds
 
@@ -114,14 +114,6 @@ def load_tables(src: TimingSource) -> TraceTables | None:
 
 
 # ---------------------------------------------------------------- Kineto
-
-
-def _nullable(values: array.array) -> pl.Series:
-    """An integer column; NULL becomes null."""
-    series = pl.Series(values, dtype=pl.Int64)
-    if NULL not in values:
-        return series
-    return pl.select(pl.when(series != NULL).then(series)).to_series()
 
 
 def _lookup(codes: array.array, values: list[Any], dtype: Any) -> pl.Series:

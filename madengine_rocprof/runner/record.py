@@ -155,6 +155,7 @@ def write_results(record: RunRecord, ctx: AdditionalContext, opts: RunOptions) -
     failures.extend(profiler_failures)
     result_file = ws / "workload_result.json"
     device_name = ""
+    precision = card.training_precision  # models.json's label, unless the workload says what it ran in
     if result_file.is_file():
         try:
             result: WorkloadResult = inputs.load_json_object(result_file, "workload_result.json")  # type: ignore
@@ -162,6 +163,7 @@ def write_results(record: RunRecord, ctx: AdditionalContext, opts: RunOptions) -
                 failures.append("workload_result.json says status failed")
             device = result.get("device") or {}
             device_name = str(device.get("arch") or device.get("name") or "") if device.get("type") != "cpu" else ""
+            precision = precision_of(result, card.training_precision)
         except (UserError, AttributeError):
             failures.append("workload_result.json is unreadable")
     failures.extend(f"{s.name}: {s.log_error}" for s in steps if s.log_error)
@@ -190,7 +192,7 @@ def write_results(record: RunRecord, ctx: AdditionalContext, opts: RunOptions) -
         "n_gpus": n_gpus,
         "nnodes": 1,
         "gpus_per_node": n_gpus,
-        "training_precision": card.training_precision,
+        "training_precision": precision,
         "pipeline": "",
         "args": card.args,
         "tags": ",".join(card.tags),
@@ -215,11 +217,20 @@ def write_results(record: RunRecord, ctx: AdditionalContext, opts: RunOptions) -
         "data_download_duration": "",
         "build_number": "0",
         "additional_docker_run_options": "",
+        "run_dir": ws.name,
     }
     written &= _keep(record.out_dir / "perf.csv", lambda: append_perf_row(record.out_dir / "perf.csv", row))
     mark = "SUCCESS" if status == "SUCCESS" else "FAILURE: " + "; ".join(failures)
     say(f"[run] {card.name} [{chain.label}]: {mark}")
     return status if written else "FAILURE"
+
+
+def precision_of(result: Any, label: str) -> str:
+    """perf.csv's training_precision: the dtype the workload says it ran in (workload_result.json `settings.dtype`;
+    TinyTransformer v4 is bf16 on a GPU, fp32 on a CPU), else models.json's label."""
+    settings = result.get("settings") if isinstance(result, dict) else None
+    ran_in = settings.get("dtype") if isinstance(settings, dict) else None
+    return ran_in.strip() if isinstance(ran_in, str) and ran_in.strip() else label
 
 
 def _keep(path: Path, write: Callable[[], None]) -> bool:

@@ -19,6 +19,9 @@ PERF_COLUMNS = (
     "status", "build_duration", "test_duration", "dataname", "data_provider_type", "data_size",
     "data_download_duration", "build_number", "additional_docker_run_options",
 )
+# ours, after madengine's columns: the run directory a row describes. A rerun replaces its run directory, so its
+# row replaces the earlier one: perf.csv and the reports then show the same (latest) run.
+RUN_DIR_COLUMN = "run_dir"
 
 
 CHUNK = 1 << 20   # logs are read in pieces: memory stays flat whatever the workload printed
@@ -59,9 +62,10 @@ def count_lines(path: Path) -> int:
 
 
 def append_perf_row(path: Path, row: dict[str, Any]) -> None:
-    """Append one row, keeping existing rows (and any extra columns they have): read, add, rename into place."""
+    """Append one row, keeping existing rows (and any extra columns they have): read, add, rename into place.
+    A row naming a run directory (`run_dir`) replaces the earlier rows of that directory (a rerun)."""
     rows: list[dict[str, str]] = []
-    columns = list(PERF_COLUMNS)
+    columns = [*PERF_COLUMNS, RUN_DIR_COLUMN]
     if path.exists():
         with open(path, newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
@@ -70,6 +74,8 @@ def append_perf_row(path: Path, row: dict[str, Any]) -> None:
     unknown = [k for k in row if k not in columns]
     if unknown:
         raise ValueError(f"perf.csv row has unknown columns {unknown}")
+    if row.get(RUN_DIR_COLUMN):
+        rows = [r for r in rows if r.get(RUN_DIR_COLUMN) != str(row[RUN_DIR_COLUMN])]
     rows.append({k: "" if v is None else str(v) for k, v in row.items()})
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=columns, restval="", lineterminator="\n")

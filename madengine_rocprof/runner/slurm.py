@@ -32,7 +32,7 @@ from madengine_rocprof.runner.planning import (
     set_aside,
     settle_previous,
 )
-from madengine_rocprof.runner.record import chain_summary, git_commit, now, profiler_outcomes, say
+from madengine_rocprof.runner.record import chain_summary, git_commit, now, precision_of, profiler_outcomes, say
 from madengine_rocprof.runner.results import append_perf_row, parse_performance
 from madengine_rocprof.runner.slurm_jobs import JobSettings, batch_script, job_settings, task_script
 from madengine_rocprof.wrapper.contracts import RunJson, RunStatus, WorkloadResult
@@ -273,6 +273,7 @@ def _finish(item: Planned, job: JobSettings, ctx: AdditionalContext, opts: RunOp
         failures.append("no 'performance: <value> <metric>' line in any node's output")
     result_file = next(iter(sorted((ws / "nodes").glob("*/workload_result.json"))), None)
     device_name = ""
+    precision = card.training_precision
     if result_file is not None:
         try:
             result: WorkloadResult = inputs.load_json_object(result_file, "workload_result.json")  # type: ignore
@@ -280,6 +281,7 @@ def _finish(item: Planned, job: JobSettings, ctx: AdditionalContext, opts: RunOp
                 failures.append(f"{result_file.relative_to(ws)} says status failed")
             device = result.get("device") or {}
             device_name = str(device.get("arch") or device.get("name") or "") if device.get("type") != "cpu" else ""
+            precision = precision_of(result, card.training_precision)
         except (UserError, AttributeError):
             failures.append(f"{result_file.relative_to(ws)} is unreadable")
     status: RunStatus = "SUCCESS" if not failures else "FAILURE"
@@ -303,14 +305,14 @@ def _finish(item: Planned, job: JobSettings, ctx: AdditionalContext, opts: RunOp
     ranks = job.nodes * job.ranks_per_node
     append_perf_row(out_dir / "perf.csv", {
         "model": card.name, "n_gpus": ranks, "nnodes": job.nodes, "gpus_per_node": job.ranks_per_node,
-        "training_precision": card.training_precision, "pipeline": "", "args": card.args, "tags": ",".join(card.tags),
+        "training_precision": precision, "pipeline": "", "args": card.args, "tags": ",".join(card.tags),
         "docker_file": "", "base_docker": "", "docker_sha": "", "docker_image": "",
         "git_commit": git_commit(opts.model_root), "machine_name": final.nodes, "deployment_type": "slurm",
         "launcher": "torchrun", "gpu_architecture": device_name or target,
         "performance": performance[0] if performance else "", "metric": performance[1] if performance else "",
         "relative_change": "", "status": status, "build_duration": 0, "test_duration": round(duration, 3),
         "dataname": "", "data_provider_type": "", "data_size": "", "data_download_duration": "", "build_number": "0",
-        "additional_docker_run_options": "",
+        "additional_docker_run_options": "", "run_dir": ws.name,
     })
     mark = "SUCCESS" if status == "SUCCESS" else "FAILURE: " + "; ".join(failures)
     say(f"[run] {card.name} [{chain.label}]: {mark}")

@@ -40,6 +40,13 @@ BLOCK_ROWS = 8192  # rows per write: each write is whole lines
 _FLOAT_EXACT_US = 2**51 / 1000  # below this, round(us * 1000) of the float nearest k/1000 is k
 
 
+# record_function ranges that mark a training step's phases (reports/phases.py): kept in CPU mode, beside the
+# operators (<prefix>phase_markers.csv), never as operators
+PHASE_MARKER = re.compile(r"^(?:Optimizer\.(?:step|zero_grad)#|ProfilerStep#\d+$)")
+PHASE_MARKERS_FILE = "phase_markers.csv"
+PHASE_MARKERS_HEADER = ("Name", "Thread_Id", "Start_Timestamp", "End_Timestamp")
+
+
 class BadTrace(ValueError):
     """The trace file is not a Kineto trace this reader understands."""
 
@@ -106,6 +113,7 @@ class Events:
         self.launcher: dict[int, int] = {}  # correlation id -> thread of the runtime call that launched it
         self.api: list[tuple] = []  # (start, dur, category, name, pid, tid, correlation)
         self.copies: list[tuple] = []  # (start, dur, name, device, stream, correlation)
+        self.markers: list[tuple] = []  # CPU mode: phase markers (name, thread, start, dur), see PHASE_MARKER
 
     def __len__(self) -> int:
         return len(self.op_start)
@@ -119,6 +127,9 @@ class Events:
         if not isinstance(args, dict):
             args = {}
         if self.cpu and cat != "cpu_op":
+            name = e.get("name")
+            if cat == "user_annotation" and isinstance(name, str) and PHASE_MARKER.match(name):
+                self.markers.append((name, _int(e.get("tid")), us_to_ns(e.get("ts", 0)), us_to_ns(e.get("dur", 0))))
             return  # CPU mode is the no-GPU case: no runtime calls or copies to read
         if cat in API_CATEGORIES:
             corr = _int(args.get("correlation"))
@@ -172,6 +183,48 @@ _GPU_EVENT = re.compile(_HEAD + rb'(?:,\s*"args": \{' + _ARGS_TEXT + rb'\})?\s*\
 _ARG_VALUE = re.compile(rb'\s*(' + _STR + rb'|\[[^\]]*\]|[^,\s}]*)')
 _BASE = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
 CHUNK = 16 << 20
+
+
+# a user_annotation event in Kineto's layout; any other layout is counted apart and read by the JSON parser
+# (one scan for the literal category, each hit then matched in place; a name holding the word has its quotes escaped)
+_ANNOTATION = re.compile(rb'"cat": "user_annotation",\s*"name": (' + _STR + rb'),\s*"pid": (?:-?\d+|' + _STR
+                         + rb'),\s*"tid": (-?\d+|' + _STR + rb'),\s*"ts": ' + _NUMBER + rb',\s*"dur": ' + _NUMBER)
+_ANNOTATION_CAT = re.compile(rb'"user_annotation"')
+
+
+def markers_of_file(path: str) -> tuple[int, list[tuple]]:
+    """(baseTimeNanoseconds, phase markers) of a Kineto JSON file: one scan of the mapped file, whichever path wrote
+    the operators (native or Python). A file whose annotations are not all in Kineto's layout goes to the parser."""
+    with open(path, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size == 0:
+            return 0, []
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            markers: list[tuple] = []
+            kineto_layout = True
+            for hit in _ANNOTATION_CAT.finditer(mm):
+                event = _ANNOTATION.match(mm, hit.start() - len(b'"cat": '))
+                if event is None:  # not Kineto's layout
+                    kineto_layout = False
+                    break
+                raw, tid, ts, dur = event.groups()
+                name = _json_string(raw)
+                if PHASE_MARKER.match(name):
+                    markers.append((name, _int(tid), _us_text_ns(ts), _us_text_ns(dur)))
+            if kineto_layout:
+                base = _BASE.search(mm)
+                return (int(base.group(1)) if base else 0), markers
+    events = _read_generic(path, cpu=True)
+    return events.base, events.markers
+
+
+def write_markers(host_dir: str, prefix: str, base: int, markers: list[tuple]) -> str:
+    """<prefix>phase_markers.csv: Name, Thread_Id, Start/End_Timestamp in the kernel trace's time base, start order.
+    Written in CPU mode even when empty: the report then knows that no optimizer step ran, rather than guessing."""
+    path = os.path.join(host_dir, prefix + PHASE_MARKERS_FILE)
+    rows = sorted((name, tid, base + start, base + start + dur) for name, tid, start, dur in markers)
+    rows.sort(key=operator.itemgetter(2))
+    _write_table(path, PHASE_MARKERS_HEADER, rows)
+    return path
 
 
 def _json_string(raw: bytes) -> str:
@@ -506,8 +559,12 @@ def write_files(trace, host_dir: str, prefix: str, *, cpu: bool, truncate: bool 
     if isinstance(trace, (str, os.PathLike)):
         return write_trace_file(os.fspath(trace), host_dir, prefix, cpu=cpu, truncate=truncate, max_rows=max_rows,
                                 api=api, memcpy=memcpy, stats=stats)[0]
-    return _write_events(_events(trace, cpu), host_dir, prefix, truncate=truncate, max_rows=max_rows, api=api,
-                         memcpy=memcpy, stats=stats)
+    events = _events(trace, cpu)
+    written = _write_events(events, host_dir, prefix, truncate=truncate, max_rows=max_rows, api=api, memcpy=memcpy,
+                            stats=stats)
+    if cpu and written:
+        written.append(write_markers(host_dir, prefix, events.base, events.markers))
+    return written
 
 
 def write_trace_file(path: str, host_dir: str, prefix: str, *, cpu: bool, truncate: bool = False,
@@ -518,11 +575,13 @@ def write_trace_file(path: str, host_dir: str, prefix: str, *, cpu: bool, trunca
     otherwise read_kineto and the Python writer do (MADENGINE_ROCPROF_TRACER_NATIVE_ROWS=0 forces them)."""
     done = native_rows.convert_file(path, host_dir, prefix, cpu=cpu, truncate=truncate, max_rows=max_rows, api=api,
                                     memcpy=memcpy, stats=stats, names_of=_json_string, direction_of=copy_direction)
-    if done is not None:
-        return done
-    events = read_kineto(path, cpu=cpu)
-    return _write_events(events, host_dir, prefix, truncate=truncate, max_rows=max_rows, api=api, memcpy=memcpy,
-                         stats=stats), len(events)
+    if done is None:
+        events = read_kineto(path, cpu=cpu)
+        done = _write_events(events, host_dir, prefix, truncate=truncate, max_rows=max_rows, api=api, memcpy=memcpy,
+                             stats=stats), len(events)
+    if cpu and done[0]:  # the phase markers, by one scan whichever path wrote the operators
+        done[0].append(write_markers(host_dir, prefix, *markers_of_file(path)))
+    return done
 
 
 def _write_events(events: Events, host_dir: str, prefix: str, *, truncate: bool, max_rows: int | None, api: bool,

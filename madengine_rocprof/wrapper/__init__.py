@@ -7,12 +7,29 @@
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.wrapper.detect import EXIT_NO_PROFILER
-from madengine_rocprof.wrapper.execute import Result, execute, no_profiler_manifest
-from madengine_rocprof.wrapper.planner import Plan, build, output_dir_of
+
+if TYPE_CHECKING:
+    from madengine_rocprof.wrapper.execute import Result
+    from madengine_rocprof.wrapper.planner import Plan
 
 __all__ = ["plan", "run", "Plan", "Result", "UserError"]
+
+
+def __getattr__(name: str):
+    """Plan and Result on first use: `report` and `compare` import wrapper.contracts, and the planner and executor
+    (pydantic models, option tables) cost every such process about 0.1 s of CPU for nothing (issue 33)."""
+    if name == "Plan":
+        from madengine_rocprof.wrapper.planner import Plan
+
+        return Plan
+    if name == "Result":
+        from madengine_rocprof.wrapper.execute import Result
+
+        return Result
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def plan(profiler_args: list[str], app_argv: list[str], output_dir: str | None = None, profiler: str | None = None,
@@ -38,6 +55,8 @@ def plan(profiler_args: list[str], app_argv: list[str], output_dir: str | None =
     Raises:
         UserError: bad input (missing `--`, unknown option or profile); exit code 127 when no profiler fits.
     """
+    from madengine_rocprof.wrapper.planner import build
+
     return build(profiler_args, app_argv, output_dir=output_dir, profiler=profiler, profile=profile, env=env, cwd=cwd,
                  drop_unsupported=drop_unsupported)
 
@@ -65,6 +84,10 @@ def run(
     Raises:
         UserError: bad input, found before anything is run or written.
     """
+    from madengine_rocprof.wrapper.detect import EXIT_NO_PROFILER
+    from madengine_rocprof.wrapper.execute import execute, no_profiler_manifest
+    from madengine_rocprof.wrapper.planner import output_dir_of
+
     try:
         p = plan(profiler_args, app_argv, output_dir, profiler, env, profile=profile, cwd=cwd,
                  drop_unsupported=drop_unsupported)

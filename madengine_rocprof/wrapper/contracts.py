@@ -186,7 +186,7 @@ class RunJson(_RunJsonRequired, total=False):
 
 
 # --- the report's --json (reports) -----------------------------------------------------------------------------------
-class ReportRun(TypedDict):
+class _ReportRunRequired(TypedDict):
     label: str
     path: str
     # passed on as found: a report reads any folder, whose manifest.json or run.json may be of another shape
@@ -211,6 +211,11 @@ class ReportRun(TypedDict):
     collectives: dict[str, Any] | None  # matched across ranks: count, skew_ns, late_rank, per_rank wait/transfer
     multi_node: dict[str, Any] | None
     efficiency: dict[str, Any] | None  # reports/analyses/efficiency.py; None without recorded shapes
+
+
+class ReportRun(_ReportRunRequired, total=False):  # analyses added later (reports/analyses)
+    idle_causes: dict[str, Any] | None
+    launch: dict[str, Any] | None
 
 
 class Report(TypedDict):

@@ -121,6 +121,44 @@ def gate_trajectory(version, cfg, device, dtype, attention, seed, batch, seq, st
     return {"passed": finite and diff <= tol, "limit": tol, "max_abs_diff": diff, "losses": got, "ref_losses": ref}
 
 
+def gate_data_parallel(version, cfg, device, dtype, attention, seed, graphs, small: bool, lr=2e-3):
+    """Data parallelism changes nothing but the speed: every rank trains `batch` sequences through the harness's
+    data-parallel path (DDP, the captured CUDA graph where `graphs`) while rank 0 also trains one process on all
+    world x batch sequences of each step; the mean of the ranks' losses must follow that run's losses within the
+    trajectory tolerance. Every rank calls it (collectives inside) and gets the same answer.
+    The ranks get different data (odd ranks the learnable task, even ranks random tokens) at the learnable gate's
+    learning rate: ranks that trained apart (a lost or wrong all-reduce) then drift far outside the tolerance."""
+    import torch.distributed as dist
+    world, rank = dist.get_world_size(), dist.get_rank()
+    batch, seq = (2, min(cfg.max_seq_len, 24)) if small else (4, min(cfg.max_seq_len, 128))
+    # 10 steps: enough for ranks trained apart to leave even the bf16 tolerance (seen on the CPU: 0.16 against 0.06;
+    # 0.0003 when right); with a graph, the captured steps (all-reduce included) follow the eager warm-up
+    steps = 10 + (tt_train.DDP_WARMUP_EAGER if graphs else 0)
+    tol = TOLERANCES[tolerance_kind(version, device, dtype, attention)]["trajectory"]
+    tokens = torch.cat([tt_train.make_tokens("learnable" if r % 2 else "random", steps, batch, seq, cfg.vocab_size,
+                                             seed + 6 + r, device) for r in range(world)], dim=1)
+    xs, ys = tt_train.split_batches(tokens[:, rank * batch:(rank + 1) * batch])
+
+    model = tt_train.build_model(version, cfg, device, seed, attention, dtype=dtype)
+    side = torch.cuda.Stream(device) if graphs else None
+    ddp = tt_train.data_parallel(model, device, stream=side)
+    opt = tt_train.make_optimizer(ddp, version, lr, device, capturable=graphs)
+    step = tt_train.TrainStep(ddp, opt, device, dtype, graphs=graphs, tf32=VERSIONS[version].tf32, stream=side,
+                              warmup_eager=tt_train.DDP_WARMUP_EAGER)
+    local = [float(step(xs[i], ys[i])) for i in range(steps)]
+    del step, opt, ddp, model
+    both = torch.tensor([local, [0.0] * steps], dtype=torch.float64, device=device)
+    if rank == 0:  # one process, the whole batch: the reference
+        both[1] = torch.tensor(_train_losses(version, cfg, device, dtype, attention, seed, tokens, lr, graphs),
+                               dtype=torch.float64)
+    dist.all_reduce(both)  # row 0: the sum of the ranks' losses; row 1: rank 0's reference (the others add 0)
+    mean, ref = (both[0] / world).tolist(), both[1].tolist()
+    diff = max(abs(a - b) for a, b in zip(mean, ref, strict=True))
+    finite = all(math.isfinite(v) for v in mean)
+    return {"passed": finite and diff <= tol, "limit": tol, "max_abs_diff": diff, "world_size": world,
+            "batch_per_rank": batch, "seq": seq, "steps": steps, "graphs": graphs, "losses": mean, "ref_losses": ref}
+
+
 def gate_learnable(version, cfg, device, dtype, attention, seed, batch, seq, steps, graphs, lr=2e-3):
     """Training on the learnable task must at least halve the loss (mean of the last 5 steps vs the first step)."""
     tokens = tt_train.make_tokens("learnable", steps, batch, seq, cfg.vocab_size, seed + 4, device)

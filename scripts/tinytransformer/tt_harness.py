@@ -1,5 +1,6 @@
 """One harness for TinyTransformer v1..v4: CLI, seeded data, timed training, validation gates, madengine's
-`performance:` line and one JSON result. Under torchrun (WORLD_SIZE > 1) it trains with DistributedDataParallel.
+`performance:` line and one JSON result. Under torchrun (WORLD_SIZE > 1) it trains with DistributedDataParallel; a
+version whose step is one CUDA graph keeps it on several ranks, the gradient all-reduce captured inside.
 
     python tt_harness.py --version v4 --batch-size 8 --seq-len 128 --json-out result.json --validate
 
@@ -115,12 +116,16 @@ def resolve(args):
 
 
 def setup_distributed(args):
-    """(rank, world_size, device). torchrun sets WORLD_SIZE/RANK/LOCAL_RANK; NCCL on GPUs, gloo on CPUs."""
+    """(rank, world_size, device). torchrun sets WORLD_SIZE/RANK/LOCAL_RANK; NCCL on GPUs, gloo on CPUs. A process
+    group that already exists (bench.py runs several harness runs in one process per rank) is used as it is."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return 0, 1, torch.device(args.device)
     import torch.distributed as dist
     local = int(os.environ.get("LOCAL_RANK", "0"))
+    if dist.is_initialized():
+        device = torch.device("cuda", local) if args.device == "cuda" else torch.device("cpu")
+        return dist.get_rank(), dist.get_world_size(), device
     if args.device == "cuda":
         torch.cuda.set_device(local)
         device = torch.device("cuda", local)
@@ -212,6 +217,9 @@ def write_json_atomic(path: str, data: dict):
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".json", dir=str(target.parent))
     try:
+        umask = os.umask(0o022)  # read the umask (setting it is the only way) and put it straight back
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 would differ from every other output (open() gives this)
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=2)
             f.write("\n")
@@ -228,17 +236,20 @@ def main(argv=None) -> int:
     except HarnessError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    import torch.distributed as dist
+
     import tt_model
     import tt_train
     from tt_versions import VERSIONS
-
+    owns_group = not (dist.is_available() and dist.is_initialized())  # else bench.py made it and destroys it
     rank, world, device = setup_distributed(args)
     spec = VERSIONS[args.version]
-    graphs = world == 1 and device.type == "cuda" and (
+    graphs = device.type == "cuda" and (
         args.cuda_graphs == "on" or (args.cuda_graphs == "auto" and spec.cuda_graphs)) and not args.compile
     if args.cuda_graphs == "on" and device.type != "cuda":
         print("warning: --cuda-graphs on ignored: not a GPU run", file=sys.stderr)
-    warmup = max(args.warmup_steps, 5) if graphs else args.warmup_steps
+    warmup_eager = tt_train.DDP_WARMUP_EAGER if world > 1 else 3  # eager steps before the capture
+    warmup = max(args.warmup_steps, warmup_eager + 2) if graphs else args.warmup_steps
     cfg = tt_model.ModelConfig(vocab_size=args.vocab_size, hidden_dim=args.hidden_dim, num_layers=args.num_layers,
                                num_heads=args.num_heads, num_kv_heads=args.num_kv_heads, max_seq_len=args.seq_len)
     settings = {k: v for k, v in vars(args).items()}
@@ -263,16 +274,24 @@ def main(argv=None) -> int:
                 extra = {k: v for k, v in outcome.items() if k not in ("passed", "losses", "ref_losses",
                                                                          "gpu_kernels_seen", "limits")}
                 say(f"gate {name}: {'PASS' if outcome['passed'] else 'FAIL'} {extra}")
+        if world > 1:  # every rank takes part: the 2-rank trajectory against one rank with the whole batch
+            import tt_gates
+            outcome = tt_gates.gate_data_parallel(args.version, cfg, device, args.dtype, args.attention, args.seed,
+                                                  graphs, small=device.type == "cpu")
+            validation["data_parallel_vs_one_rank"] = outcome
+            say(f"gate data_parallel_vs_one_rank: {'PASS' if outcome['passed'] else 'FAIL'} "
+                f"{ {k: v for k, v in outcome.items() if k not in ('passed', 'losses', 'ref_losses')} }")
 
     model = tt_train.build_model(args.version, cfg, device, args.seed, args.attention, dtype=args.dtype)
     n_params = tt_model.count_params(model)
     if args.compile:
         model = torch.compile(model)
+    side = torch.cuda.Stream(device) if graphs and world > 1 else None  # DDP, warm-up and capture on one stream
     if world > 1:
-        from torch.nn.parallel import DistributedDataParallel as DDP
-        model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+        model = tt_train.data_parallel(model, device, stream=side)
     opt = tt_train.make_optimizer(model, args.version, args.learning_rate, device, capturable=graphs)
-    step = tt_train.TrainStep(model, opt, device, args.dtype, graphs=graphs, tf32=spec.tf32)
+    step = tt_train.TrainStep(model, opt, device, args.dtype, graphs=graphs, tf32=spec.tf32, stream=side,
+                              warmup_eager=warmup_eager)
     n_batches = min(warmup + args.num_steps, 64)
     tokens = tt_train.make_tokens(args.task, n_batches, args.batch_size, args.seq_len, cfg.vocab_size,
                                   args.seed + 1009 * (rank + 1), "cpu")
@@ -284,7 +303,6 @@ def main(argv=None) -> int:
 
     median = tt_train.percentile(times, 50)
     if world > 1:  # the slowest rank sets the pace of a synchronous data-parallel step
-        import torch.distributed as dist
         t = torch.tensor([median, wall], dtype=torch.float64, device=device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         median, wall = float(t[0]), float(t[1])
@@ -347,14 +365,13 @@ def main(argv=None) -> int:
             write_json_atomic(args.json_out, result)
     if world > 1:
         import gc
-
-        import torch.distributed as dist
         # Free DDP (its Reducer holds the process group) while the group is still registered. A Reducer freed after
         # destroy_process_group() destroys the gloo group while holding the GIL, and a gloo thread that needs the GIL
         # to free its last work then waits on it forever (seen: 1 run in 8 on 2 CPU cores, hung until the timeout).
         del step, opt, model
         gc.collect()
-        dist.destroy_process_group()
+        if owns_group:
+            dist.destroy_process_group()
     if status != "ok":
         why = "non-finite loss" if not finite else "failed gates: " + ", ".join(
             k for k, g in validation.items() if not g["passed"])

@@ -73,6 +73,32 @@ def make_optimizer(model, version: str, lr: float, device, capturable: bool):
     return torch.optim.AdamW(model.parameters(), **kwargs)
 
 
+# DDP does host-side setup (bucket rebuilding, logging) in its first 10 iterations: the whole-step CUDA graph of a
+# data-parallel run is captured only after this many eager steps (torch.cuda "Usage with DistributedDataParallel").
+DDP_WARMUP_EAGER = 11
+# DDP's gradient bucket size (MiB), DDP's default. Smaller buckets did not help v4 B8 S128 on two H100s
+# (benchmarks/tinytransformer/scaling_probe.py: 25, 8, 4, 2 MiB -> 1.718, 1.718, 1.715, 1.789 ms per step).
+DDP_BUCKET_MB = 25.0
+
+
+def data_parallel(model, device, stream=None):
+    """`model` in DistributedDataParallel for the harness's runs of several ranks. static_graph: every step runs the
+    same parameters in the same order, so DDP plans its buckets once; gradient_as_bucket_view: the gradients are views
+    of the all-reduce buckets (no copy back); broadcast_buffers off: the only buffers are the constant RoPE tables.
+    `stream`: for a captured step, DDP is built on the stream the warm-up and the capture use (its gradient
+    accumulators are bound to the stream they were created on)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    kwargs: dict[str, Any] = dict(static_graph=True, gradient_as_bucket_view=True, broadcast_buffers=False,
+                                  bucket_cap_mb=DDP_BUCKET_MB)
+    if device.type == "cuda":
+        kwargs["device_ids"] = [device.index]
+    with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+        wrapped = DDP(model, **kwargs)
+    if stream is not None:
+        torch.cuda.current_stream(device).wait_stream(stream)
+    return wrapped
+
+
 def autocast(device, dtype: str, cache_enabled: bool = True):
     if dtype == "fp32":
         return contextlib.nullcontext()
@@ -105,10 +131,12 @@ def compute_loss(model, x, y, device, dtype: str, cache_enabled: bool = True):
 class TrainStep:
     """One optimizer step per call: zero grads, forward, loss, backward, AdamW.
 
-    With graphs=True (CUDA, single process) the first `warmup_eager` calls run eagerly on a side stream (lazy
-    initialisation: Triton compilation, cuBLAS workspaces, optimizer state), the next call captures the whole step into
-    one CUDA graph and replays it, and later calls copy the batch into the static inputs and replay. Every call,
-    eager or replayed, is one real training step on the batch it is given."""
+    With graphs=True (CUDA) the first `warmup_eager` calls run eagerly on a side stream (lazy initialisation: Triton
+    compilation, cuBLAS workspaces, optimizer state), the next call captures the whole step into one CUDA graph and
+    replays it, and later calls copy the batch into the static inputs and replay. Every call, eager or replayed, is
+    one real training step on the batch it is given. `stream`: the side stream to warm up AND capture on (a
+    data-parallel step: DDP was built on it, and its gradient all-reduce is captured with the rest); without it the
+    capture uses torch's own capture stream."""
 
     # the captured step's inputs and output (set when the CUDA graph is captured)
     static_x: torch.Tensor
@@ -116,15 +144,16 @@ class TrainStep:
     static_loss: torch.Tensor
 
     def __init__(self, model, optimizer, device, dtype: str, graphs: bool = False, warmup_eager: int = 3,
-                 tf32: bool = False):
+                 tf32: bool = False, stream: torch.cuda.Stream | None = None):
         self.model, self.opt, self.device, self.dtype = model, optimizer, device, dtype
         self.tf32 = tf32 and dtype == "fp32"
         self.graphs = graphs and device.type == "cuda"
         self.warmup_eager = warmup_eager
         self.calls = 0
         self.graph: torch.cuda.CUDAGraph | None = None
-        self.side: torch.cuda.Stream | None = None  # ONE side stream for the eager warm-up: each new stream keeps
+        self.side: torch.cuda.Stream | None = stream  # ONE side stream for the eager warm-up: each new stream keeps
         # its own cuBLAS workspace
+        self.capture_on_side = stream is not None
 
     def eager(self, x, y):
         with tf32_mode(self.tf32):
@@ -154,7 +183,10 @@ class TrainStep:
         self.static_x, self.static_y = x.clone(), y.clone()
         self.opt.zero_grad(set_to_none=True)  # grads are then allocated inside the graph's memory pool
         graph = self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph), tf32_mode(self.tf32):
+        # on the side stream, other threads (NCCL's watchdog) may keep making their own CUDA calls during the capture
+        capture = (torch.cuda.graph(graph, stream=self.side, capture_error_mode="thread_local")
+                   if self.capture_on_side else torch.cuda.graph(graph))
+        with capture, tf32_mode(self.tf32):
             loss = compute_loss(self.model, self.static_x, self.static_y, self.device, self.dtype,
                                 cache_enabled=False)
             loss.backward()

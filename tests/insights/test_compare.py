@@ -32,7 +32,7 @@ def pooled_t_ci(base_runs, new_runs, t_crit, statistic=statistics.fmean):
     vn = statistics.variance(ln) if nn > 1 else 0.0
     pooled = ((nb - 1) * vb + (nn - 1) * vn) / (nb + nn - 2)
     se = math.sqrt(pooled * (1 / nb + 1 / nn))
-    ratio = statistic([v for r in new_runs for v in r]) / statistic([v for r in base_runs for v in r])
+    ratio = math.exp(statistics.fmean(ln) - statistics.fmean(lb))  # of the geometric means of the run values
     return ratio, ratio * math.exp(-t_crit * se), ratio * math.exp(t_crit * se), math.log(ratio) / se
 
 
@@ -88,18 +88,21 @@ def test_ten_percent_step_time_regression_over_repeated_runs_fails_the_gate(tmp_
     result = json.loads(out.read_text())
     step = result["metrics"][0]
     ratio, low, high, _ = pooled_t_ci(base_runs, new_runs, 2.7764, statistics.median)  # df = 3 + 3 - 2
-    assert step["ratio"] == pytest.approx(ratio, rel=1e-12)
-    assert step["ci_low"] == pytest.approx(low, rel=1e-4) and step["ci_high"] == pytest.approx(high, rel=1e-4)
+    # every ratio shown is a speedup, base / new (above 1 faster, as in `report`): the inverse of new / base
+    assert step["speedup"] == pytest.approx(1 / ratio, rel=1e-12)
+    assert step["ci_low"] == pytest.approx(1 / high, rel=1e-4) and step["ci_high"] == pytest.approx(1 / low, rel=1e-4)
     assert (step["runs_base"], step["runs_new"], step["df"]) == (3, 3, 4)
-    assert step["verdict"] == "slower" and step["regression"] is True
+    assert step["verdict"] == "slower" and step["regression"] is True and step["gate"] == "regression"
     assert result["gate"]["failed"] is True and result["gate"]["regressions"] == ["step time"]
+    assert result["gate"]["verdict"] == "regression" and result["gate"]["primary"] == "step time"
     line = next(x for x in io.out.splitlines() if x.startswith("| step time |"))
     cells = [c.strip() for c in line.strip("|").split("|")]
-    assert cells[2] == f"{statistics.median([v for r in base_runs for v in r]):,.3f} ms (n=120, 3 runs)"
-    assert cells[4] == f"{ratio:.3f}"
-    assert cells[5] == f"[{step['ci_low']:.3f}, {step['ci_high']:.3f}]"
+    base_value = statistics.geometric_mean([statistics.median(r) for r in base_runs])  # the runs' medians
+    assert cells[2] == f"{base_value:,.3f} ms (n=120, 3 runs)"
+    assert cells[4] == f"{1 / ratio:.3f}x"
+    assert cells[5] == f"[{step['ci_low']:.3f}x, {step['ci_high']:.3f}x]"
     assert cells[7:9] == ["slower", "REGRESSION"]
-    assert "**Gate: FAILED** (1 regression(s) beyond 5%)" in io.out
+    assert "**Gate: FAILED** (1 regression(s): slower by more than 5% at 95% confidence)" in io.out
     # without --gate the same comparison reports but does not fail
     assert run_compare([base, new], capsys)[0] == 0
 
@@ -180,8 +183,9 @@ def test_one_run_per_side_is_inconclusive_and_cannot_pass_a_gate(tmp_path, capsy
     code, io = run_compare([base, new, "--json", out], capsys)
     assert code == 0
     step = json.loads(out.read_text())["metrics"][0]
-    assert step["verdict"] == INCONCLUSIVE and step["ci_low"] is None and step["ratio"] == pytest.approx(2.0, rel=0.02)
-    assert "Gate: cannot judge" in io.out and "repeat the runs" in io.out
+    assert step["verdict"] == INCONCLUSIVE and step["ci_low"] is None
+    assert step["speedup"] == pytest.approx(0.5, rel=0.02)
+    assert "Gate: inconclusive" in io.out and "repeat the runs" in io.out
     out.unlink()
     code, io = run_compare([base, new, "--gate", "--json", out], capsys)
     assert code == 2 and "repeat the runs" in io.err and "Traceback" not in io.err
@@ -198,8 +202,8 @@ def test_the_base_repeated_runs_supply_the_spread_for_a_single_new_run(tmp_path,
     assert run_compare([base, slow, "--gate", "--json", out, "-q"], capsys)[0] == 1
     step = json.loads(out.read_text())["metrics"][0]
     ratio, low, high, _ = pooled_t_ci(base_runs, [slow_run], 3.1824, statistics.median)  # df = 4 + 1 - 2
-    assert step["df"] == 3 and step["ci_low"] == pytest.approx(low, rel=1e-4)
-    assert step["ci_high"] == pytest.approx(high, rel=1e-4)
+    assert step["df"] == 3 and step["ci_low"] == pytest.approx(1 / high, rel=1e-4)
+    assert step["ci_high"] == pytest.approx(1 / low, rel=1e-4)
     assert run_compare([base, same, "--gate", "--json", out, "-q"], capsys)[0] == 0
     assert json.loads(out.read_text())["metrics"][0]["verdict"] == "no significant change"
 
@@ -270,21 +274,24 @@ def test_per_kernel_durations_find_the_slower_kernel_only(tmp_path, capsys):
     gemm, add = metrics[GEMM], metrics[ADD]
     gemm_b, gemm_n = [r[GEMM] for r in base_k], [r[GEMM] for r in new_k]
     ratio, low, high, _ = pooled_t_ci(gemm_b, gemm_n, 2.7764, statistics.median)
-    assert gemm["ratio"] == pytest.approx(ratio, rel=1e-12)
-    assert gemm["ci_low"] == pytest.approx(low, rel=1e-4) and gemm["ci_high"] == pytest.approx(high, rel=1e-4)
+    assert gemm["speedup"] == pytest.approx(1 / ratio, rel=1e-12)
+    assert gemm["ci_low"] == pytest.approx(1 / high, rel=1e-4) and gemm["ci_high"] == pytest.approx(1 / low, rel=1e-4)
     assert (gemm["n_base"], gemm["n_new"], gemm["calls_base"], gemm["category"]) == (300, 300, 300, "GEMM")
     assert gemm["verdict"] == "slower" and gemm["regression"]
     assert not add["regression"]
-    # Holm over both metrics: the adjusted p-values are twice the smaller two-sided p, then monotone
-    two_sided = [min(1.0, 2 * min(m["p_slower"], m["p_faster"])) for m in (gemm, add)]
-    assert [gemm["p_adjusted"], add["p_adjusted"]] == pytest.approx(holm(two_sided))
+    # Holm over the kernels (no step time here), per direction on twice the one-sided p, the smaller direction shown
+    slower = holm([min(1.0, 2 * m["p_slower"]) for m in (gemm, add)])
+    faster = holm([min(1.0, 2 * m["p_faster"]) for m in (gemm, add)])
+    assert [gemm["p_adjusted"], add["p_adjusted"]] == pytest.approx([min(slower[0], faster[0]),
+                                                                     min(slower[1], faster[1])])
     line = next(x for x in io.out.splitlines() if x.startswith("| Cijk_"))
-    assert f"{statistics.median([v for r in gemm_b for v in r]) / 1e3:,.2f} us (n=300, 3 runs)" in line
+    assert f"{statistics.geometric_mean([statistics.median(r) for r in gemm_b]) / 1e3:,.2f} us (n=300, 3 runs)" in line
     # --statistic mean: the same test on each run's mean
     assert run_compare([base, new, "--gate", "--statistic", "mean", "--json", out, "-q"], capsys)[0] == 1
     gemm = next(m for m in json.loads(out.read_text())["metrics"] if m["name"] == GEMM)
     ratio, low, high, _ = pooled_t_ci(gemm_b, gemm_n, 2.7764)
-    assert gemm["ratio"] == pytest.approx(ratio, rel=1e-12) and gemm["ci_low"] == pytest.approx(low, rel=1e-4)
+    assert gemm["speedup"] == pytest.approx(1 / ratio, rel=1e-12)
+    assert gemm["ci_low"] == pytest.approx(1 / high, rel=1e-4)
 
 
 def test_median_statistic_uses_the_median_of_each_run():
@@ -362,3 +369,37 @@ def test_the_default_median_sees_a_slowdown_that_preempted_dispatches_hide_from_
             judge(rows, settings)
             caught[statistic] += rows[0]["regression"]
     assert caught["median"] == 20 and caught["mean"] <= 10, caught
+
+
+def test_no_significant_change_with_a_wide_interval_is_inconclusive_not_passed(tmp_path, capsys):
+    """Issue 33: 'no significant change' is not 'no regression'. Run values 20% apart, nothing changed: the interval
+    holds both 1x and 'slower than 5%', so the gate exits 2 and says how many runs would decide."""
+    base = write_reps(tmp_path / "base", [[100.0] * 5, [120.0] * 5, [85.0] * 5])
+    new = write_reps(tmp_path / "new", [[95.0] * 5, [125.0] * 5, [100.0] * 5])
+    code, io = run_compare([base, new, "--gate"], capsys)
+    assert code == 2 and "Traceback" not in io.err
+    assert re.search(r"too noisy: \d+ more run\(s\) a side would decide", io.err)
+    assert "**Gate: inconclusive**" in io.out and "| step time |" in io.out
+    # the same runs, steady (1% apart): the interval's slow end is within 5%, a pass
+    base = write_reps(tmp_path / "base2", [[100.0] * 5, [101.0] * 5, [99.5] * 5])
+    new = write_reps(tmp_path / "new2", [[100.5] * 5, [99.0] * 5, [100.0] * 5])
+    code, io = run_compare([base, new, "--gate"], capsys)
+    assert code == 0 and "**Gate: passed** (step time: the 95% CI rules out a slowdown beyond 5%)" in io.out
+
+
+def test_the_step_time_is_tested_alone_not_in_the_kernels_holm_family():
+    """Issue 33: a 2.3x step-time slowdown with CI [1.69, 3.27] passed once, its p Holm-adjusted with ten operators.
+    The primary endpoint keeps its own p; ten unchanged, noisy kernels do not dilute it."""
+    settings = Settings()
+    rng = random.Random(33)
+    step = compare_metric("step time", "step", "ms", [[100.0], [130.0], [80.0]], [[230.0], [180.0], [260.0]],
+                          settings)  # 2.2x slower, CI of new/base [1.33, 3.56], two-sided p 0.012
+    kernels = [compare_metric(f"k{i}", "kernel", "ns", reps(rng, 100.0, 0.2, 0.01, 3, 5),
+                              reps(rng, 100.0, 0.2, 0.01, 3, 5), settings) for i in range(10)]
+    rows = [step, *kernels]
+    judge(rows, settings)
+    two_sided = min(1.0, 2 * min(step["p_slower"], step["p_faster"]))
+    assert step["p_adjusted"] == pytest.approx(two_sided) and step["p_adjusted"] < 0.05
+    assert holm([two_sided] + [min(1.0, 2 * min(k["p_slower"], k["p_faster"])) for k in kernels])[0] > 0.05
+    assert step["gate"] == "regression"
+    assert compare_module.gate_verdict(rows, settings)["verdict"] == "regression"

@@ -119,3 +119,57 @@ def test_cpu_and_gpu_runs_get_no_time_ratio():
     gpu.timing[0].cpu_operators = False
     report = build_report([cpu_run(), gpu])
     assert report["comparison"][1]["gpu_time_speedup"] is None
+
+
+@pytest.mark.parametrize("fmt, recorder, other", [
+    ("kineto", "a PyTorch profiler (Kineto) trace without GPU activity", "embedded tracer"),
+    ("rocprofv3-csv", "the embedded tracer without a GPU", "PyTorch profiler"),
+])
+def test_the_note_names_what_recorded_the_operators(fmt, recorder, other):
+    """A torch.profiler trace of the CPU is described as such, not as the embedded tracer's rows."""
+    run = cpu_run()
+    run.timing[0].fmt = fmt
+    report = build_report([run])
+    (note,) = [n for n in report["runs"][0]["notes"] if "CPU operators on the host only" in n]
+    assert recorder in note and other not in note
+    assert other not in markdown.render(report)
+
+
+def test_host_memory_of_a_trace_is_said_for_what_it_is_and_never_compared():
+    """torch.profiler counts host allocations from its own start (288 KiB in the README's example): shown in a unit
+    that does not round it to 0.00 GiB, with what it leaves out, and no peak-memory figure in the comparison."""
+    runs = []
+    for label, peak in (("base", 294_920), ("new", 3 * 2**20)):
+        run = cpu_run(label, rss=None)
+        run.timing[0].fmt = "kineto"
+        run.timing[0].peak_memory_bytes = {"CPU": peak}
+        runs.append(run)
+    report = build_report(runs)
+    text = markdown.render(report)
+    assert "host memory allocated while the profiler recorded, at most" in text and "is not counted" in text
+    assert "288.01 KiB" in text and "3.00 MiB" in text and "0.00 GiB" not in text
+    assert "peak allocated memory in the trace" not in text
+    assert [(r["peak_memory_bytes"], r["peak_memory_kind"], r["memory_saving"]) for r in report["comparison"]] == [
+        (None, None, None), (None, None, None)]
+
+
+def test_the_readme_torch_profiler_example_on_a_cpu_reads_true(tmp_path, repo):
+    """The README's snippet recorded here (no GPU): the report names the PyTorch profiler and shows no 0.00 GiB."""
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+
+    readme = (repo / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Reports on the PyTorch profiler traces"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code
+    (tmp_path / "record.py").write_text(code.group(1))
+    env = {"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "record.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    from madengine_rocprof.reports import load_runs
+
+    text = markdown.render(build_report(load_runs([tmp_path / "my_torch_traces"])))
+    assert "a PyTorch profiler (Kineto) trace without GPU activity" in text and "embedded tracer" not in text
+    assert "host memory allocated while the profiler recorded, at most" in text and " GiB" not in text

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from madengine_rocprof.cli.report import printable
@@ -124,7 +125,8 @@ def test_peak_memory_from_the_traces_memory_events():
     assert (row["peak_memory_bytes"], row["peak_memory_kind"]) == (4 * 2**30, "trace")
     assert row["memory_saving"] == pytest.approx(0.5)
     text = markdown.render(report)
-    assert "peak allocated memory in the trace (memory events): CPU 1.00 GiB, GPU 0 4.00 GiB" in text
+    assert "peak allocated memory in the trace (memory events): GPU 0 4.00 GiB" in text
+    assert "host memory allocated while the profiler recorded, at most (memory events;" in text and "1.00 GiB" in text
     assert "| 4.00 (trace) | 0.50x |" in text
 
 
@@ -143,3 +145,77 @@ def test_iteration_windows_of_any_layout_match_a_nanosecond_count(windows, offse
         want = numbers(events, it.start_ns, it.end_ns)
         assert subset(got, want) == want, (it, got)
         assert got["dispatches"] == sum(1 for n, s, _ in events if n != ENGINE_COPY and it.start_ns <= s < it.end_ns)
+
+
+def launched_source(seed: int, steps: int = 5) -> tuple[TimingSource, list]:
+    """Like `source`, each interval with the start of its launching call (up to 1.5 windows before it; None for
+    some: no link), as a trace with launch links gives them."""
+    rng = random.Random(seed)
+    events = []
+    t = STEP + 200
+    while t < (steps + 1) * STEP + 3_000:
+        name = rng.choice([GEMM, ADD, NCCL, COPY, ENGINE_COPY])
+        start = t - rng.choice([0, 0, 200])
+        end = start + rng.randint(0, 900)
+        launch = None if rng.random() < 0.05 else start - rng.choice([0, 100, 2_000, 9_000, 15_000])
+        events.append((name, start, end, launch))
+        t = max(t, end) + rng.choice([0, 30, 400])
+    src = TimingSource(path=Path("r.json"), rel="r.json", fmt="kineto", process="host/0", pass_id=None, rank=0,
+                       iterations=[Iteration(number=i, start_ns=STEP * (i + 1), end_ns=STEP * (i + 2))
+                                   for i in range(steps)])
+
+    def table(rows):
+        return frame({"name": [r[0] for r in rows], "start": [r[1] for r in rows], "end": [r[2] for r in rows],
+                      "device": ["cuda:0"] * len(rows)}).with_columns(
+            launch=pl.Series([r[3] for r in rows], dtype=pl.Int64))
+
+    aggregate(src, table([e for e in events if e[0] != ENGINE_COPY]), table([e for e in events if e[0] == ENGINE_COPY]))
+    return src, events
+
+
+@pytest.mark.parametrize("seed", [21, 22, 23])
+def test_iterations_own_the_work_they_launched(seed):
+    """With launch links, iteration i's device window runs from the later of its host start and the end of the work
+    launched before it, to the later of its host end and the end of the work launched before that; its kernels are
+    those it launched (without a link: those that start in its host window). Computed here by brute force."""
+    src, events = launched_source(seed)
+    [row] = build_report([RunData(label="r", path=Path("."), timing=[src])])["runs"][0]["timeline"]
+
+    def key(e):
+        return e[3] if e[3] is not None else e[1]
+
+    def ended_by(t):
+        return max([t] + [e[2] for e in events if key(e) < t])
+
+    owned_total = 0
+    for i, (it, got) in enumerate(zip(src.iterations, row["iterations"], strict=True)):
+        lo = it.start_ns if i == 0 else ended_by(it.start_ns)
+        hi = ended_by(it.end_ns)
+        assert (got["start_ns"], got["end_ns"]) == (lo, hi)
+        assert (got["host_start_ns"], got["host_end_ns"], got["assigned_by"]) == (it.start_ns, it.end_ns, "launch")
+        want = numbers([e[:3] for e in events], lo, hi)
+        assert subset(got, want) == want
+        owned = [e for e in events if e[0] != ENGINE_COPY and it.start_ns <= key(e) < it.end_ns]
+        assert got["dispatches"] == len(owned)
+        assert got["kernel_time_sum_ns"] == sum(e[2] - e[1] for e in owned)
+        assert all(e[2] <= hi for e in owned)  # no work the iteration launched ends after its window
+        owned_total += len(owned)
+    # every kernel launched inside the host windows belongs to one iteration, however late it ran
+    launched_inside = [e for e in events if e[0] != ENGINE_COPY and STEP <= key(e) < 6 * STEP]
+    assert owned_total == len(launched_inside)
+    late = [e for e in launched_inside if e[1] >= 6 * STEP]
+    assert late  # the trace has work that runs after the last host window: the host-window cut would lose it
+    # host windows that tile give device windows that tile
+    assert all(a["end_ns"] == b["start_ns"] for a, b in zip(row["iterations"], row["iterations"][1:], strict=False))
+    summary = row["iteration_summary"]
+    assert summary["busy_ns"] == numbers([e[:3] for e in events], row["iterations"][0]["start_ns"],
+                                         row["iterations"][-1]["end_ns"])["busy_ns"]
+
+
+def test_without_links_the_host_window_cut_stays():
+    src, events = launched_source(24)
+    plain, _ = source(rank=0, seed=24)
+    assert all(it["assigned_by"] == "start" and it["start_ns"] == it["host_start_ns"]
+               for it in build_report([RunData(label="r", path=Path("."), timing=[plain])])["runs"][0]
+               ["timeline"][0]["iterations"])
+    assert src.devices[0].iterations[0].by_launch

@@ -197,8 +197,9 @@ def report_growth_mib(run: Path, out: Path) -> float:
 
 def test_cpu_operator_memory_per_operator(tmp_path):
     """A trace of CPU operators only (a CPU run): the peak memory added by 300,000 more operators, per operator.
-    Main kept a tuple list (~500 B an operator: 1 MB of .gz reached 1 GB); now ~100 B (compact columns, stats fed
-    from a sorted frame one call at a time). The decoder's own blocks cost the same at both sizes."""
+    Main (7ba1044) kept a tuple list: 259 B an operator here (the issue's trace, ~500 B: 1 MB of .gz reached 1 GB);
+    now 64 B (compact columns, stats fed from a sorted frame one call at a time). The decoder's own blocks cost the
+    same at both sizes."""
     growth = []
     for count in (100_000, 400_000):
         path = cpu_ops_gz(tmp_path / f"run{count}" / "t.pt.trace.json.gz", count)
@@ -206,7 +207,7 @@ def test_cpu_operator_memory_per_operator(tmp_path):
         data = json.loads((tmp_path / f"r{count}.json").read_text())
         assert data["runs"][0]["summary"]["dispatches"] == count
     per_operator = (growth[1] - growth[0]) * 2**20 / 300_000
-    assert per_operator < 200, (growth, per_operator)
+    assert per_operator < 150, (growth, per_operator)
 
 
 SIDE_FILE = """
@@ -244,3 +245,14 @@ def test_perfetto_side_file_is_streamed(tmp_path):
         assert (int(count), float(first)) == (events // 1000 - 1, 10.0), done.stderr
         growth.append((int(after_kb) - int(before_kb)) / 1024)
     assert growth[1] - growth[0] < 20, growth  # loaded whole: +400 MB
+
+
+@pytest.mark.parametrize(("depth", "words"), [(100_000, "nested too deeply"), (300, "$.traceEvents[1]")])
+def test_deeply_nested_args_name_the_file(tmp_path, capsys, depth, words):
+    """An argument nested past what the decoder recurses (or past the input layer's 200 levels) is exit 2 naming
+    the file (and the event, where the decoder got that far), never the generic handler's message."""
+    op = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": "1.000", "dur": "1.000",
+          "args": {"Input Dims": "DEEP"}}
+    write(tmp_path / "run" / "t.pt.trace.json", [kernel("k"), op], raw_numbers={"DEEP": "[" * depth + "]" * depth})
+    err = refused(tmp_path / "run", capsys)
+    assert "t.pt.trace.json" in err and words in err

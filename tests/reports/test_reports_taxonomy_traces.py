@@ -100,8 +100,8 @@ def test_fbgemm_fixed_divisor_is_no_gemm():
     assert (found.category, found.role, found.library) == ("elementwise", "index/gather/embedding", "FBGEMM")
     for name in _named(r"split_embedding_codegen_forward|permute_2D_|_FP8_quantize|_FP8rowwise_to_float"):
         assert classify(name).category == "elementwise", name
-    for name in _named(r"split_embedding_backward_codegen_rowwise_adagrad"):
-        assert (classify(name).category, classify(name).role) == ("elementwise", "embedding bwd"), name
+    for name in _named(r"split_embedding_backward_codegen_rowwise_adagrad"):  # a segmented sum of gradient rows
+        assert (classify(name).category, classify(name).role) == ("reduction", "embedding bwd"), name
 
 
 @pytest.mark.parametrize(
@@ -183,7 +183,76 @@ def test_amd_libraries_from_real_rocm_traces():
 
 
 def _cpu_ops() -> set[str]:
-    return {name for _, trace in _traces() for name in trace["cpu_ops"]}
+    return {name for _, trace in _traces() for name in trace["cpu_ops"]} | set(_more_cpu_ops())
+
+
+@cache
+def _more_cpu_ops() -> dict[str, list[str]]:
+    """Operator name -> sources: the Kineto fixtures' cpu_op names and our tracer's CPU rows of a quickstart run."""
+    data = json.loads((FIXTURES / "cpu_ops.json").read_text())
+    found: dict[str, list[str]] = {}
+    for source, names in data["sources"].items():
+        for name in names:
+            found.setdefault(name, []).append(source)
+    return found
+
+
+# Each operator family's category, by one rule: an operator is counted by what its self time computes.
+#   - matrix products are GEMM, convolutions convolution;
+#   - attention is the attention operators and the softmax of attention scores;
+#   - log-softmax is the first half of a cross-entropy (cross_entropy = log_softmax + nll_loss): reduction, "loss";
+#   - a fill writes a constant into each element: elementwise; a factory (zeros, ones, full) only allocates, its fill
+#     is a child fill_/zero_ counted there: allocation/view;
+#   - copies, casts and concatenations move data: memory copy; views and reshapes move none: allocation/view;
+#   - an embedding lookup gathers rows: elementwise (index/gather); its backward sums the gradient rows of equal
+#     indices (FBGEMM's also applies the fused optimizer to them): reduction;
+#   - the foreach ops run the multi-tensor optimizer: optimizer; pointwise math: elementwise; sums and means:
+#     reduction; norms: normalization.
+_CPU_FAMILIES = [
+    ("matrix products", r"^(aten::)?(mm|bmm|addmm|baddbmm|matmul|linear|einsum)$|^(autograd::engine::evaluate_"
+     r"function: )?(Mm|Bmm|Addmm)Backward0$", "GEMM", None),
+    ("convolutions", r"^aten::(_?convolution|conv2d|cudnn_convolution|miopen_convolution)$|ConvolutionBackward0$",
+     "convolution", None),
+    ("attention", r"^aten::\w*(scaled_dot_product|flash_attention)|^aten::_?softmax$|^aten::_softmax_backward_data$|"
+     r"(^|: )SoftmaxBackward0$", "attention", None),
+    ("log-softmax (the loss)", r"(?i)log_?softmax", "reduction", "loss"),
+    ("losses", r"nll_loss|cross_entropy|mse_loss", "reduction", "loss"),
+    ("fills", r"^aten::(fill_|zero_|masked_fill_?)$", "elementwise", "fill"),
+    ("factories", r"^aten::(zeros|zeros_like|ones|ones_like|full|full_like|new_zeros|scalar_tensor|empty|"
+     r"empty_like|empty_strided)$", "allocation/view", "allocation"),
+    ("copies", r"^aten::(copy_|clone|contiguous|to|_to_copy|cat|stack)$", "memory copy", None),
+    ("views", r"^aten::(view|reshape|_reshape_alias|t|transpose|permute|expand|unsqueeze|squeeze|slice|select|split|"
+     r"chunk|as_strided|_unsafe_view|detach|alias|unbind)$", "allocation/view", "view"),
+    ("embedding lookup", r"^aten::embedding$|split_embedding_codegen_lookup", "elementwise", None),
+    ("embedding backward", r"embedding\w*_backward|EmbeddingBackward0|SplitLookupFunction", "reduction",
+     "embedding bwd"),
+    ("foreach optimizer", r"^aten::_foreach_(?!copy_)", "optimizer", None),
+    ("pointwise math", r"^aten::(add|mul|sub|div|sqrt|rsqrt|exp|neg|pow|addcmul|addcdiv|lerp|clamp|where|abs)_?$",
+     "elementwise", "elementwise"),
+    ("reductions", r"^aten::(sum|mean|max|min|amax|argmax)$", "reduction", "reduction"),
+    ("norms", r"^aten::(layer_norm|native_layer_norm|batch_norm|native_batch_norm|group_norm|rms_norm|_fused_rms_norm)"
+     r"$|(LayerNorm|BatchNorm|RmsNorm)Backward0$", "normalization", None),
+]
+
+
+@pytest.mark.parametrize("family, pattern, category, role", _CPU_FAMILIES, ids=[f[0] for f in _CPU_FAMILIES])
+def test_operator_families_of_real_traces_follow_the_rule(family, pattern, category, role):
+    """Every operator of a family, over the operators of the kernel-name traces, the Kineto fixtures (TraceLens,
+    HTA, ours from an H200) and a quickstart run on a CPU, lands in the family's category."""
+    members = sorted(op for op in _cpu_ops() if re.search(pattern, op))
+    assert members, f"no operator of the fixtures is one of the {family}"
+    wrong = {op: (classify(op).category, classify(op).role) for op in members
+             if classify(op).category != category or (role and classify(op).role != role)}
+    assert not wrong, f"{family}: expected {category}/{role or '*'}: {wrong}"
+
+
+def test_the_quickstart_operators_are_all_classified_and_the_loss_is_no_attention():
+    quickstart = [op for op, sources in _more_cpu_ops().items() if any("quickstart" in s for s in sources)]
+    assert len(quickstart) > 100
+    ops = [op for op in quickstart if op.startswith(("aten::", "autograd::"))]
+    assert [op for op in ops if classify(op).category == "unknown"] == []
+    attention = sorted(op for op in quickstart if classify(op).category == "attention")
+    assert attention and not [op for op in attention if "log_softmax" in op.lower() or "LogSoftmax" in op]
 
 
 def test_every_aten_operator_of_the_traces_is_classified():
@@ -203,7 +272,7 @@ def test_every_aten_operator_of_the_traces_is_classified():
         ("aten::copy_", "memory copy", "copy"),
         ("aten::to", "memory copy", "copy"),
         ("aten::_to_copy", "memory copy", "dtype cast"),
-        ("aten::zero_", "memory copy", "fill"),
+        ("aten::zero_", "elementwise", "fill"),
         ("aten::linear", "GEMM", "GEMM tile not in name"),
         ("aten::matmul", "GEMM", "GEMM tile not in name"),
         ("aten::mm", "GEMM", "GEMM tile not in name"),

@@ -162,9 +162,9 @@ def test_report_pass_keeps_the_tables(tmp_path):
     shutil.copy(KINETO / "hta_two_ranks/sampled_rank-0.json.gz", run_dir / "rank0.json.gz")
     (run,) = load_runs([run_dir])
     (source,) = run.timing
-    assert source.tables is not None
-    assert trace_tables.load_tables(source) is source.tables
-    assert source.tables.kernels.height == sum(k.calls for k in source.kernels.values())
+    tables = trace_tables.load_tables(source)
+    assert tables is not None and tables is source.tables
+    assert tables.kernels.height == sum(k.calls for k in source.kernels.values())
 
 
 def test_formats_without_links_have_no_tables(tmp_path):

@@ -357,3 +357,31 @@ def test_ctrl_c_during_cleanup_still_writes_the_results(model_repo, tmp_path, mo
     manifest = run_json(out, "ok_model__none")
     assert [s["outcome"] for s in manifest["steps"]] == ["ok"]  # the workload had finished: its result stands
     assert perf_rows(out)[0]["status"] == manifest["status"] == "SUCCESS"
+
+
+def test_a_rerun_replaces_its_perf_csv_row_and_keeps_other_runs(model_repo, tmp_path):
+    """A rerun replaces its run directory, and the reports show that latest run; perf.csv agrees with them: one row
+    per run directory, the rerun's, beside the other model's row."""
+    out = tmp_path / "out"
+    assert run_models(opts(model_repo, out, ["ok_model:steps=1"])) == 0
+    assert run_models(opts(model_repo, out, ["fail_model"])) == 1
+    assert run_models(opts(model_repo, out, ["ok_model:steps=2"])) == 0
+    rows = perf_rows(out)
+    assert [(r["model"], r["run_dir"], r["status"], r["args"]) for r in rows] == [
+        ("fail_model", "fail_model__none", "FAILURE", ""), ("ok_model", "ok_model__none", "SUCCESS", "--steps 2")]
+    assert "--steps 2" in json.dumps(run_json(out, "ok_model__none"))  # the run directory is the rerun's too
+
+
+def test_perf_csv_precision_is_what_the_workload_ran_in(model_repo, tmp_path):
+    """models.json labels v4 bf16, but on a CPU it runs in fp32 and its workload_result.json says so
+    (settings.dtype): perf.csv's training_precision reports the dtype the run used."""
+    cards = json.loads(model_repo.read_text())
+    for card in cards:
+        card["training_precision"] = "bf16"
+    model_repo.write_text(json.dumps(cards))
+    script = model_repo.parent / "scripts" / "ok" / "run.sh"
+    script.write_text(script.read_text().replace('"status": "ok",', '"status": "ok", "settings": {"dtype": "fp32"},'))
+    out = tmp_path / "out"
+    assert run_models(opts(model_repo, out, ["ok_model", "noperf_model"])) == 1
+    precision = {r["model"]: r["training_precision"] for r in perf_rows(out)}
+    assert precision == {"ok_model": "fp32", "noperf_model": "bf16"}  # no workload_result.json: the card's label

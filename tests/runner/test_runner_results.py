@@ -37,3 +37,18 @@ def test_perf_csv_rejects_unknown_column_and_writes_nothing(tmp_path):
     with pytest.raises(ValueError):
         append_perf_row(path, {"model": "m", "bogus": 1})
     assert not path.exists()
+
+
+@pytest.mark.parametrize("result, expected", [
+    ({"settings": {"dtype": "fp32"}}, "fp32"),  # what the run used wins over the card's label
+    ({"settings": {"dtype": " bf16 "}}, "bf16"),
+    ({"settings": {"dtype": ""}}, "bf16"),
+    ({"settings": {"dtype": 16}}, "bf16"),
+    ({"settings": None}, "bf16"),
+    ({}, "bf16"),
+    ([], "bf16"),
+])
+def test_precision_is_the_dtype_the_workload_ran_in_else_the_label(result, expected):
+    from madengine_rocprof.runner.record import precision_of
+
+    assert precision_of(result, "bf16") == expected

@@ -99,6 +99,29 @@ def test_a_run_appends_rows_with_figures_and_provenance(capsys, tmp_path, fake_c
     assert len(rowlib.load(results / "gate.jsonl")) == 6
 
 
+def test_a_run_records_only_when_asked(capsys, tmp_path, fake_case, monkeypatch):
+    """A user's measurement leaves the tracked results alone: without --record the rows are printed and written to
+    --out only; --record appends them to benchmarks/results and re-renders RESULTS.md (here a stand-in folder)."""
+    tracked = tmp_path / "tracked"
+    rendered: list[int] = []
+
+    def write() -> list[Path]:
+        rendered.append(1)
+        return [tmp_path / "RESULTS.md"]
+
+    monkeypatch.setattr(rowlib, "RESULTS_DIR", tracked.resolve())
+    monkeypatch.setattr(render, "write", write)
+    code, out, err = run_main(capsys, "run", "gate.fake", "--rounds", "1", "--out", str(tmp_path / "out"))
+    assert code == 0, err
+    assert not tracked.exists() and not rendered
+    assert "not recorded: --record appends them to" in out and "plain: step_ms" in out
+    assert (tmp_path / "out" / "gate.fake" / "rows.jsonl").read_text().count("\n") == 3
+    code, out, err = run_main(capsys, "run", "gate.fake", "--rounds", "1", "--out", str(tmp_path / "out"), "--record")
+    assert code == 0, err
+    assert len(rowlib.load(tracked / "gate.jsonl")) == 3 and rendered == [1]
+    assert f"wrote {tmp_path / 'RESULTS.md'}" in out
+
+
 def test_smoke_runs_record_nothing(capsys, tmp_path, fake_case):
     code, out, _ = run_main(capsys, "run", "gate.fake", "--rounds", "1", "--smoke", "--out", str(tmp_path / "out"),
                             "--results", str(tmp_path / "results"))
@@ -353,3 +376,36 @@ def test_runner_rows_say_each_phases_exit_code(tmp_path, monkeypatch):
     [row] = cases.runner(case, cases.Context(1, 60, tmp_path, ENV, "python -m benchmarks run runner.gpu-e2e"))
     assert [(f["name"], f["value"]) for f in row["figures"]] == [
         ("lightweight exit code", 0), ("compute_bound exit code", 1), ("report exit code", 0)]
+
+
+def test_two_rank_workload_cases_run_bench_under_torchrun(tmp_path, monkeypatch):
+    """workloads.*-2ranks: the same bench.py, launched by torchrun on 2 processes, rows from rank 0's summary."""
+    seen = []
+
+    def fake_run(ctx, argv, name, env=None, check=True):
+        seen.append(argv)
+        out = Path(argv[argv.index("--out") + 1])
+        out.mkdir(parents=True)
+        result = {"metrics": {"tokens_per_second": 2e6, "step_time_ms": {"median": 2.0}}, "validation": {}}
+        (out / "bench_results.json").write_text(json.dumps({"results": {"B8_S128/v4": {"rc": 0, "result": result}}}))
+        return 0, 1.0
+
+    monkeypatch.setattr(cases, "run_script", fake_run)
+    case = cases.CASES["workloads.b8s128-2ranks"]
+    assert case.needs == "gpu" and "workloads.b32s512-2ranks" in cases.CASES
+    ctx = cases.Context(1, 0, tmp_path, environment.capture(), "python -m benchmarks run workloads.b8s128-2ranks")
+    [row] = case.collect(case, ctx)
+    assert seen[0][1:6] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    assert seen[0][6].endswith("bench.py") and "--gates" in seen[0]
+    assert row["case"] == "workloads.b8s128-2ranks" and row["variant"] == "v4"
+    assert row["figures"][0]["median"] == 2e6
+    one: list[list[str]] = []
+
+    def fake_one(ctx, argv, name, env=None, check=True):
+        one.append(argv)
+        return fake_run(ctx, argv, name)
+
+    monkeypatch.setattr(cases, "run_script", fake_one)
+    cases.CASES["workloads.b32s512"].collect(cases.CASES["workloads.b32s512"],
+                                             cases.Context(1, 0, tmp_path / "one", environment.capture(), "x"))
+    assert "torch.distributed.run" not in one[0] and "--gates" not in one[0]

@@ -197,3 +197,17 @@ def test_sigterm_prints_every_threads_stack_before_the_run_ends(scripts_dir, tmp
     assert proc.returncode == -signal.SIGTERM
     assert "most recent call first" in err and "tt_harness.py" in err
     assert not (tmp_path / "r.json").exists()
+
+
+def test_the_json_result_gets_the_mode_open_gives_under_the_umask(tmp_path):
+    """workload_result.json was 0600 (mkstemp's) beside 0644 outputs: it now gets 0666 less the umask."""
+    old = os.umask(0o027)
+    try:
+        tt_harness.write_json_atomic(str(tmp_path / "a.json"), {"x": 1})
+        os.umask(0o022)
+        tt_harness.write_json_atomic(str(tmp_path / "b.json"), {"x": 2})
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o640
+    assert (tmp_path / "b.json").stat().st_mode & 0o777 == 0o644
+    assert json.loads((tmp_path / "b.json").read_text()) == {"x": 2} and len(list(tmp_path.iterdir())) == 2

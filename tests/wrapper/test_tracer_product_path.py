@@ -111,3 +111,35 @@ def test_pool_summarizes_calls_apart_and_refuses_mixed_machines(pp, tmp_path, ca
     runs.write_text("".join(json.dumps(x) + "\n" for x in lines))
     assert pp.main(["--pool", str(runs), "--out", str(tmp_path / "out2")]) == 2
     assert "different machines" in capsys.readouterr().err
+
+
+def test_two_rank_variants_run_the_wrapper_around_torchrun_next_to_their_own_baseline(pp):
+    args = pp.parse_args(["--out", "x", "--variants", "v4x2_multi_gpu,v4x2_torch"])
+    assert args.variants[0] == "v4x2_none"  # its baseline added
+    plan = pp.schedule(args.variants, 2, 3)
+    for r in range(2):  # every round runs the 2-rank block once, the untraced run first or last
+        block = [v for v, k in plan if k == r]
+        assert sorted(block) == sorted(["v4x2_none", "v4x2_multi_gpu", "v4x2_torch"])
+        assert "v4x2_none" in (block[0], block[-1])
+    cmd, env = pp.command("v4x2_multi_gpu", args, "T", "J")
+    torchrun = cmd.index("torch.distributed.run")
+    assert cmd[:2] == ["bash", cmd[1]] and cmd[1].endswith("rocprof_wrapper.sh")
+    assert cmd[torchrun + 1:torchrun + 4] == ["--standalone", "--nproc_per_node", "2"]
+    assert cmd.index("--rccl-trace") < cmd.index("--") < torchrun  # the wrapper traces the launcher and its ranks
+    assert "MADENGINE_ROCPROF_TRACER_BACKEND" not in env
+    assert pp.command("v4x2_torch", args, "T", "J")[1]["MADENGINE_ROCPROF_TRACER_BACKEND"] == "torch"
+    none_cmd, _ = pp.command("v4x2_none", args, "T", "J")
+    assert "rocprof_wrapper.sh" not in " ".join(none_cmd) and "torch.distributed.run" in none_cmd
+
+
+def test_per_rank_trace_files_are_counted_apart_by_kernel_name(pp, tmp_path):
+    for rank, names in ((0, ["a", "b", "a"]), (1, ["a", "b"])):
+        folder = tmp_path / "host"
+        folder.mkdir(exist_ok=True)
+        (folder / f"rank{rank}_{100 + rank}_kernel_trace.csv").write_text(
+            "Kind,Kernel_Name,Start_Timestamp\n" + "".join(f"KERNEL_DISPATCH,{n},{i}\n" for i, n in enumerate(names)))
+    counts = pp.trace_counts(str(tmp_path))
+    assert counts["kernel_rows"] == 5
+    assert counts["kernel_rows_per_file"] == {"host/rank0_100_kernel_trace.csv": 3,
+                                              "host/rank1_101_kernel_trace.csv": 2}
+    assert counts["kernels_by_name_per_file"]["host/rank0_100_kernel_trace.csv"] == {"a": 2, "b": 1}

@@ -1,0 +1,74 @@
+"""What the data-parallel v4 step costs over one rank, and which DDP bucket size hides the all-reduce best.
+
+    python3 benchmarks/tinytransformer/scaling_probe.py --out DIR                      # one rank: with and without
+        # the side-stream weight gradients (2 ranks run without them: DDP's hooks read each gradient at once)
+    python3 -m torch.distributed.run --standalone --nproc_per_node 2 \\
+        benchmarks/tinytransformer/scaling_probe.py --out DIR --bucket-mb 25,8,4,2   # 2 ranks, one run per size
+
+v4 B8 S128 (or --batch-size/--seq-len), every run in this one process (one process group); rank 0 prints one line
+per run and appends it to DIR/probe.jsonl. Not a case: its lines are evidence for tt_train.DDP_BUCKET_MB."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts" / "tinytransformer"))
+
+import torch  # noqa: E402
+
+import tt_harness  # noqa: E402
+import tt_train  # noqa: E402
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", required=True)
+    p.add_argument("--bucket-mb", default="25,8,4,2", help="DDP bucket sizes to run (2 ranks)")
+    p.add_argument("--batch-size", default="8")
+    p.add_argument("--seq-len", default="128")
+    p.add_argument("--steps", default="200")
+    args = p.parse_args(argv)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    rank = 0
+    if world > 1:
+        rank, _, _ = tt_harness.setup_distributed(argparse.Namespace(device=device))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    import tt_kernels
+    runs: list[tuple[str, float | bool]] = (
+        [("ddp_bucket_mb", float(mb)) for mb in args.bucket_mb.split(",")] if world > 1 else
+        [("wgrad_side_stream", True), ("wgrad_side_stream", False), ("wgrad_side_stream", True)])
+    code = 0
+    for knob, value in runs:
+        if knob == "ddp_bucket_mb":
+            tt_train.DDP_BUCKET_MB = float(value)
+        else:
+            tt_kernels.WGRAD_SIDE_STREAM = bool(value)
+        json_out = out / f"probe_{rank}.json"
+        warmup = "15" if device == "cuda" else "1"
+        rc = tt_harness.main(["--version", "v4", "--batch-size", args.batch_size, "--seq-len", args.seq_len,
+                              "--num-steps", args.steps, "--warmup-steps", warmup, "--json-out", str(json_out)]
+                             + (["--device", "cpu", "--tiny"] if device == "cpu" else []))
+        code = code or rc
+        if rank == 0:
+            m = json.loads(json_out.read_text())["metrics"]
+            line = {"world": world, knob: value, "tokens_per_second": m["tokens_per_second"],
+                    "step_ms": m["step_time_ms"]["median"], "p10_ms": m["step_time_ms"]["p10"],
+                    "p90_ms": m["step_time_ms"]["p90"], "nccl_env": {k: v for k, v in os.environ.items()
+                                                                     if k.startswith("NCCL_")}}
+            print("probe", json.dumps(line), flush=True)
+            with (out / "probe.jsonl").open("a") as fh:
+                fh.write(json.dumps(line) + "\n")
+    if world > 1:
+        import torch.distributed as dist
+        dist.destroy_process_group()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
