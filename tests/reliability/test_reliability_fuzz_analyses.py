@@ -1,5 +1,6 @@
 """Red team of the analyses added for issues 31 and 32 (trace tables, collectives across ranks, per-rank headline,
-operator efficiency from shapes) and their views, with generated cases from fixed seeds (issue 33's contract):
+operator efficiency from shapes, idle-time causes and launch latency) and their views, with generated cases from
+fixed seeds (issue 33's contract):
 
 - real 2-rank H100 DDP traces (tests/fixtures/kineto/ours_h100_ddp_v1_2rank, sliced to their first collectives and
   the operators around them) with corrupted details: args of wrong types, unknown dtypes, garbage shapes, missing
@@ -158,6 +159,11 @@ def check_invariants(report: dict) -> None:
         if c["late_rank"] is not None and len(c["per_rank"]) == 2:
             late = next(p for p in c["per_rank"] if p["rank"] == c["late_rank"])
             assert late["wait_ns"] <= max(p["wait_ns"] for p in c["per_rank"])
+    for device in (run.get("idle_causes") or {}).get("devices", []):  # four causes that add up to the idle time
+        for part in [device, *(device.get("iterations") or [])]:
+            causes = [part[k] for k in ("launch_ns", "sync_ns", "other_ranks_ns", "other_ns")]
+            assert sum(causes) == part["idle_ns"] <= part["span_ns"] and min(causes) >= 0
+            assert sum(part["other"].values()) == part["other_ns"]
     for row in (run.get("efficiency") or {}).get("rows", []):
         assert row["flops"] >= 0 and row["bytes"] >= 0
         assert (row["roofline_pct"] or 0) <= 100 or row.get("note") == efficiency.ABOVE_ROOFLINE
@@ -456,3 +462,17 @@ def test_shapes_that_are_not_lists_are_cut_like_any_shape():
 
     assert len(view._shape("9" * 10_000)) == view.SHAPE_CHARS
     assert view._shape([[2, 3], [3, 4]]) == "2x3 3x4" and view._shape(None) == ""
+
+
+def test_a_device_id_beyond_int64_is_noted_not_an_internal_error(tmp_path):
+    """`args.device` 10**400 on one kernel: the idle split compared it as a polars literal (OverflowError beyond
+    Int128; the fuzz run's seed 7239)."""
+    traces = copy.deepcopy(list(seeds()))
+    next(e for e in traces[0]["traceEvents"] if e.get("cat") == "kernel")["args"]["device"] = 10**400
+    run = _write(tmp_path, traces)
+    code, _, err = cli("report", run, "--json", tmp_path / "r.json", "-q")
+    assert code == 0 and BUG_MARK not in err, err
+    idle = strict_json((tmp_path / "r.json").read_text())["runs"][0]["idle_causes"]
+    assert any("the device id is not a device number (a corrupt `args.device`" in n for n in idle["notes"])
+    for device in idle["devices"]:
+        assert sum(device[k] for k in ("launch_ns", "sync_ns", "other_ranks_ns", "other_ns")) == device["idle_ns"]
