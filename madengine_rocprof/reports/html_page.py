@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from html import escape
 
-from madengine_rocprof.reports import blocks, sections
+from madengine_rocprof.reports import blocks, markdown, sections
 from madengine_rocprof.reports.formatting import FORMATS, shorten
 from madengine_rocprof.reports.svg import CATEGORY_COLORS, hbars, roofline, stacked_hbars
 from madengine_rocprof.wrapper.contracts import Report
@@ -103,4 +103,7 @@ def render(report: Report, top: int = 10, name_width: int = 240) -> str:
         parts.append(f"<h{section.level}{anchor}>{escape(section.title)}</h{section.level}>")
         parts += [_block(block, name_width) for block in section.blocks]
     parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    # the one control-byte escaper, over the whole page and its inline SVG (as markdown.escape does for Markdown):
+    # a NUL or ESC from a kernel, operator or device name is invalid in HTML and XML and drives a terminal that
+    # shows the file; html.escape leaves both as they are
+    return markdown.show_controls("\n".join(parts) + "\n")

@@ -581,6 +581,18 @@ _CORRELATION, _EXTERNAL_ID, _SEQUENCE, _FWD_TID = map(operator.attrgetter, (
     "correlation", "external_id", "sequence", "fwd_tid"))
 
 
+def _int_column(values: list) -> pl.Series:
+    """An Int64 column of ids or counts as the trace wrote them; a value that is not a JSON integer within Int64 (a
+    list, an object, a string, a float, a bool) is absent. polars' own lenient conversion truncates 1.5 to 1, reads
+    "12" as 12 and fails on a list that follows integers: the strict conversion is the fast path, and a block that it
+    refuses takes the exact one."""
+    try:
+        return pl.Series(values, dtype=pl.Int64, strict=True)
+    except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError):
+        return pl.Series([v if type(v) is int and _INT64[0] <= v < _INT64[1] else None for v in values],
+                         dtype=pl.Int64)
+
+
 class _Tables:
     """What trace_tables adds to the report's columns: host events (runtime calls, CPU operators, collectives) and
     their links. Millions of host events pass here, so they are converted a block at a time with polars (times
@@ -644,18 +656,18 @@ class _Tables:
         columns: dict[str, pl.Series] = {
             "name": pl.Series(names, dtype=pl.Categorical),
             "cat": pl.Series(list(map(_CAT, events)), dtype=pl.Categorical),
-            "pid": pl.Series(list(map(_PID, events)), dtype=pl.Int64, strict=False),
-            "tid": pl.Series(list(map(_TID, events)), dtype=pl.Int64, strict=False),
+            "pid": _int_column(list(map(_PID, events))),
+            "tid": _int_column(list(map(_TID, events))),
             "start": times["start"], "end": times["end"],
         }
         if runtime:
-            columns["correlation"] = pl.Series(list(map(_CORRELATION, args)), dtype=pl.Int64, strict=False)
-        columns["external_id"] = pl.Series(list(map(_EXTERNAL_ID, args)), dtype=pl.Int64, strict=False)
+            columns["correlation"] = _int_column(list(map(_CORRELATION, args)))
+        columns["external_id"] = _int_column(list(map(_EXTERNAL_ID, args)))
         if runtime:
             self.runtime.append(pl.DataFrame(columns))
             return
-        columns["seq"] = pl.Series(list(map(_SEQUENCE, args)), dtype=pl.Int64, strict=False)
-        columns["fwd_tid"] = pl.Series(list(map(_FWD_TID, args)), dtype=pl.Int64, strict=False)
+        columns["seq"] = _int_column(list(map(_SEQUENCE, args)))
+        columns["fwd_tid"] = _int_column(list(map(_FWD_TID, args)))
         for key, attr in _SHAPES:
             raws = list(map(operator.attrgetter(attr), args))
             if raws.count(None) == len(raws):

@@ -115,28 +115,31 @@ def _links(trace: RankTrace, kernels: pl.DataFrame) -> list[dict | None]:
     wanted = kernels["correlation"].drop_nulls()
     launch = {c: (p, t, s) for c, p, t, s in runtime.filter(pl.col("correlation").is_in(wanted.implode()))
               .select("correlation", "pid", "tid", "start").iter_rows()}
-    by_thread: dict[tuple, list[dict]] = {}
-    for row in comms.sort("start").iter_rows(named=True):
-        by_thread.setdefault((row["pid"], row["tid"]), []).append(row)
-    longest = {k: max(r["end"] - r["start"] for r in rows) for k, rows in by_thread.items()}
-    starts = {k: [r["start"] for r in rows] for k, rows in by_thread.items()}
-    out: list[dict | None] = []
-    for correlation in kernels["correlation"].to_list():
+    # one sweep per thread over the comms rows and the launches in time order (rows first at equal times: a row
+    # starting at the launch holds it), keeping the rows still open: linear in rows and kernels however long a row
+    # is (an annotation spanning the whole trace once made every lookup scan every earlier row)
+    by_thread: dict[tuple, list[tuple]] = {}
+    for n, row in enumerate(comms.sort("start").iter_rows(named=True)):
+        by_thread.setdefault((row["pid"], row["tid"]), []).append((row["start"], 0, n, row))
+    out: list[dict | None] = [None] * kernels.height
+    for index, correlation in enumerate(kernels["correlation"].to_list()):
         found = launch.get(correlation) if correlation is not None else None
-        if found is None or (found[0], found[1]) not in by_thread:
-            out.append(None)
-            continue
-        key, at = (found[0], found[1]), found[2]
-        rows, i = by_thread[key], bisect.bisect_right(starts[key], at) - 1
-        holding = []
-        while i >= 0 and rows[i]["start"] >= at - longest[key]:
-            if rows[i]["end"] >= at:
-                holding.append(rows[i])
-            i -= 1
-        # innermost first (latest start): the row with the collective's args wins, else an nccl:NAME annotation
-        described = [r for r in holding if r.get("collective")] or \
-                    [r for r in holding if str(r["name"]).startswith("nccl:")]
-        out.append(described[0] if described else None)
+        if found is not None and (found[0], found[1]) in by_thread:
+            by_thread[(found[0], found[1])].append((found[2], 1, index, None))
+    for items in by_thread.values():
+        items.sort(key=lambda item: (item[0], item[1], item[2]))
+        open_rows: list[dict] = []  # in start order
+        for at, kind, index, row in items:
+            while open_rows and open_rows[-1]["end"] < at:
+                open_rows.pop()
+            if kind == 0:
+                open_rows.append(row)
+                continue
+            if any(r["end"] < at for r in open_rows):  # ended under a row that is still open
+                open_rows = [r for r in open_rows if r["end"] >= at]
+            # innermost first (latest start): the row with the collective's args wins, else an nccl:NAME annotation
+            out[index] = next((r for r in reversed(open_rows) if r.get("collective")), None) or next(
+                (r for r in reversed(open_rows) if str(r["name"]).startswith("nccl:")), None)
     return out
 
 
@@ -202,19 +205,49 @@ def match(per_rank: dict[int, list[_Instance]]) -> tuple[str, list[dict[int, _In
 
 
 EDGE = 8  # collectives of a group that one rank's profiling window may hold and another's not, at either end
+SAMPLE = 2_001  # pairs compared per candidate shift (all of them up to this many; evenly spaced beyond)
+CANDIDATES = 4 * EDGE + 1  # shifts compared at most: the work stays linear in the number of collectives
+
+
+def _spaced(n: int) -> range:
+    """At most SAMPLE evenly spaced indices of range(n) (all of them for short sequences)."""
+    return range(0, n, max(1, -(-n // SAMPLE)))
 
 
 def best_offset(reference: list[_Instance], other: list[_Instance]) -> int:
     """The shift that pairs `other[j]` with `reference[j + shift]`, for traces whose windows began at different
     collectives: among shifts that leave at most EDGE collectives of the shorter sequence unpaired, the one with the
     smallest median difference of end times (the ranks of one collective finish together: it completes only when
-    every rank's data has arrived), then the fewest pairs of different collective kinds, then the smallest shift."""
+    every rank's data has arrived), then the fewest pairs of different collective kinds, then the smallest shift.
+
+    Bounded work on long sequences: only shifts that pair enough collectives are candidates (a range computed, not
+    searched); where the sequences' lengths differ so much that more than CANDIDATES shifts qualify, the candidates
+    are the shifts most often voted for by pairing sampled collectives with the one of nearest end time; each
+    candidate is scored on at most SAMPLE evenly spaced pairs."""
+    n_ref, n_other = len(reference), len(other)
+    if not n_ref or not n_other:
+        return 0
+    need = max(1, min(n_ref, n_other) - EDGE)
+    # pairs of shift s: j in [max(0, -s), min(n_other, n_ref - s)); at least `need` of them
+    low, high = need - n_other, n_ref - need
+    if low > high:
+        return 0
+    shifts: list[int] = list(range(low, high + 1))
+    if len(shifts) > CANDIDATES:
+        ends = sorted((inst.end, i) for i, inst in enumerate(reference))
+        keys = [e for e, _ in ends]
+        votes: dict[int, int] = {}
+        for j in _spaced(n_other):
+            at = bisect.bisect_left(keys, other[j].end)
+            near = min((k for k in (at - 1, at) if 0 <= k < len(ends)), key=lambda k: abs(keys[k] - other[j].end))
+            shift = ends[near][1] - j
+            if low <= shift <= high:
+                votes[shift] = votes.get(shift, 0) + 1
+        shifts = sorted(votes, key=lambda s: (-votes[s], abs(s)))[:CANDIDATES] or [min(shifts, key=abs)]
     best: tuple | None = None
-    need = max(1, min(len(reference), len(other)) - EDGE)
-    for shift in range(-(len(other) - 1), len(reference)):
-        pairs = [(reference[j + shift], b) for j, b in enumerate(other) if 0 <= j + shift < len(reference)]
-        if len(pairs) < need:
-            continue
+    for shift in shifts:
+        first, last = max(0, -shift), min(n_other, n_ref - shift)
+        pairs = [(reference[j + shift], other[j]) for j in (first + k for k in _spaced(last - first))]
         differ = sum(1 for a, b in pairs if a.collective and b.collective
                      and collective_kind(a.collective) != collective_kind(b.collective))
         score = (statistics.median(abs(a.end - b.end) for a, b in pairs), differ, abs(shift))
@@ -226,7 +259,7 @@ def best_offset(reference: list[_Instance], other: list[_Instance]) -> int:
 def _bytes(first: _Instance) -> int | None:
     """nccl-tests' size S: the whole buffer (allgather: the gathered output; reducescatter: the whole input), i.e.
     the larger of the input and output element counts times the element size."""
-    counts = [n for n in (first.in_nelems, first.out_nelems) if n is not None]
+    counts = [n for n in (first.in_nelems, first.out_nelems) if n is not None and n >= 0]  # a negative: corrupt
     size = DTYPE_BYTES.get(first.dtype or "")
     return max(counts) * size if counts and size else None
 
@@ -238,7 +271,9 @@ def collective_row(number: int, ranks: dict[int, _Instance]) -> dict[str, Any]:
     late = min(r for r, i in ranks.items() if i.start == last_start)
     described = next((i for i in ranks.values() if i.collective), next(iter(ranks.values())))
     kind = collective_kind(described.collective)
-    n = described.group_size or len(ranks)
+    # a group smaller than the ranks that ran the collective is not this collective's (corrupt or wrongly typed)
+    n = described.group_size if described.group_size is not None and described.group_size >= len(ranks) \
+        else len(ranks)
     size = _bytes(described)
     time_ns = ranks[late].end - last_start  # the late rank waited for no one: its whole kernel is transfer
     algbw = size / time_ns if size is not None and time_ns > 0 else None  # bytes per ns = GB/s

@@ -38,6 +38,12 @@ KEY = ("name", "input_dims", "input_types", "input_strides", "concrete_inputs")
 GRAPH_LAUNCH = r"(?i)graphlaunch"  # cudaGraphLaunch, hipGraphLaunch, cuGraphLaunch
 MAX_ENCLOSING_QUERIES = 100_000  # kernels without an operator id looked up by time; more are left unlinked
 UNLINKED_LISTED = 5  # the longest kernels no operator launched, by name, in the JSON and the note
+# why a row can pass 100% of its roofline: the roofline's bytes are HBM bytes, and a tensor that fits in the
+# GPU's last-level cache (50 MB on H100, 256 MB Infinity Cache on MI300X) is read from there, faster than HBM;
+# or the model counts work the kernels did not do (a broadcast input read once, an op fused into its neighbour)
+ABOVE_ROOFLINE = ("above 100% of the roofline: its data was served from cache faster than the HBM bandwidth the "
+                  "roofline assumes, or the model counts bytes or FLOPs the kernels did not move or compute "
+                  "(a broadcast input, work fused elsewhere); read it as at the roofline, not beyond the GPU")
 
 
 def _parse(text: str | None) -> Any:
@@ -317,6 +323,8 @@ def _row(name, dims, types, strides, concrete, cost: op_models.Cost, g: dict, pe
         if time_ns > 0:
             row["roofline_pct"] = round(100 * roofline / time_ns, 3)
             row["saved_ns"] = max(0, round(time_ns - roofline / target))
+            if row["roofline_pct"] > 100:
+                row["note"] = ABOVE_ROOFLINE
     return row
 
 

@@ -249,9 +249,16 @@ def analyze_run(run: RunData, timeline: list[dict[str, Any]]) -> dict[str, Any] 
         host = host_activity(tables.runtime, tables.cpu_ops, tables.comms)
         for device in src.devices:
             number = DEVICE_NUMBER.search(device.device)
-            part = ops.filter(pl.col("device") == int(number.group(1))) if number else ops.clear()
+            # a device id beyond Int64 (a corrupt `args.device`) is absent from the tables (trace_tables reads it
+            # as null), like a device named by text: no operations, so the check below notes it, never a crash
+            value = int(number.group(1)) if number and len(number.group(1)) < 19 else None
+            part = ops.filter(pl.col("device") == value) if value is not None else ops.clear()
             windows = [(it.number, it.start_ns, it.end_ns) for it in device.iterations]
             row = device_causes(part, host, windows)
+            if value is None and number:
+                notes.append(f"{src.rel} {device.device[:40]}: the device id is not a device number (a corrupt "
+                             "`args.device` in the trace); no idle split for this device")
+                continue
             if part.height != device.dispatches + device.copies or row["idle_ns"] != device.span_ns - device.busy_ns:
                 notes.append(f"{src.rel} {device.device}: the trace tables hold other operations than the timeline "
                              "(a reader bug, please report it); no idle split for this device")

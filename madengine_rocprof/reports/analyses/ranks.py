@@ -4,6 +4,7 @@ merges ranks whose behaviour differs (one rank 90% idle waiting for another that
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any
 
 from madengine_rocprof.reports.categories import classify
@@ -58,4 +59,9 @@ def per_rank(run: RunData, timeline: list[dict[str, Any]]) -> list[dict[str, Any
             ],
         })
     rows.sort(key=lambda r: (r["rank"] is None, r["rank"] if r["rank"] is not None else 0, r["origin"]))
+    # two traces that claim one rank (a copied file, a relaunch) keep distinct labels: never two rows of one name
+    claimed = Counter(r["rank"] for r in rows if r["rank"] is not None)
+    for r in rows:
+        if r["rank"] is not None and claimed[r["rank"]] > 1:
+            r["label"] = f"rank {r['rank']} ({r['origin']})"
     return rows

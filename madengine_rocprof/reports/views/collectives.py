@@ -13,6 +13,7 @@ from madengine_rocprof.wrapper.contracts import ReportRun
 WAIT, TRANSFER = "#E69F00", "#0072B2"  # Okabe-Ito orange and blue, as in svg.py
 SHOWN = 20  # collectives listed by skew; the JSON has all of them
 DRAWN = 400  # collectives drawn in the timeline
+RANKS_DRAWN = 16  # ranks given a timeline lane and a wait column: the late ranks first (the JSON has every rank)
 IDLE_HINT = 0.5  # a late rank whose GPU is idle at least this share of its span is late on the host side
 
 DEFINITIONS = (
@@ -69,7 +70,17 @@ def section(run: ReportRun, top: int) -> Section | None:
         [[_rank(r["rank"]), r["collectives"], r["late_count"], r["wait_ns"], r["transfer_ns"], r["caused_wait_ns"],
           r["exposed_wait_ns"], r["exposed_transfer_ns"], r["unmatched"], r["origin"]] for r in per_rank],
     ))
-    blocks.append(Picture(timeline_svg(data["collectives"][:DRAWN], [r["rank"] for r in per_rank])))
+    # with many ranks, a lane and a column for each would make a picture of megabytes and a table of hundreds of
+    # columns: the ranks that made others wait longest, then those that waited longest
+    ranks = [r["rank"] for r in per_rank]
+    if len(ranks) > RANKS_DRAWN:
+        chosen = {r["rank"] for r in sorted(per_rank, key=lambda r: (-r["caused_wait_ns"], -r["wait_ns"],
+                                                                     r["rank"]))[:RANKS_DRAWN]}
+        ranks = [r for r in ranks if r in chosen]
+        blocks.append(Lines([f"the picture and the per-collective table show {RANKS_DRAWN} of {len(per_rank)} "
+                             "ranks: those that made the others wait longest, then those that waited longest"],
+                            kind="meta"))
+    blocks.append(Picture(timeline_svg(data["collectives"][:DRAWN], ranks)))
     if len(data["collectives"]) > DRAWN:
         blocks.append(Lines([f"the picture shows the first {DRAWN} of {len(data['collectives'])} collectives"],
                             kind="meta"))
@@ -83,7 +94,6 @@ def section(run: ReportRun, top: int) -> Section | None:
         note="Per collective, dtype and size; bandwidths are medians over its calls (GB = 1e9 bytes).",
     ))
     worst = sorted(data["collectives"], key=lambda c: (-c["skew_ns"], c["number"]))[:SHOWN]
-    ranks = [r["rank"] for r in per_rank]
     blocks.append(Table(
         [Column("#"), Column("collective"), Column("late rank"), Column("skew (ms)", "ms"),
          Column("transfer (ms)", "ms"), Column("busbw (GB/s)", "number")]

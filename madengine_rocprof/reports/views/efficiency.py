@@ -31,11 +31,12 @@ def _layout(shape: list, strides: Any) -> str:
 def _shape(dims: Any, strides: Any = None) -> str:
     """The tensor shapes, without the [] Kineto writes for scalars and absent optional arguments; a transposed or
     otherwise strided input is marked (ᵀ, ~) so that groups of the same shapes read apart."""
-    if not isinstance(dims, list):
-        return "" if dims is None else json.dumps(dims)
-    per = strides if isinstance(strides, list) and len(strides) == len(dims) else [None] * len(dims)
-    text = " ".join("x".join(str(d) for d in shape) + _layout(shape, stride)
-                    for shape, stride in zip(dims, per, strict=True) if isinstance(shape, list) and shape)
+    if not isinstance(dims, list):  # what the trace wrote instead (a text, a number), cut like any shape
+        text = "" if dims is None else json.dumps(dims)
+    else:
+        per = strides if isinstance(strides, list) and len(strides) == len(dims) else [None] * len(dims)
+        text = " ".join("x".join(str(d) for d in shape) + _layout(shape, stride)
+                        for shape, stride in zip(dims, per, strict=True) if isinstance(shape, list) and shape)
     return text if len(text) <= SHAPE_CHARS else text[: SHAPE_CHARS - 1] + "…"
 
 
@@ -94,6 +95,11 @@ def section(run: ReportRun, top: int) -> Section | None:
             table_rows,
             note=f"{len(rows) - top} more (operator, shape) groups in the JSON." if len(rows) > top else None,
         ))
+    above = [r for r in rows if r.get("note")]
+    if above:
+        blocks.append(Lines([f"{len(above)} (operator, shape) groups run above 100% of their roofline ("
+                             + ", ".join(f"`{r['op']}` {r['roofline_pct']:.0f}%" for r in above[:3])
+                             + (", ..." if len(above) > 3 else "") + f"): {above[0]['note']}."], kind="note"))
     if peak and peak["bandwidth_gbs"]:
         points = [(r["op"], r["intensity"], r["tflops"], r["time_ns"] / total if total else 0.0,
                    f"{r['op']} {_shape(r['input_dims'], r['input_strides'])} {_dtype(r)}: {r['tflops']:.3g} TFLOP/s, "
