@@ -255,10 +255,15 @@ def _csv_frame(rows: dict[str, list]) -> pl.DataFrame:
         wide if c in ("start", "end") else pl.Int64) for c in rows})
 
 
+def api_trace_of(kernel_trace: Path) -> Path | None:
+    """The API-call trace (`hip_api_trace.csv`) beside a rocprofv3-format kernel trace, same prefix; None if absent."""
+    return _sibling(kernel_trace, "hip_api_trace")
+
+
 def from_rocprofv3_csv(path: Path) -> TraceTables:
     """A process's kernel trace, with its API calls and copies when the same prefix has them."""
     rank = RANK_PREFIX.match(path.name)
-    runtime = _sibling(path, "hip_api_trace")
+    runtime = api_trace_of(path)
     copies = _sibling(path, "memory_copy_trace")
     return TraceTables(
         path, "rocprofv3-csv", int(rank.group(1)) if rank else None, None,

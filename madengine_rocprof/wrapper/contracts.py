@@ -211,11 +211,12 @@ class _ReportRunRequired(TypedDict):
     collectives: dict[str, Any] | None  # matched across ranks: count, skew_ns, late_rank, per_rank wait/transfer
     multi_node: dict[str, Any] | None
     efficiency: dict[str, Any] | None  # reports/analyses/efficiency.py; None without recorded shapes
+    idle_causes: dict[str, Any] | None  # reports/analyses/idle.py; None without a device timeline
+    launch: dict[str, Any] | None  # reports/analyses/launch.py; None without launch links
 
 
-class ReportRun(_ReportRunRequired, total=False):  # analyses added later (reports/analyses)
-    idle_causes: dict[str, Any] | None
-    launch: dict[str, Any] | None
+class ReportRun(_ReportRunRequired):
+    """One run of a report (the keys are always there; an analysis that does not apply gives null)."""
 
 
 class Report(TypedDict):

@@ -360,7 +360,8 @@ def for_run(run: RunData) -> dict | None:
         if isinstance(device, dict) else None
     parts = []
     for src in run.timing:
-        tables = trace_tables.load_tables(src)
+        # shapes come only with CPU operators, which only Kineto traces carry (their tables come from the read pass)
+        tables = trace_tables.load_tables(src) if src.fmt == "kineto" else None
         if tables is None:
             continue
         name = _device_name(tables.device_properties, tables.kernels, fallback)

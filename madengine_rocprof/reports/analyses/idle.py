@@ -240,6 +240,8 @@ def analyze_run(run: RunData, timeline: list[dict[str, Any]]) -> dict[str, Any] 
     for src in run.timing:
         tables = source_tables(src) if src.devices else None
         if tables is None:
+            if src.devices and src.fmt == "rocprofv3-csv":  # a kernel trace without its API calls
+                without_api.append(src.rel)
             continue
         if tables.runtime.height == 0:
             without_api.append(src.rel)

@@ -24,7 +24,7 @@ import polars as pl
 
 from madengine_rocprof import inputs
 from madengine_rocprof.reports.model import RunData, TimingSource
-from madengine_rocprof.reports.trace_tables import TraceTables, load_tables
+from madengine_rocprof.reports.trace_tables import TraceTables, api_trace_of, load_tables
 
 # HTA 0.5.0 TraceSymbolTable.get_runtime_launch_events_query: the runtime calls that enqueue one GPU operation
 HTA_QUEUE_CALLS = (
@@ -148,6 +148,8 @@ def source_tables(src: TimingSource) -> TraceTables | None:
         return src.tables
     if src.cpu_operators or src.fmt == "kineto" or not inputs.is_regular(src.path):
         return None
+    if src.fmt == "rocprofv3-csv" and api_trace_of(src.path) is None:
+        return None  # no API calls, no launch links: nothing to read that the report has not (1M rows: seconds)
     return load_tables(src)
 
 
