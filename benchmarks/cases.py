@@ -336,6 +336,9 @@ def report_rows(case: Case, ctx: Context, out: Path) -> list[dict[str, Any]]:
         if "baseline_ref" in result:
             variant = f"paired with the code at {result['baseline_ref']}"
         variant = result["case"] if len(names) > 1 else variant
+        for fig in figs:  # min / median / max over the runs: n is the run count, not the three summary values
+            if "n" in fig:
+                fig["n"] = result["runs"]
         row = _row(case, ctx, variant, figs,
                    dispatches=result["dispatches"], input_mb=result["input_mb"],
                    load_average_1min=[data["load_average_1min_at_start"], result["load_average_1min_after"]])

@@ -113,6 +113,49 @@ def _bad_lines(path: Path, ncols: int) -> pl.LazyFrame:
     )
 
 
+# the guard's verdict per file version (the report's statistics and its per-event tables read one file twice)
+_VOUCHED: dict[tuple, bool] = {}
+
+
+def _lines_vouched(path: Path, ncols: int) -> bool:
+    """True when every line is exactly ncols fields polars reads as the csv module does (`_bad_lines` finds none)."""
+    info = path.stat()
+    key = (str(path.resolve()), ncols, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    if key not in _VOUCHED:
+        _VOUCHED[key] = not _bad_lines(path, ncols).collect(engine="streaming").item()
+    return _VOUCHED[key]
+
+
+def fast_columns(path: Path, strings: dict[str, tuple[str, ...]],
+                 times: dict[str, tuple[str, ...]]) -> pl.DataFrame | None:
+    """Columns of a CSV file read by polars, or None where the csv module must read it (the same guard as
+    `kernel_trace_table`). `strings` (absent columns left out; empty fields as the csv module reads them, "") and
+    `times` (required: whole ns, none empty or negative, end not before start) map our names to header aliases."""
+    try:
+        with open_table(path, {}, {**strings, **times}) as table:
+            header, index = table.header, table.index
+    except UserError:
+        return None
+    if len(set(header)) != len(header) or any(index[k] is None for k in times):
+        return None
+    wanted = {k: header[i] for k, i in index.items() if i is not None}
+    types = {wanted[k]: (pl.Int64() if k in times else pl.String()) for k in wanted}
+    columns = [pl.col(col).alias(k) if k in times else pl.col(col).fill_null("").alias(k) for k, col in wanted.items()]
+    try:
+        if not _lines_vouched(path, len(header)):
+            return None
+        frame = (pl.scan_csv(path, schema_overrides=types, encoding="utf8-lossy", infer_schema=False)
+                 .select(columns).collect(engine="streaming"))
+    except (pl.exceptions.PolarsError, OSError, ValueError):
+        return None
+    start, end = times
+    if frame.select(pl.any_horizontal(pl.col(*times).is_null().any())).item():
+        return None
+    if frame.height and frame.select(((pl.col(end) < pl.col(start)) | (pl.col(start) < 0)).any()).item():
+        return None
+    return frame
+
+
 def _polars_table(path: Path, layout: _Layout, tracks: bool, device_key: str) -> pl.DataFrame | None:
     names = layout.names
     if layout.duplicates:
@@ -130,7 +173,7 @@ def _polars_table(path: Path, layout: _Layout, tracks: bool, device_key: str) ->
     if tracks:
         columns.append(_track_expr(names["agent"], names["queue"]))
     try:
-        if _bad_lines(path, layout.ncols).collect(engine="streaming").item():
+        if not _lines_vouched(path, layout.ncols):
             return None  # lines the csv module must judge (polars drops extra fields of unselected columns)
         table = (pl.scan_csv(path, schema_overrides=types, encoding="utf8-lossy", infer_schema=False)
                  .select(columns).collect(engine="streaming"))

@@ -23,7 +23,7 @@ from typing import Any
 import polars as pl
 
 from madengine_rocprof import inputs
-from madengine_rocprof.reports import dispatches, kineto_reader
+from madengine_rocprof.reports import csv_readers, dispatches, kineto_reader
 from madengine_rocprof.reports.csv_tables import open_table, parse_int, parse_time
 from madengine_rocprof.reports.kineto_reader import nullable as _nullable
 from madengine_rocprof.reports.model import Iteration, TimingSource
@@ -199,8 +199,44 @@ def _optional_int(table: Any, row: list[str], index: int | None, column: str) ->
     return parse_int(table, row[index], column)
 
 
+# a whole number the fast path takes as it is (anything else, signs, blanks, decimals, goes through parse_int)
+_PLAIN_INT = r"^[0-9]{1,18}$"
+
+
+def _fast_kernels(path: Path) -> pl.DataFrame | None:
+    """kernel_trace.csv through polars (csv_readers.fast_columns): the same frame as the csv-module loop of
+    `_gpu_csv`, or None where a value needs that loop's exact rules or errors (which then reads the file)."""
+    frame = csv_readers.fast_columns(path, {"name": ("Kernel_Name",), "agent": ("Agent_Id",),
+                                            "stream": ("Stream_Id", "Queue_Id"), "correlation": ("Correlation_Id",)},
+                                     {"start": ("Start_Timestamp",), "end": ("End_Timestamp",)})
+    if frame is None:
+        return None
+    ints = [c for c in ("stream", "correlation") if c in frame.columns]
+    # an empty field is None; a value other than plain digits is left to parse_int (its rules, its errors)
+    if frame.select(pl.any_horizontal([((pl.col(c) != "") & ~pl.col(c).str.contains(_PLAIN_INT)).any()
+                                       for c in ints] or [pl.lit(False)])).item():
+        return None
+    # few distinct agents: each mapped by `_agent` itself, so "Agent 4", "4" and odd texts read as the loop reads them
+    device = pl.lit(None, pl.Int64)
+    if "agent" in frame.columns:
+        agents = frame["agent"].unique().to_list()
+        device = pl.col("agent").replace_strict(agents, [_agent(a) for a in agents], return_dtype=pl.Int64)
+
+    def whole(column: str) -> pl.Expr:
+        return pl.when(pl.col(column) != "").then(pl.col(column)).cast(pl.Int64) if column in ints \
+            else pl.lit(None, pl.Int64)
+
+    return frame.select(pl.col("name"), device.alias("device"), whole("stream").alias("stream"), pl.col("start"),
+                        pl.col("end"), whole("correlation").alias("correlation"),
+                        pl.lit(None, pl.Int64).alias("external_id"))
+
+
 def _gpu_csv(path: Path, kind: str) -> pl.DataFrame:
     """kernel_trace.csv or memory_copy_trace.csv rows with their device, stream and correlation id."""
+    if kind == "kernel":
+        fast = _fast_kernels(path)
+        if fast is not None:
+            return fast
     rows: dict[str, list] = {c: [] for c in GPU_COLUMNS}
     required: dict[str, tuple[str, ...]]
     if kind == "kernel":

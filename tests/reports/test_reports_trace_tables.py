@@ -212,3 +212,56 @@ def test_rocprofv3_csv_bad_api_row_names_its_line(tmp_path):
     with pytest.raises(UserError) as err:
         trace_tables.load_tables(run.timing[0])
     assert err.value.line == 3 and "1_000" in str(err.value)
+
+
+def _loop_kernels(monkeypatch, path: Path) -> pl.DataFrame | str:
+    """The kernel table as the csv-module loop reads it (the fast path switched off), or its error."""
+    from madengine_rocprof.errors import UserError
+    with monkeypatch.context() as patch:
+        patch.setattr(trace_tables, "_fast_kernels", lambda _path: None)
+        try:
+            return trace_tables._gpu_csv(path, "kernel")
+        except UserError as err:
+            return str(err)
+
+
+KERNEL_HEADER = "Kind,Agent_Id,Queue_Id,Stream_Id,Kernel_Name,Correlation_Id,Start_Timestamp,End_Timestamp\n"
+
+
+@pytest.mark.parametrize("rows, fast", [
+    (['K,"Agent 4",1,2,"void k<float, 4>(int)",7,100,200', "K,Agent 5,1,3,b,8,150,400"], True),
+    (["K,4,1,,a,,100,200", 'K,,1,"",b,"",300,300'], True),  # empty stream/correlation/agent fields: None
+    (["K,GPU 12 ,1,2,a,007,100,200", "K,agent,1,2,b,9,100,200"], True),  # trailing blank, no number: None
+    (["K,Agent \u0664,1,2,a,7,100,200"], True),  # a non-ASCII digit: `_agent` decides, as in the loop
+    (["K,4,1,+2,a,7,100,200", "K,4,1, 3,b,8,100,200"], False),  # sign, blank: parse_int's rules
+    (["K,4,1,2,a,1.0e1,100,200"], False),  # decimal notation
+    (["K,4,1,2,a,9223372036854775808,100,200"], False),  # over int64: the loop's error
+    (["K,4,1,2,a,x1,100,200"], False),
+    (["K,4,1,2,a,7,300,200"], False),  # end before start: the loop's error
+    (["K,4,1,2,a,7,100", "K,4,1,2,b,8,100,200"], False),  # a short row: the loop's error
+])
+def test_rocprofv3_kernels_fast_path_equals_the_loop(tmp_path, monkeypatch, rows, fast):
+    """The polars path builds exactly the csv-module loop's frame, and leaves to the loop what it cannot vouch for."""
+    path = tmp_path / "1_kernel_trace.csv"
+    path.write_text(KERNEL_HEADER + "\n".join(rows) + "\n", encoding="utf-8")
+    got = trace_tables._fast_kernels(path)
+    assert (got is not None) == fast
+    want = _loop_kernels(monkeypatch, path)
+    assert not isinstance(want, str) or not fast  # the fast path never takes a file the loop refuses
+    if got is not None:
+        assert isinstance(want, pl.DataFrame) and got.schema == want.schema and got.equals(want)
+    if not fast and isinstance(want, str):  # the loop's error, with its line, is what the reader raises
+        from madengine_rocprof.errors import UserError
+        with pytest.raises(UserError) as err:
+            trace_tables._gpu_csv(path, "kernel")
+        assert str(err.value) == want and ":2:" in want
+    elif not fast:
+        assert isinstance(want, pl.DataFrame) and trace_tables._gpu_csv(path, "kernel").equals(want)
+
+
+@pytest.mark.parametrize("rel", ["docs-data/kernel_trace.csv", "docs-data-2024/kernel_trace.csv"])
+def test_rocprofv3_kernels_fast_path_on_real_traces(tmp_path, monkeypatch, rel):
+    path = Path(shutil.copy(FIXTURES / "rocprofv3" / rel, tmp_path / "1_kernel_trace.csv"))
+    want = _loop_kernels(monkeypatch, path)
+    got = trace_tables._gpu_csv(path, "kernel")
+    assert isinstance(want, pl.DataFrame) and got.schema == want.schema and got.equals(want)
