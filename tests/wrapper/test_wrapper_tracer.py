@@ -135,7 +135,7 @@ def test_cpu_workload_kernel_counts_match_what_the_app_ran(tmp_path):
     pid = (tmp_path / "pid").read_text()
     files = host_files(tmp_path)
     assert set(files) == {f"{pid}_kernel_trace.csv", f"{pid}_kernel_stats.csv", f"{pid}_perfetto_trace.json",
-                          f"{pid}_tracer_summary.json"}
+                          f"{pid}_tracer_summary.json", f"{pid}_phase_markers.csv"}  # CPU mode: the phase markers
     assert result.manifest["tracer"]["backends"] == ["torch"]  # CPU: the torch.profiler backend
     assert result.manifest["tracer"]["dropped_records"] is None  # Kineto does not report drops
     trace = read_csv(files[f"{pid}_kernel_trace.csv"])
