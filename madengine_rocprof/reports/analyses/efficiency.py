@@ -273,8 +273,8 @@ def analyse(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, kernels: pl.DataFrame,
             continue
         modelled_kernel_ns += g["kernel_ns"]
         rows.append(_row(name, dims, types, strides, concrete, found, g, peak, target))
-    rows.sort(key=lambda r: (-(r["saved_ns"] or 0), -r["time_ns"], r["op"]))
-    unmodelled.sort(key=lambda r: (-r["time_ns"], r["op"]))
+    rows.sort(key=_row_order)
+    unmodelled.sort(key=_unmodelled_order)
     return {
         "device": device,
         "peak": None if peak is None else {
@@ -353,6 +353,17 @@ def _device_name(device_properties: list[dict], kernels: pl.DataFrame, fallback:
     return first or fallback
 
 
+def _row_order(row: dict) -> tuple:
+    """Most time saved first; ties broken by everything that tells rows apart, so the order never depends on the
+    order polars' group_by happened to produce."""
+    return (-(row["saved_ns"] or 0), -row["time_ns"], row["op"], str(row.get("input_dims")), str(row.get("dtypes")),
+            str(row.get("input_strides")), str(row.get("concrete_inputs")), row.get("origin", ""))
+
+
+def _unmodelled_order(row: dict) -> tuple:
+    return (-row["time_ns"], row["op"], str(row.get("input_dims")), str(row.get("dtypes")), row.get("origin", ""))
+
+
 def for_run(run: RunData) -> dict | None:
     """The efficiency analysis of every trace of a run that recorded shapes, as one table (None when none did)."""
     device = run.workload.get("device") if run.workload else None
@@ -379,12 +390,11 @@ def for_run(run: RunData) -> dict | None:
         merged[key] = sum(p[key] for _, p in parts)
     merged["coverage_pct"] = (round(100 * merged["modelled_kernel_ns"] / merged["kernel_ns"], 3)
                               if merged["kernel_ns"] else None)
-    merged["rows"] = sorted((dict(r, origin=o) for o, p in parts for r in p["rows"]),
-                            key=lambda r: (-(r["saved_ns"] or 0), -r["time_ns"], r["op"]))
+    merged["rows"] = sorted((dict(r, origin=o) for o, p in parts for r in p["rows"]), key=_row_order)
     merged["unmodelled"] = sorted((dict(u, origin=o) for o, p in parts for u in p["unmodelled"]),
-                                  key=lambda u: (-u["time_ns"], u["op"]))
+                                  key=_unmodelled_order)
     merged["unlinked_kernels"] = sorted((dict(u, origin=o) for o, p in parts for u in p["unlinked_kernels"]),
-                                        key=lambda u: -u["time_ns"])[:UNLINKED_LISTED]
+                                        key=lambda u: (-u["time_ns"], u["name"], u["origin"]))[:UNLINKED_LISTED]
     merged["origins"] = [{"origin": o, "device": p["device"], "kernel_ns": p["kernel_ns"],
                           "coverage_pct": p["coverage_pct"]} for o, p in parts]
     return merged
