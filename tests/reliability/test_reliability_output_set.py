@@ -139,7 +139,10 @@ def test_a_stopping_signal_during_the_write_leaves_no_temporary_file(tmp_path, s
     out.mkdir()
     proc = subprocess.run([sys.executable, "-c", SIGNAL_DURING_WRITE, str(int(sig)), "report", str(run), "-q",
                            "--json", str(out / "r.json"), "--markdown", str(out / "r.md")],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+                          cwd=REPO, capture_output=True, text=True, timeout=120,
+                          # the signals at their defaults, whatever this test inherited (under nohup SIGHUP is
+                          # ignored, and the CLI rightly leaves an ignored SIGHUP ignored)
+                          preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
     assert proc.returncode == 128 + sig, proc.stderr
     assert "Traceback" not in proc.stderr
     assert sorted(os.listdir(out)) == []  # no .r.json.XXXX.tmp, and no r.md without its r.json
