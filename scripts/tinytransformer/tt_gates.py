@@ -5,6 +5,7 @@ Each gate returns {"passed": bool, ...measurements}; run_gates() runs them all a
 (the harness turns any failure into a non-zero exit)."""
 from __future__ import annotations
 
+import gc
 import math
 
 import torch
@@ -147,6 +148,7 @@ def gate_data_parallel(version, cfg, device, dtype, attention, seed, graphs, sma
                               warmup_eager=tt_train.DDP_WARMUP_EAGER)
     local = [float(step(xs[i], ys[i])) for i in range(steps)]
     del step, opt, ddp, model
+    gc.collect()  # DDP's Reducer holds the process group: free it now, while the group lives (tt_harness.main: why)
     both = torch.tensor([local, [0.0] * steps], dtype=torch.float64, device=device)
     if rank == 0:  # one process, the whole batch: the reference
         both[1] = torch.tensor(_train_losses(version, cfg, device, dtype, attention, seed, tokens, lr, graphs),
