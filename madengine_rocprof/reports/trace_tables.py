@@ -231,7 +231,7 @@ def _fast_kernels(path: Path) -> pl.DataFrame | None:
                         pl.lit(None, pl.Int64).alias("external_id"))
 
 
-def _gpu_csv(path: Path, kind: str) -> pl.DataFrame:
+def _gpu_csv(path: Path, kind: str, kernel_devices: frozenset = frozenset()) -> pl.DataFrame:
     """kernel_trace.csv or memory_copy_trace.csv rows with their device, stream and correlation id."""
     if kind == "kernel":
         fast = _fast_kernels(path)
@@ -244,7 +244,7 @@ def _gpu_csv(path: Path, kind: str) -> pl.DataFrame:
         optional = {"agent": ("Agent_Id",), "stream": ("Stream_Id", "Queue_Id"), "correlation": ("Correlation_Id",)}
     else:
         required = {"name": ("Direction",), "start": ("Start_Timestamp",), "end": ("End_Timestamp",)}
-        optional = {"agent": ("Destination_Agent_Id",), "stream": ("Stream_Id",),
+        optional = {"agent": ("Destination_Agent_Id",), "source": ("Source_Agent_Id",), "stream": ("Stream_Id",),
                     "correlation": ("Correlation_Id",)}
     with open_table(path, required, optional) as table:
         idx = table.index
@@ -255,7 +255,12 @@ def _gpu_csv(path: Path, kind: str) -> pl.DataFrame:
                 raise table.error(f"End_Timestamp {end} is before Start_Timestamp {start}",
                                   fix="the file is corrupt; re-run the profiler")
             rows["name"].append(row[idx["name"]])
-            rows["device"].append(_agent(row[idx["agent"]]) if idx["agent"] is not None else None)
+            device = _agent(row[idx["agent"]]) if idx["agent"] is not None else None
+            if idx.get("source") is not None:  # a copy: its device as the report's timeline counts it (csv_readers):
+                source = _agent(row[idx["source"]])  # the destination, unless only the source ran kernels
+                if device not in kernel_devices and source in kernel_devices or device is None:
+                    device = source
+            rows["device"].append(device)
             rows["stream"].append(_optional_int(table, row, idx["stream"], "Stream_Id"))
             rows["start"].append(start)
             rows["end"].append(end)
@@ -301,9 +306,11 @@ def from_rocprofv3_csv(path: Path) -> TraceTables:
     rank = RANK_PREFIX.match(path.name)
     runtime = api_trace_of(path)
     copies = _sibling(path, "memory_copy_trace")
+    kernels = _gpu_csv(path, "kernel")
+    devices = frozenset(kernels["device"].drop_nulls().unique().to_list())
     return TraceTables(
         path, "rocprofv3-csv", int(rank.group(1)) if rank else None, None,
-        kernels=_gpu_csv(path, "kernel"),
-        copies=_gpu_csv(copies, "copy") if copies else empty(GPU_COLUMNS),
+        kernels=kernels,
+        copies=_gpu_csv(copies, "copy", devices) if copies else empty(GPU_COLUMNS),
         runtime=_runtime_csv(runtime) if runtime else empty(RUNTIME_COLUMNS),
     )

@@ -129,3 +129,21 @@ def test_our_tracers_h100_run_with_api_calls(tmp_path):
     [process] = run["launch"]["processes"]
     assert process["launches"] == t["dispatches"]  # every kernel came from a launch call
     assert process["by_call"] == {"cuLaunchKernel": 365, "cuLaunchKernelEx": 1380, "cudaLaunchKernel": 4613}
+
+
+def test_copies_to_the_host_count_on_their_gpu_in_the_tables(tmp_path):
+    """Our tracer's 2-rank H100 run (kernels and copies, no API calls): a device-to-host copy names the CPU as its
+    destination; the tables count it on its GPU, as the timeline does, so every device gets its (unlinked) idle row
+    and no 'reader bug' note."""
+    source = FIXTURES / "gpu_runs" / "ours_h100_2rank"
+    run_dir = tmp_path / "run"
+    (run_dir / "vm").mkdir(parents=True)
+    for path in (source / "vm").iterdir():
+        if path.name.endswith(".csv.gz"):
+            with gzip.open(path, "rb") as src, open(run_dir / "vm" / path.name.removesuffix(".gz"), "wb") as dst:
+                shutil.copyfileobj(src, dst)
+    run = report_of(run_dir)
+    causes = run["idle_causes"]
+    assert len(causes["devices"]) == 2 and not any("reader bug" in n for n in causes["notes"])
+    for row, timeline in zip(causes["devices"], run["timeline"], strict=True):
+        assert row["other"]["unlinked_ns"] == row["idle_ns"] == timeline["idle_ns"]

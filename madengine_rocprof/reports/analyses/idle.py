@@ -240,8 +240,11 @@ def analyze_run(run: RunData, timeline: list[dict[str, Any]]) -> dict[str, Any] 
     for src in run.timing:
         tables = source_tables(src) if src.devices else None
         if tables is None:
-            if src.devices and src.fmt == "rocprofv3-csv":  # a kernel trace without its API calls
-                without_api.append(src.rel)
+            if src.devices and src.fmt == "rocprofv3-csv":  # a kernel trace without its API calls: nothing links
+                without_api.append(src.rel)  # a gap to the host, so all idle time is unlinked (no second read)
+                rows += [{"origin": src.process, "rank": ranks.get((src.process, d.device)), "device": d.device,
+                          "span_ns": d.span_ns} | _row({UNLINKED: d.span_ns - d.busy_ns})
+                         | {"gaps": None, "linked_share": 0.0, "iterations": []} for d in src.devices]
             continue
         if tables.runtime.height == 0:
             without_api.append(src.rel)
