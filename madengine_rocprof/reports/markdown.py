@@ -31,8 +31,8 @@ def escape(document: str) -> str:
     lines = []
     for line in document.split("\n"):
         parts = line.split("`")
-        if len(parts) % 2 == 0:  # an unpaired backtick (a name holding one): no code span to trust on this line
-            parts = [line.replace("`", "\\`")]
+        if len(parts) % 2 == 0:  # an unpaired backtick (a name holding one): no code span to trust on this line,
+            parts = [line.replace("<", "&lt;").replace("`", "\\`")]  # so every `<` is text (`<\`a` too)
         lines.append("`".join(_TAG_OPEN.sub("&lt;", p) if i % 2 == 0 else p for i, p in enumerate(parts)))
     return "\n".join(lines)
 
