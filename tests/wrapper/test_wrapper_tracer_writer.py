@@ -242,7 +242,10 @@ def _traced(tmp_path: Path, out: Path, ops: int = 60_000, argv_prefix=()) -> sub
                MADENGINE_ROCPROF_TRACER_HOME=str(REPO), MADENGINE_ROCPROF_TRACER_OUT=str(out),
                CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
     return subprocess.Popen([*argv_prefix, sys.executable, str(script), str(tmp_path / "ready"), str(ops)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            # SIGINT at its default: a shell's background job (`cmd &`) starts it ignored, and then
+                            # Python never installs its KeyboardInterrupt handler
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _wait(predicate, seconds: float = 120, step: float = 0.005) -> None:
