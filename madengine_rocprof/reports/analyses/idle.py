@@ -240,8 +240,8 @@ def analyze_run(run: RunData, timeline: list[dict[str, Any]]) -> dict[str, Any] 
     for src in run.timing:
         tables = source_tables(src) if src.devices else None
         if tables is None:
-            if src.devices and src.fmt == "rocprofv3-csv":  # a kernel trace without its API calls: nothing links
-                without_api.append(src.rel)  # a gap to the host, so all idle time is unlinked (no second read)
+            if src.devices and src.fmt == "rocprofv3-csv" and not src.cpu_operators:  # kernels without API calls:
+                without_api.append(src.rel)  # nothing links a gap to the host: all idle is unlinked (no 2nd read)
                 rows += [{"origin": src.process, "rank": ranks.get((src.process, d.device)), "device": d.device,
                           "span_ns": d.span_ns} | _row({UNLINKED: d.span_ns - d.busy_ns})
                          | {"gaps": None, "linked_share": 0.0, "iterations": []} for d in src.devices]
