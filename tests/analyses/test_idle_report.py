@@ -25,6 +25,17 @@ GPU_FOLDERS = ["ours_h100_tt_v1_eager", "ours_h100_tt_v4_graph", "ours_h100_ddp_
 PARTS = ("launch_ns", "sync_ns", "other_ranks_ns", "other_ns")
 
 
+def unpacked_run(tmp_path: Path, fixture: str) -> Path:
+    """A gpu_runs fixture's CSVs (stored gzip-compressed) unpacked as the tracer wrote them, under tmp_path/run/vm."""
+    run_dir = tmp_path / "run"
+    (run_dir / "vm").mkdir(parents=True)
+    for path in (FIXTURES / "gpu_runs" / fixture / "vm").iterdir():
+        if path.name.endswith(".csv.gz"):
+            with gzip.open(path, "rb") as src, open(run_dir / "vm" / path.name.removesuffix(".gz"), "wb") as dst:
+                shutil.copyfileobj(src, dst)
+    return run_dir
+
+
 def report_of(path: Path) -> dict:
     return dict(build_report(load_runs([path]))["runs"][0])
 
@@ -112,13 +123,7 @@ def test_lightweight_kernel_trace_only_says_what_it_cannot_tell(tmp_path, capsys
 def test_our_tracers_h100_run_with_api_calls(tmp_path):
     """The embedded tracer's CUPTI backend with --hip-trace on an H100 (TinyTransformer v1 eager): kernel_trace and
     hip_api_trace CSVs linked by Correlation_Id; stored gzip-compressed, unpacked here as the run wrote them."""
-    source = FIXTURES / "gpu_runs" / "ours_h100_v1_1gpu_api"
-    run_dir = tmp_path / "run"
-    (run_dir / "vm").mkdir(parents=True)
-    for path in (source / "vm").iterdir():
-        if path.name.endswith(".csv.gz"):
-            with gzip.open(path, "rb") as src, open(run_dir / "vm" / path.name.removesuffix(".gz"), "wb") as dst:
-                shutil.copyfileobj(src, dst)
+    run_dir = unpacked_run(tmp_path, "ours_h100_v1_1gpu_api")
     run = report_of(run_dir)
     [row] = run["idle_causes"]["devices"]
     [t] = run["timeline"]
@@ -135,13 +140,7 @@ def test_copies_to_the_host_count_on_their_gpu_in_the_tables(tmp_path):
     """Our tracer's 2-rank H100 run (kernels and copies, no API calls): a device-to-host copy names the CPU as its
     destination; the tables count it on its GPU, as the timeline does, so every device gets its (unlinked) idle row
     and no 'reader bug' note."""
-    source = FIXTURES / "gpu_runs" / "ours_h100_2rank"
-    run_dir = tmp_path / "run"
-    (run_dir / "vm").mkdir(parents=True)
-    for path in (source / "vm").iterdir():
-        if path.name.endswith(".csv.gz"):
-            with gzip.open(path, "rb") as src, open(run_dir / "vm" / path.name.removesuffix(".gz"), "wb") as dst:
-                shutil.copyfileobj(src, dst)
+    run_dir = unpacked_run(tmp_path, "ours_h100_2rank")
     run = report_of(run_dir)
     causes = run["idle_causes"]
     assert len(causes["devices"]) == 2 and not any("reader bug" in n for n in causes["notes"])
