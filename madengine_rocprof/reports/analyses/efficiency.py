@@ -28,7 +28,7 @@ import polars as pl
 
 from madengine_rocprof.insights.peaks import Peak, device_peak
 from madengine_rocprof.reports import trace_tables
-from madengine_rocprof.reports.analyses import op_models
+from madengine_rocprof.reports.analyses import nesting, op_models
 from madengine_rocprof.reports.model import RunData
 
 DEFAULT_TARGET = 0.8  # the fraction of the roofline a tuned kernel is taken to reach when ranking what to fix first
@@ -38,6 +38,7 @@ KEY = ("name", "input_dims", "input_types", "input_strides", "concrete_inputs")
 GRAPH_LAUNCH = r"(?i)graphlaunch"  # cudaGraphLaunch, hipGraphLaunch, cuGraphLaunch
 MAX_ENCLOSING_QUERIES = 100_000  # kernels without an operator id looked up by time; more are left unlinked
 UNLINKED_LISTED = 5  # the longest kernels no operator launched, by name, in the JSON and the note
+CHAIN_LIMIT = 512  # a launching op's chain of enclosing ops is followed this far (a bound on corrupt nesting)
 # why a row can pass 100% of its roofline: the roofline's bytes are HBM bytes, and a tensor that fits in the
 # GPU's last-level cache (50 MB on H100, 256 MB Infinity Cache on MI300X) is read from there, faster than HBM;
 # or the model counts work the kernels did not do (a broadcast input read once, an op fused into its neighbour)
@@ -53,24 +54,6 @@ def _parse(text: str | None) -> Any:
         return json.loads(text)
     except ValueError:
         return None
-
-
-def _parents(ops: pl.DataFrame) -> dict[int, int]:
-    """Each op's enclosing op on the same thread (-1 for none), by time nesting; keyed by the `op` column."""
-    parent: dict[int, int] = {}
-    order = ops.select("op", "pid", "tid", "start", "end").sort(
-        ["pid", "tid", "start", "end"], descending=[False, False, False, True], maintain_order=True)
-    stack: list[tuple[int, int]] = []  # (end, op) of the ops still open at this point of the thread
-    thread = None
-    for i, pid, tid, start, end in order.iter_rows():
-        if (pid, tid) != thread:
-            thread, stack = (pid, tid), []
-        while stack and stack[-1][0] <= start:
-            stack.pop()
-        # an op that started earlier and ends within this one overlaps it without enclosing it: no parent
-        parent[i] = stack[-1][1] if stack and stack[-1][0] >= end else -1
-        stack.append((end, i))
-    return parent
 
 
 def _enclosing(ops: pl.DataFrame, queries: list[tuple[int, int, int]]) -> dict[tuple[int, int, int], int]:
@@ -107,17 +90,22 @@ def _kernel_ops(kernels: pl.DataFrame, runtime: pl.DataFrame, ops: pl.DataFrame)
     ids64 = [pl.col(c).cast(pl.Int64, strict=False) for c in ("correlation", "external_id")]
     k = kernels.select("name", "start", "end", *ids64)  # a column of nulls only may come typed Null: not a join key
     runtime = runtime.with_columns(ids64)
-    ops = ops.with_columns(pl.col("external_id").cast(pl.Int64, strict=False))
-    ids = (ops.filter(pl.col("external_id").is_not_null()).select(pl.col("external_id").alias("_ext"), "op")
-           .unique("_ext", keep="last"))
+    # millions of host rows: only those the kernels name are looked at (each filter keeps the rows' order, so
+    # `first` and `last` below pick what they would pick among all rows)
+    runtime = runtime.filter(pl.col("correlation").is_in(k["correlation"].drop_nulls().implode()))
     if runtime.height:
-        links = (runtime.filter(pl.col("correlation").is_not_null())
-                 .select("correlation", pl.col("external_id").alias("_rt_ext"),
-                         pl.col("name").str.contains(GRAPH_LAUNCH).alias("graph"))
+        names = runtime["name"].unique()  # matched once per distinct name
+        launches = names.filter(names.str.contains(GRAPH_LAUNCH))
+        links = (runtime.select("correlation", pl.col("external_id").alias("_rt_ext"),
+                                pl.col("name").is_in(launches.implode()).alias("graph"))
                  .unique("correlation", keep="first"))
         k = k.join(links, on="correlation", how="left").with_columns(pl.col("graph").fill_null(False))
     else:
         k = k.with_columns(pl.lit(None, dtype=pl.Int64).alias("_rt_ext"), pl.lit(False).alias("graph"))
+    ops = ops.with_columns(pl.col("external_id").cast(pl.Int64, strict=False))
+    named = pl.concat([k["external_id"], k["_rt_ext"]]).drop_nulls().unique()
+    ids = (ops.filter(pl.col("external_id").is_in(named.implode()))
+           .select(pl.col("external_id").alias("_ext"), "op").unique("_ext", keep="last"))
     k = (k.join(ids.rename({"op": "_own"}), left_on="external_id", right_on="_ext", how="left")
          .join(ids.rename({"op": "_via"}), left_on="_rt_ext", right_on="_ext", how="left"))
     # a kernel replayed from a CUDA/HIP graph belongs to the operator that ran at capture, which the trace does not
@@ -145,17 +133,17 @@ def _kernel_ops(kernels: pl.DataFrame, runtime: pl.DataFrame, ops: pl.DataFrame)
     return k
 
 
-def _union_per(frame: pl.DataFrame, by: str) -> pl.DataFrame:
-    """The union of [start, end) intervals per `by` value, in ns. Sorted by start, a group whose every interval
-    starts at or after the previous one's end is disjoint (each earlier interval ended before that), so its union
-    is the sum of its durations; only groups where some interval overlaps its predecessor are merged one by one."""
+def _union_per(frame: pl.DataFrame, by: str, *extra: pl.Expr) -> pl.DataFrame:
+    """The union of [start, end) intervals per `by` value, in ns (and the `extra` aggregations of each group, in the
+    same pass). Sorted by start, a group whose every interval starts at or after the previous one's end is disjoint
+    (each earlier interval ended before that), so its union is the sum of its durations; only groups where some
+    interval overlaps its predecessor are merged one by one."""
     s = frame.sort([by, "start", "end"])
     s = s.with_columns(((pl.col(by) == pl.col(by).shift(1)) & (pl.col("start") < pl.col("end").shift(1)))
                        .fill_null(False).alias("_overlap"))
-    overlapping = s.filter(pl.col("_overlap"))[by].unique()
-    plain = (s.filter(~pl.col(by).is_in(overlapping.implode())).group_by(by)
-             .agg((pl.col("end") - pl.col("start")).sum().cast(pl.Int64).alias("union_ns")))
-    merged: dict[int, int] = {}
+    per = s.group_by(by).agg((pl.col("end") - pl.col("start")).sum().cast(pl.Int64).alias("union_ns"),
+                             pl.col("_overlap").any().alias("_merge"), *extra)
+    overlapping = per.filter(pl.col("_merge"))[by]
     if overlapping.len():
         current: dict[int, tuple[int, int]] = {}  # group -> (union so far, end of the merged run so far)
         for key, start, end in (s.filter(pl.col(by).is_in(overlapping.implode())).select(by, "start", "end")
@@ -168,10 +156,63 @@ def _union_per(frame: pl.DataFrame, by: str) -> pl.DataFrame:
                 union += end - reach
                 reach = end
             current[key] = (union, reach)
-        merged = {key: union for key, (union, _) in current.items()}
-    extra = pl.DataFrame({by: list(merged), "union_ns": list(merged.values())},
-                         schema={by: plain.schema[by], "union_ns": pl.Int64})
-    return pl.concat([plain, extra])
+        merged = pl.DataFrame({by: list(current), "_union": [union for union, _ in current.values()]},
+                              schema={by: per.schema[by], "_union": pl.Int64})
+        per = (per.join(merged, on=by, how="left")
+               .with_columns(pl.coalesce("_union", "union_ns").alias("union_ns")).drop("_union"))
+    return per.drop("_merge")
+
+
+def _owners(ops: pl.DataFrame, launchers: pl.Series, modelled: list[bool], composite: list[bool]) -> pl.DataFrame:
+    """`op` (each launching op) and `owner`, the op on its call stack that its kernels' time goes to: the outermost
+    composite with a model, else the innermost op with a model (itself included), else itself. `ops` has `op`,
+    `pid`, `tid`, `start`, `end` and `key` (the index into `modelled` / `composite` of its name and shapes)."""
+    found = nesting.tree(ops)
+    if found is None or (found.height and found["depth"].max() >= CHAIN_LIMIT):  # type: ignore[operator]
+        return _owners_by_walk(ops, launchers, modelled, composite)
+    flags = pl.DataFrame({"key": range(len(modelled)), "_cost": modelled, "_fused": composite},
+                         schema={"key": ops.schema["key"], "_cost": pl.Boolean, "_fused": pl.Boolean})
+    found = found.join(ops.select("op", "key").join(flags, on="key", how="left"), on="op", how="left")
+    # top down, a level at a time: an op takes its parent's innermost modelled op and outermost composite
+    levels = found.partition_by("depth", as_dict=True, include_key=False)
+    done: list[pl.DataFrame] = []
+    above: pl.DataFrame | None = None
+    for depth in sorted(key[0] for key in levels):  # type: ignore[type-var]
+        level = levels[(depth,)]
+        if above is None:
+            inherited = level.with_columns(pl.lit(None, pl.UInt32).alias("_inner"), pl.lit(None, pl.UInt32)
+                                           .alias("_outer"))
+        else:
+            inherited = level.join(above.select(pl.col("op").alias("parent"), pl.col("inner").alias("_inner"),
+                                                pl.col("outer").alias("_outer")),
+                                   on="parent", how="left")
+        above = inherited.select(
+            "op", pl.when(pl.col("_cost")).then(pl.col("op")).otherwise(pl.col("_inner")).alias("inner"),
+            pl.coalesce(pl.col("_outer"), pl.when(pl.col("_fused")).then(pl.col("op"))).alias("outer"))
+        done.append(above)
+    every = pl.concat(done)
+    return (every.filter(pl.col("op").is_in(launchers.implode()))
+            .select("op", pl.coalesce("outer", "inner", "op").alias("owner")))
+
+
+def _owners_by_walk(ops: pl.DataFrame, launchers: pl.Series, modelled: list[bool],
+                    composite: list[bool]) -> pl.DataFrame:
+    """`_owners` by walking each launching op's chain of parents, for ops that do not nest properly (a partial
+    overlap) or nest deeper than CHAIN_LIMIT (a chain is followed that far and no further)."""
+    parents = nesting.reference_parents(ops)
+    op_key = dict(zip(ops["op"].to_list(), ops["key"].to_list(), strict=True))
+    owner: dict[int, int] = {}
+    for launcher in launchers.to_list():
+        chain: list[int] = []
+        i = launcher
+        while i != -1 and len(chain) < CHAIN_LIMIT:
+            chain.append(i)
+            i = parents[i]
+        fused = next((j for j in reversed(chain) if composite[op_key[j]]), None)
+        owner[launcher] = fused if fused is not None else next(
+            (j for j in chain if modelled[op_key[j]]), launcher)
+    return pl.DataFrame({"op": list(owner), "owner": list(owner.values())}, schema={"op": ops.schema["op"],
+                                                                                    "owner": ops.schema["op"]})
 
 
 def _peak_for(peak: Peak | None, cost: op_models.Cost, tf32: bool) -> tuple[float | None, str]:
@@ -209,35 +250,23 @@ def analyse(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, kernels: pl.DataFrame,
     # annotations; each distinct (name, dims, types, strides, concrete) gets an id, and its cost is computed once
     ops = ops.filter(pl.col("op").is_in(launchers.implode()) | pl.col("name").is_in(list(op_models.MODELS)))
     distinct = ops.select(*KEY).unique(maintain_order=True).with_row_index("key")
-    ops = ops.join(distinct, on=list(KEY), how="left", nulls_equal=True)
+    ops = ops.select("op", "pid", "tid", "start", "end", *KEY).join(distinct, on=list(KEY), how="left",
+                                                                     nulls_equal=True).drop(*KEY)
     key_rows = distinct.select(*KEY).rows()
-    op_key = dict(zip(ops["op"].to_list(), ops["key"].to_list(), strict=True))
     costs = [op_models.cost(name, _parse(dims), _parse(types), _parse(strides), _parse(concrete))
              if dims is not None and op_models.has_model(name) else None
              for name, dims, types, strides, concrete in key_rows]
     composite = [row[0] in op_models.COMPOSITES and cost is not None for row, cost in zip(key_rows, costs,
                                                                                            strict=True)]
+    owners = _owners(ops, launchers, [c is not None for c in costs], composite)
 
-    parents = _parents(ops)
-    owner: dict[int, int] = {}  # launching op -> the op the kernel's time goes to
-    for launcher in launchers.to_list():
-        chain: list[int] = []
-        i = launcher
-        while i != -1 and len(chain) < 512:
-            chain.append(i)
-            i = parents[i]
-        fused = next((j for j in reversed(chain) if composite[op_key[j]]), None)
-        owner[launcher] = fused if fused is not None else next(
-            (j for j in chain if costs[op_key[j]] is not None), launcher)
-
-    attributed = k.filter(pl.col("op").is_not_null()).with_columns(
-        pl.col("op").replace_strict(owner, return_dtype=pl.UInt32).alias("owner"))
-    per_call = _union_per(attributed.select("owner", "start", "end"), "owner").join(
-        attributed.group_by("owner").agg(
-            pl.col("name").str.contains(TF32_KERNEL.pattern).any().alias("tf32"),
-            (pl.col("end") - pl.col("start")).cast(pl.Int128).sum().alias("kernel_ns"),
-            pl.len().alias("kernels")),
-        on="owner")
+    attributed = k.filter(pl.col("op").is_not_null()).join(owners, on="op", how="left")
+    names = attributed["name"].unique()  # the kernel names, matched once each
+    tf32_names = names.filter(names.str.contains(TF32_KERNEL.pattern))
+    per_call = _union_per(
+        attributed.select("owner", "start", "end", pl.col("name").is_in(tf32_names.implode()).alias("tf32")), "owner",
+        pl.col("tf32").any(), (pl.col("end") - pl.col("start")).cast(pl.Int128).sum().alias("kernel_ns"),
+        pl.len().alias("kernels"))
     unlinked_top = (k.filter(pl.col("op").is_null() & ~pl.col("graph")).group_by("name")
                     .agg(pl.len().alias("kernels"), (pl.col("end") - pl.col("start")).sum().cast(pl.Int64)
                          .alias("time_ns"))
@@ -247,24 +276,25 @@ def analyse(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, kernels: pl.DataFrame,
     unlinked_ns = total_ns - graph_ns - int(
         attributed.select((pl.col("end") - pl.col("start")).cast(pl.Int128).sum()).item() or 0)
 
-    groups: dict[tuple, dict] = {}
-    for owner_op, union_ns, tf32, kernel_ns, n_kernels in per_call.select(
-            "owner", "union_ns", "tf32", "kernel_ns", "kernels").iter_rows():
-        key = key_rows[op_key[owner_op]]
-        cost = costs[op_key[owner_op]]
-        gkey = (*key, bool(tf32) if cost is not None else False)
-        g = groups.get(gkey)
-        if g is None:
-            g = groups[gkey] = {"key": key, "cost": cost, "tf32": bool(tf32), "count": 0, "time_ns": 0,
-                                "kernel_ns": 0, "kernels": 0}
-        g["count"] += 1
-        g["time_ns"] += int(union_ns)
-        g["kernel_ns"] += int(kernel_ns)
-        g["kernels"] += int(n_kernels)
+    # per (operator, shape) group, and per kind of kernel where the op has a model (fp32 GEMMs that ran as TF32
+    # apart): the calls, the union of their kernels' time, the kernels' own time and count
+    modelled = pl.DataFrame({"key": range(len(costs)), "_modelled": [c is not None for c in costs]},
+                            schema={"key": ops.schema["key"], "_modelled": pl.Boolean})
+    per_group = (per_call.join(ops.select(pl.col("op").alias("owner"), "key"), on="owner", how="left")
+                 .join(modelled, on="key", how="left")
+                 .with_columns((pl.col("tf32") & pl.col("_modelled")).alias("_tf32"))
+                 .group_by("key", "_tf32", maintain_order=True)
+                 .agg(pl.len().alias("count"), pl.col("union_ns").cast(pl.Int128).sum().alias("time_ns"),
+                      pl.col("kernel_ns").sum().alias("kernel_ns"),
+                      pl.col("kernels").cast(pl.Int128).sum().alias("kernels"), pl.col("tf32").first()))
+    groups = [{"key": key_rows[key], "cost": costs[key], "tf32": bool(tf32), "count": count,
+               "time_ns": int(time_ns), "kernel_ns": int(kernel_ns), "kernels": int(kernels)}
+              for key, count, time_ns, kernel_ns, kernels, tf32 in per_group.select(
+                  "key", "count", "time_ns", "kernel_ns", "kernels", "tf32").iter_rows()]
 
     rows, unmodelled = [], []
     modelled_kernel_ns = 0
-    for g in groups.values():
+    for g in groups:
         name, dims, types, strides, concrete = g["key"]
         found: op_models.Cost | None = g["cost"]
         if found is None:

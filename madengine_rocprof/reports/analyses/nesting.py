@@ -1,0 +1,103 @@
+"""Which host event encloses which, by time, on each thread: the call tree of CPU operators, in polars.
+
+`parents(ops)` gives each op its enclosing op on the same thread (-1 for none), by the rule of a stack swept over
+the thread's ops in (start, longest first) order: an op that ended at or before this one starts is closed; the
+innermost op still open is the parent when it ends at or after this one ends, else (a partial overlap) there is no
+parent. `reference_parents` is that sweep, one op at a time in Python.
+
+Millions of operators make the sweep seconds of Python, so `parents` computes the same answer with whole-column
+operations where the thread's ops nest properly (every op ends within the innermost op open at its start, which
+real traces give): an op's depth is the number of earlier ops still open at its start, and its parent is the last
+earlier op one level up. That holds exactly when each op ends within the parent so found (checked for every op);
+a thread with a partial overlap, or an op that ends before it starts, takes the sweep.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+_COLUMNS = ("op", "pid", "tid", "start", "end")
+
+
+def _order(ops: pl.DataFrame) -> pl.DataFrame:
+    """The ops in sweep order: by thread, start, then the longer first (ties keep the frame's order)."""
+    return ops.select(*_COLUMNS).sort(["pid", "tid", "start", "end"], descending=[False, False, False, True],
+                                      maintain_order=True)
+
+
+def reference_parents(ops: pl.DataFrame) -> dict[int, int]:
+    """The stack sweep: each op's enclosing op on its thread (-1 for none), keyed by the `op` column."""
+    parent: dict[int, int] = {}
+    stack: list[tuple[int, int]] = []  # (end, op) of the ops still open at this point of the thread
+    thread = None
+    order = _order(ops)
+    for i, pid, tid, start, end in zip(*(order[c].to_list() for c in _COLUMNS), strict=True):
+        if (pid, tid) != thread:
+            thread, stack = (pid, tid), []
+        while stack and stack[-1][0] <= start:
+            stack.pop()
+        # an op that started earlier and ends within this one overlaps it without enclosing it: no parent
+        parent[i] = stack[-1][1] if stack and stack[-1][0] >= end else -1
+        stack.append((end, i))
+    return parent
+
+
+def tree(ops: pl.DataFrame) -> pl.DataFrame | None:
+    """`op`, `parent` (-1 for none) and `depth` (0 at the top) of every op, in sweep order; None where some thread's
+    ops do not nest properly (then only `reference_parents` gives the answer)."""
+    s = _order(ops).with_row_index("pos").with_columns(
+        (pl.col("pid").ne_missing(pl.col("pid").shift(1)) | pl.col("tid").ne_missing(pl.col("tid").shift(1)))
+        .cum_sum().alias("thread"))
+    if s.height and s.select((pl.col("start").is_null() | pl.col("end").is_null()
+                              | (pl.col("end") < pl.col("start"))).any()).item():
+        return None
+    # depth: earlier ops of the thread still open at an op's start. Ends at or before each start are counted by one
+    # sort of ends and starts by thread and time (ends first at equal times): the running count of ends there, less
+    # the ends of the threads before (one per op, so the thread's first position), less the earlier ops gives the
+    # depth, once the zero-length ops at that very start that sort at or after the op are given back
+    events = pl.concat([
+        s.select("thread", pl.col("end").alias("t"), pl.lit(0, pl.Int8).alias("kind"),
+                 pl.lit(None, pl.UInt32).alias("pos")),
+        s.select("thread", pl.col("start").alias("t"), pl.lit(1, pl.Int8).alias("kind"), "pos")])
+    closed = (events.sort("thread", "t", "kind")
+              .with_columns((pl.col("kind") == 0).cast(pl.Int64).cum_sum().alias("closed"))
+              .filter(pl.col("kind") == 1).select("pos", "closed").sort("pos"))
+    s = s.with_columns(depth=pl.col("pos").cast(pl.Int64) - closed["closed"])
+    zero = pl.col("start") == pl.col("end")
+    if s.select(zero.any()).item():
+        at = s.filter(zero).select("thread", "start").unique()
+        back = (s.join(at, on=["thread", "start"], how="semi")
+                .select("pos", zero.cast(pl.Int64).cum_sum(reverse=True).over("thread", "start").alias("_zero")))
+        s = (s.join(back, on="pos", how="left").sort("pos")
+             .with_columns(pl.col("depth") + pl.col("_zero").fill_null(0)).drop("_zero"))
+    # parent: the last earlier op of the thread one level up. Candidates (each op at its depth) and queries (each op
+    # at its depth - 1) in one sort by that level and position (thread order follows position); the last candidate
+    # before a query is its parent when it is of the query's thread and level
+    candidates = s.select(pl.col("depth").alias("level"), (pl.col("pos").cast(pl.Int64) * 2).alias("at"),
+                          pl.col("op").alias("_op"), pl.col("thread").alias("_thread"),
+                          pl.col("depth").alias("_level"), pl.col("end").alias("_end"))
+    queries = s.filter(pl.col("depth") > 0).select(
+        (pl.col("depth") - 1).alias("level"), (pl.col("pos").cast(pl.Int64) * 2 + 1).alias("at"),
+        *(pl.lit(None, candidates.schema[c]).alias(c) for c in ("_op", "_thread", "_level", "_end")))
+    found = (pl.concat([candidates, queries]).sort("level", "at")
+             .with_columns(pl.col("_op", "_thread", "_level", "_end").forward_fill())
+             .filter(pl.col("at") % 2 == 1)
+             .select((pl.col("at") // 2).cast(pl.UInt32).alias("pos"), "level", "_op", "_thread", "_level", "_end")
+             .sort("pos"))
+    inner = s.filter(pl.col("depth") > 0)
+    # nested properly exactly when every op ends within the parent found so (by induction over the sweep: with the
+    # ops before it nested, the ops open at its start are one chain whose innermost is that parent)
+    if found.height and (~((found["_thread"] == inner["thread"]) & (found["_level"] == found["level"])
+                           & (found["_end"] >= inner["end"])).fill_null(False)).any():
+        return None
+    parent = pl.Series("parent", [-1] * s.height, dtype=pl.Int64).scatter(inner["pos"], found["_op"].cast(pl.Int64)) \
+        if found.height else pl.Series("parent", [-1] * s.height, dtype=pl.Int64)
+    return s.select("op", "depth").with_columns(parent)
+
+
+def parents(ops: pl.DataFrame) -> dict[int, int]:
+    """Each op's enclosing op on its thread (-1 for none), keyed by the `op` column: `reference_parents`' answer."""
+    found = tree(ops)
+    if found is None:
+        return reference_parents(ops)
+    return dict(zip(found["op"].to_list(), found["parent"].to_list(), strict=True))
