@@ -94,7 +94,7 @@ def _kernel_ops(kernels: pl.DataFrame, runtime: pl.DataFrame, ops: pl.DataFrame)
     # `first` and `last` below pick what they would pick among all rows)
     runtime = runtime.filter(pl.col("correlation").is_in(k["correlation"].drop_nulls().implode()))
     if runtime.height:
-        names = runtime["name"].unique()  # matched once per distinct name
+        names = runtime["name"].unique().cast(pl.String)  # matched once per distinct name (String or Categorical)
         launches = names.filter(names.str.contains(GRAPH_LAUNCH))
         links = (runtime.select("correlation", pl.col("external_id").alias("_rt_ext"),
                                 pl.col("name").is_in(launches.implode()).alias("graph"))
@@ -261,7 +261,7 @@ def analyse(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, kernels: pl.DataFrame,
     owners = _owners(ops, launchers, [c is not None for c in costs], composite)
 
     attributed = k.filter(pl.col("op").is_not_null()).join(owners, on="op", how="left")
-    names = attributed["name"].unique()  # the kernel names, matched once each
+    names = attributed["name"].unique().cast(pl.String)  # the kernel names, matched once each
     tf32_names = names.filter(names.str.contains(TF32_KERNEL.pattern))
     per_call = _union_per(
         attributed.select("owner", "start", "end", pl.col("name").is_in(tf32_names.implode()).alias("tf32")), "owner",
