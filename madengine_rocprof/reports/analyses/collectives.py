@@ -16,6 +16,7 @@ Everything here is exact integer arithmetic on nanosecond timestamps, except ban
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import re
 import statistics
@@ -57,6 +58,7 @@ DTYPE_BYTES = {
 KERNEL_OP = re.compile(r"(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+?)(?:_|\(|$)", re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=4096)  # a few names, asked for once per pair of collectives compared
 def collective_kind(name: str | None) -> str | None:
     """allreduce, allgather, reducescatter, alltoall, broadcast, reduce, sendrecv, or None (unknown) from a
     record_param_comms collective name (`allreduce`, `_allgather_base`, `reduce_scatter_tensor_coalesced`, ...), an
@@ -309,40 +311,28 @@ def percentile(values: list[int], q: float) -> int:
     return ordered[max(math.ceil(q * len(ordered)) - 1, 0)]
 
 
-def merged(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The union of [start, end) intervals as sorted disjoint intervals."""
-    out: list[tuple[int, int]] = []
-    for start, end in sorted(intervals):
-        if end <= start:
-            continue
-        if out and start <= out[-1][1]:
-            if end > out[-1][1]:
-                out[-1] = (out[-1][0], end)
-        else:
-            out.append((start, end))
-    return out
+def union_length(*frames: pl.DataFrame) -> int:
+    """The length of the union of the [start, end) intervals of all `frames` (columns start, end), in whole ns:
+    sorted by start, an interval opens a new run where it starts after every earlier one has ended."""
+    spans = pl.concat([f.select(pl.col("start").cast(pl.Int128), pl.col("end").cast(pl.Int128)) for f in frames])
+    spans = spans.filter(pl.col("end") > pl.col("start")).sort("start", "end")
+    if not spans.height:
+        return 0
+    runs = (spans.with_columns((pl.col("start") > pl.col("end").cum_max().shift(1)).fill_null(True).cum_sum()
+                               .alias("run"))
+            .group_by("run").agg((pl.col("end").max() - pl.col("start").min()).alias("length")))
+    return int(runs["length"].sum())
 
 
-def length_outside(part: list[tuple[int, int]], cover: list[tuple[int, int]]) -> int:
-    """Length of the union `part` not covered by the union `cover` (both from `merged`)."""
-    total, j = 0, 0
-    for start, end in part:
-        total += end - start
-        while j < len(cover) and cover[j][1] <= start:
-            j += 1
-        k = j
-        while k < len(cover) and cover[k][0] < end:
-            total -= min(end, cover[k][1]) - max(start, cover[k][0])
-            k += 1
-    return total
+def _intervals(pairs: list[tuple[int, int]]) -> pl.DataFrame:
+    return pl.DataFrame(pairs, schema={"start": pl.Int128, "end": pl.Int128}, orient="row")
 
 
-def _compute_intervals(trace: RankTrace) -> list[tuple[int, int]]:
+def _compute_intervals(trace: RankTrace) -> pl.DataFrame:
     """Kernels other than communication and copies on this rank (our busy-time definition of compute)."""
     names = trace.kernels["name"].unique().to_list()
     compute = [n for n in names if categorize(n) not in (COMMUNICATION, COPY)]
-    rows = trace.kernels.filter(pl.col("name").is_in(compute)).select("start", "end")
-    return merged([(int(s), int(e)) for s, e in rows.iter_rows()])
+    return trace.kernels.filter(pl.col("name").is_in(compute)).select("start", "end")
 
 
 def analyze(traces: list[RankTrace], detail_rows: int | None = None) -> dict[str, Any] | None:
@@ -371,7 +361,9 @@ def analyze(traces: list[RankTrace], detail_rows: int | None = None) -> dict[str
     per_rank_rows: list[dict[str, Any]] = []
     for trace in sorted(traces, key=lambda t: t.rank):
         t, compute = totals[trace.rank], _compute_intervals(trace)
-        moving = merged(transfers[trace.rank])
+        moving = _intervals(transfers[trace.rank])
+        busy = union_length(compute)
+        busy_or_moving = union_length(compute, moving)
         per_rank_rows.append({
             "rank": trace.rank,
             "origin": trace.origin,
@@ -383,8 +375,9 @@ def analyze(traces: list[RankTrace], detail_rows: int | None = None) -> dict[str
             "caused_wait_ns": t["caused"],
             # not overlapped with compute on this rank; a moment both waiting (one collective) and moving data
             # (another) counts as transfer
-            "exposed_transfer_ns": length_outside(moving, compute),
-            "exposed_wait_ns": length_outside(merged(waits[trace.rank]), merged(compute + moving)),
+            # (what a union adds to another: the length of both together less the other's)
+            "exposed_transfer_ns": busy_or_moving - busy,
+            "exposed_wait_ns": union_length(compute, moving, _intervals(waits[trace.rank])) - busy_or_moving,
         })
     caused: dict[int, int] = {r["rank"]: r["caused_wait_ns"] for r in per_rank_rows}
     top = max(caused.values(), default=0)
