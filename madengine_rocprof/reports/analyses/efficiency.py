@@ -249,10 +249,10 @@ def analyse(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, kernels: pl.DataFrame,
     # (an ancestor in the whole tree still encloses its descendants in time), which drops views, allocations and
     # annotations; each distinct (name, dims, types, strides, concrete) gets an id, and its cost is computed once
     ops = ops.filter(pl.col("op").is_in(launchers.implode()) | pl.col("name").is_in(list(op_models.MODELS)))
-    distinct = ops.select(*KEY).unique(maintain_order=True).with_row_index("key")
-    ops = ops.select("op", "pid", "tid", "start", "end", *KEY).join(distinct, on=list(KEY), how="left",
-                                                                     nulls_equal=True).drop(*KEY)
+    distinct = ops.select("op", *KEY).group_by(KEY, maintain_order=True).agg("op")  # in order of first appearance
     key_rows = distinct.select(*KEY).rows()
+    keys = distinct.select("op").with_row_index("key").explode("op").sort("op")  # the ops' own order
+    ops = ops.select("op", "pid", "tid", "start", "end").with_columns(keys["key"])
     costs = [op_models.cost(name, _parse(dims), _parse(types), _parse(strides), _parse(concrete))
              if dims is not None and op_models.has_model(name) else None
              for name, dims, types, strides, concrete in key_rows]

@@ -61,8 +61,8 @@ def tree(ops: pl.DataFrame) -> pl.DataFrame | None:
         s.select("thread", pl.col("start").alias("t"), pl.lit(1, pl.Int8).alias("kind"), "pos")])
     closed = (events.sort("thread", "t", "kind")
               .with_columns((pl.col("kind") == 0).cast(pl.Int64).cum_sum().alias("closed"))
-              .filter(pl.col("kind") == 1).select("pos", "closed").sort("pos"))
-    s = s.with_columns(depth=pl.col("pos").cast(pl.Int64) - closed["closed"])
+              .filter(pl.col("kind") == 1).select("pos", "closed"))
+    s = s.with_columns(depth=pl.col("pos").cast(pl.Int64) - _by_position(s.height, closed["pos"], closed["closed"]))
     zero = pl.col("start") == pl.col("end")
     if s.select(zero.any()).item():
         at = s.filter(zero).select("thread", "start").unique()
@@ -82,17 +82,20 @@ def tree(ops: pl.DataFrame) -> pl.DataFrame | None:
     found = (pl.concat([candidates, queries]).sort("level", "at")
              .with_columns(pl.col("_op", "_thread", "_level", "_end").forward_fill())
              .filter(pl.col("at") % 2 == 1)
-             .select((pl.col("at") // 2).cast(pl.UInt32).alias("pos"), "level", "_op", "_thread", "_level", "_end")
-             .sort("pos"))
-    inner = s.filter(pl.col("depth") > 0)
+             .select((pl.col("at") // 2).cast(pl.UInt32).alias("pos"), "level", "_op", "_thread", "_level", "_end"))
     # nested properly exactly when every op ends within the parent found so (by induction over the sweep: with the
     # ops before it nested, the ops open at its start are one chain whose innermost is that parent)
-    if found.height and (~((found["_thread"] == inner["thread"]) & (found["_level"] == found["level"])
-                           & (found["_end"] >= inner["end"])).fill_null(False)).any():
+    if found.height and (~((found["_thread"] == s["thread"].gather(found["pos"])) & (found["_level"] == found["level"])
+                           & (found["_end"] >= s["end"].gather(found["pos"]))).fill_null(False)).any():
         return None
-    parent = pl.Series("parent", [-1] * s.height, dtype=pl.Int64).scatter(inner["pos"], found["_op"].cast(pl.Int64)) \
-        if found.height else pl.Series("parent", [-1] * s.height, dtype=pl.Int64)
+    parent = _by_position(s.height, found["pos"], found["_op"].cast(pl.Int64), missing=-1).alias("parent")
     return s.select("op", "depth").with_columns(parent)
+
+
+def _by_position(n: int, positions: pl.Series, values: pl.Series, missing: int = 0) -> pl.Series:
+    """`values` placed at `positions` of a column of n (`missing` elsewhere): one pass, no sort."""
+    return pl.Series(values.name, [missing], dtype=values.dtype).extend_constant(missing, n - 1) \
+        .scatter(positions, values) if n else pl.Series(values.name, [], dtype=values.dtype)
 
 
 def parents(ops: pl.DataFrame) -> dict[int, int]:
