@@ -248,7 +248,8 @@ def analyse(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, kernels: pl.DataFrame,
     # only the launching ops and the ops with a model can own a kernel's time: nesting is computed among them
     # (an ancestor in the whole tree still encloses its descendants in time), which drops views, allocations and
     # annotations; each distinct (name, dims, types, strides, concrete) gets an id, and its cost is computed once
-    ops = ops.filter(pl.col("op").is_in(launchers.implode()) | pl.col("name").is_in(list(op_models.MODELS)))
+    ops = ops.select("op", "pid", "tid", "start", "end", *KEY).filter(
+        pl.col("op").is_in(launchers.implode()) | pl.col("name").is_in(list(op_models.MODELS)))
     distinct = ops.select("op", *KEY).group_by(KEY, maintain_order=True).agg("op")  # in order of first appearance
     key_rows = distinct.select(*KEY).rows()
     keys = distinct.select("op").with_row_index("key").explode("op").sort("op")  # the ops' own order
