@@ -103,13 +103,12 @@ def gaps(ops: pl.DataFrame, host: dict[int, pl.DataFrame]) -> pl.DataFrame:
         .select("g0", pl.col("start").alias("g1"), "launch")
     )
     g0 = found["g0"]
-    code = pl.Series("code", [LAUNCH] * found.height, dtype=pl.Int8)
-    for state in (DATA, SYNC, OTHER_RANKS):  # the later wins: other ranks over sync over data loading
-        code = code.zip_with(~_inside(g0, host[state]), pl.Series([state] * found.height, dtype=pl.Int8))
-    queued = (found["launch"] < g0).fill_null(False)
-    code = code.zip_with(~queued, pl.Series([QUEUED] * found.height, dtype=pl.Int8))
-    code = code.zip_with(found["launch"].is_not_null(), pl.Series([UNLINKED] * found.height, dtype=pl.Int8))
-    return found.select("g0", "g1").with_columns(code)
+    # the first that holds wins: unlinked, queued, other ranks, sync, data loading, else launch-bound
+    code = pl.when(pl.col("launch").is_null()).then(pl.lit(UNLINKED, pl.Int8))
+    code = code.when((pl.col("launch") < pl.col("g0")).fill_null(False)).then(pl.lit(QUEUED, pl.Int8))
+    for state in (OTHER_RANKS, SYNC, DATA):
+        code = code.when(pl.lit(_inside(g0, host[state]))).then(pl.lit(state, pl.Int8))
+    return found.select("g0", "g1", code.otherwise(pl.lit(LAUNCH, pl.Int8)).alias("code"))
 
 
 def _totals(g: pl.DataFrame) -> dict[int, int]:
