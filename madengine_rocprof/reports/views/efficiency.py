@@ -44,15 +44,34 @@ def _dtype(row: dict) -> str:
     return "fp32 (tf32 kernels)" if row.get("tf32_kernels") and row["dtype"] == "fp32" else row["dtype"]
 
 
+NO_SHAPES_KINETO = ("Not available: the trace records no operator shapes. Profile with "
+                    "`torch.profiler.profile(record_shapes=True)` to get FLOPs, bytes and the roofline per operator.")
+NO_SHAPES_KERNELS = (
+    "Not available from kernel traces ({formats}): they carry no operator shapes, so this report cannot tell the "
+    "FLOPs and bytes of each operator, its achieved TFLOP/s and TB/s, whether it is compute- or memory-bound, nor how "
+    "far it is from the roofline. The `lightweight` profile and the embedded tracer (either backend) record kernels "
+    "and, with --hip-trace, API calls, never shapes. For the per-operator roofline, record a PyTorch profiler trace "
+    "with `record_shapes=True` and CUDA activities and run `report` on it; for the top kernels' FLOP rates and "
+    "bandwidth from hardware counters, `madengine-rocprof escalate` this run."
+)
+
+
+def _without_shapes(run: ReportRun) -> Section | None:
+    """A run with GPU kernels but no shapes: what it cannot tell and how to get it. Nothing for a run without
+    kernels or of CPU operators (no GPU to place under a roofline)."""
+    summary = run.get("summary") or {}
+    formats = sorted({str(src.get("format")) for src in run.get("sources", [])})
+    if not formats or not summary.get("dispatches") or summary.get("cpu_operators"):
+        return None
+    line = NO_SHAPES_KINETO if "kineto" in formats else NO_SHAPES_KERNELS.format(formats=", ".join(formats))
+    return Section("Operator efficiency (roofline from shapes)", blocks=[Lines([line], kind="note")],
+                   anchor=f"efficiency-{run['label']}")
+
+
 def section(run: ReportRun, top: int) -> Section | None:
     eff = run.get("efficiency")
     if not eff:
-        if any(src.get("format") == "kineto" for src in run.get("sources", [])) and run["summary"]["dispatches"]:
-            return Section("Operator efficiency (roofline from shapes)", blocks=[Lines([
-                "Not available: the trace records no operator shapes. Profile with "
-                "`torch.profiler.profile(record_shapes=True)` to get FLOPs, bytes and the roofline per operator."],
-                kind="note")], anchor=f"efficiency-{run['label']}")
-        return None
+        return _without_shapes(run)
     rows, unmodelled = eff["rows"], eff["unmodelled"]
     peak = eff["peak"]
     target = eff["target_fraction"]
