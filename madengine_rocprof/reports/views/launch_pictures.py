@@ -176,7 +176,11 @@ def delay_svg(histogram: list[list[int]], delay: dict[str, Any], caption: str = 
                      f"<title>{escape(title)}</title></rect>")
         if lo in TICKS:  # 0 and each decade from 100 ns
             at = left + (i + 0.5 if lo == 0 else i) * slot_w  # 0 under its bar, a decade at its bin's start
-            parts.append(f'<text x="{at:.1f}" y="{base + 16}" text-anchor="middle">{_duration(lo) if lo else 0}</text>')
+            # narrow bins: 100 ns, two bins after the 0, starts at its tick rather than over the 0
+            anchor = "start" if lo == 100 and slot_w < 18 else "middle"
+            parts.append(f'<line x1="{at:.1f}" y1="{base}" x2="{at:.1f}" y2="{base + 4}" stroke="#57606a"/>'
+                         f'<text x="{at:.1f}" y="{base + 16}" text-anchor="{anchor}">'
+                         f"{_duration(lo) if lo else 0}</text>")
     for n, (key, name) in enumerate((("p50_ns", "median"), ("p90_ns", "p90"), ("p99_ns", "p99"))):
         value = delay.get(key)
         where = None if value is None else _slot(value, histogram)
