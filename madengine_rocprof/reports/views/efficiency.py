@@ -100,17 +100,25 @@ def section(run: ReportRun, top: int) -> Section | None:
         meta.append(f"No datasheet peak for device {eff['device'] or 'unknown'}: achieved rates are shown, the bound "
                     "and % of roofline need `--peak-tflops` and `--peak-bandwidth`.")
     blocks: list = [Lines(lines), Lines(meta, kind="meta")]
+    # several traces (ranks): the same (operator, shape) is a row per process, which the process column tells apart
+    by_process = len(eff.get("origins") or []) > 1
+    process = [Column("process")] if by_process else []
+
+    def where(row: dict) -> list:
+        return [row.get("origin")] if by_process else []
+
     table_rows = [
-        [r["op"], _shape(r["input_dims"], r["input_strides"]), _dtype(r), r["count"], r["time_ns"], r["tflops"],
-         r["tbps"], r["intensity"], r["bound"], None if r["roofline_pct"] is None else r["roofline_pct"] / 100,
-         r["saved_ns"]]
+        [r["op"], *where(r), _shape(r["input_dims"], r["input_strides"]), _dtype(r), r["count"], r["time_ns"],
+         r["tflops"], r["tbps"], r["intensity"], r["bound"],
+         None if r["roofline_pct"] is None else r["roofline_pct"] / 100, r["saved_ns"]]
         for r in rows[:top]
     ]
     if rows:
         blocks.append(Table(
-            [Column("operator"), Column("shapes"), Column("dtype"), Column("calls", "count"), Column("GPU ms", "ms"),
-             Column("TFLOP/s", "number"), Column("TB/s", "number"), Column("FLOP/byte", "number"), Column("bound"),
-             Column("% of roofline", "pct"), Column(f"saved at {target:.0%} (ms)", "ms")],
+            [Column("operator"), *process, Column("shapes"), Column("dtype"), Column("calls", "count"),
+             Column("GPU ms", "ms"), Column("TFLOP/s", "number"), Column("TB/s", "number"),
+             Column("FLOP/byte", "number"), Column("bound"), Column("% of roofline", "pct"),
+             Column(f"saved at {target:.0%} (ms)", "ms")],
             table_rows,
             note=f"{len(rows) - top} more (operator, shape) groups in the JSON." if len(rows) > top else None,
         ))
@@ -121,7 +129,8 @@ def section(run: ReportRun, top: int) -> Section | None:
                              + (", ..." if len(above) > 3 else "") + f"): {above[0]['note']}."], kind="note"))
     if peak and peak["bandwidth_gbs"]:
         points = [(r["op"], r["intensity"], r["tflops"], r["time_ns"] / total if total else 0.0,
-                   f"{r['op']} {_shape(r['input_dims'], r['input_strides'])} {_dtype(r)}: {r['tflops']:.3g} TFLOP/s, "
+                   f"{r['op']} {_shape(r['input_dims'], r['input_strides'])} {_dtype(r)}"
+                   + (f" ({r.get('origin')})" if by_process else "") + f": {r['tflops']:.3g} TFLOP/s, "
                    f"{r['intensity']:.3g} FLOP/byte, {r['count']} calls, {r['time_ns'] / 1e6:.3f} ms")
                   for r in rows if r["intensity"] and r["tflops"]]
         dtypes = {r["peak"].split(" ")[0] for r in rows if r["peak"] and r["unit"] == "matrix"}
@@ -130,8 +139,9 @@ def section(run: ReportRun, top: int) -> Section | None:
         blocks.append(Roofline(points, roofs, peak["bandwidth_gbs"]))
     if unmodelled:
         blocks.append(Table(
-            [Column("operator without a model"), Column("shapes"), Column("calls", "count"), Column("GPU ms", "ms")],
-            [[u["op"], _shape(u["input_dims"]), u["count"], u["time_ns"]] for u in unmodelled[:top]],
+            [Column("operator without a model"), *process, Column("shapes"), Column("calls", "count"),
+             Column("GPU ms", "ms")],
+            [[u["op"], *where(u), _shape(u["input_dims"]), u["count"], u["time_ns"]] for u in unmodelled[:top]],
             note=f"{len(unmodelled) - top} more in the JSON." if len(unmodelled) > top else None,
         ))
     if eff.get("graph_kernel_ns"):

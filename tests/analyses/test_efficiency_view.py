@@ -1,6 +1,7 @@
-"""What a report says about operator efficiency when its traces carry no shapes (reports/views/efficiency.py):
-the lightweight profile's kernel traces (the embedded tracer's CSVs) name what they cannot tell and how to get it; a
-Kineto trace without shapes says how to record them; CPU operators (no GPU) get no such section."""
+"""The operator-efficiency section as a user reads it (reports/views/efficiency.py): when the traces carry no
+shapes, the lightweight profile's kernel traces (the embedded tracer's CSVs) name what they cannot tell and how to
+get it, a Kineto trace without shapes says how to record them, CPU operators (no GPU) get no such section; with
+several traces each row names its process."""
 
 from __future__ import annotations
 
@@ -40,3 +41,18 @@ def test_kineto_without_shapes_and_cpu_operators(tmp_path, capsys):
     assert run["efficiency"] is None and "the trace records no operator shapes" in text
     text, run = report(FIXTURES / "kineto" / "hta_cpu_only", tmp_path, capsys)
     assert run["summary"]["cpu_operators"] and SECTION not in text
+
+
+def test_several_traces_name_the_process_of_each_row(tmp_path, capsys):
+    """HTA's two-rank trace: the same (operator, shape) is one row per rank; without a process column the two rows
+    read as one row printed twice."""
+    text, run = report(FIXTURES / "kineto" / "hta_two_ranks", tmp_path, capsys)
+    part = text[text.index(SECTION):]
+    rows = run["efficiency"]["rows"]
+    assert len({r["origin"] for r in rows}) == 2
+    assert "| operator | process | shapes | dtype |" in part
+    assert "| operator without a model | process | shapes |" in part
+    first = rows[0]
+    assert f"| {first['op']} | {first['origin']} |" in part
+    text, run = report(FIXTURES / "kineto" / "ours_h100_gemm", tmp_path, capsys)
+    assert "| operator | shapes | dtype |" in text and "| process |" not in text[text.index(SECTION):]
