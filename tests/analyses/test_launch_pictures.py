@@ -194,6 +194,18 @@ def test_pictures_stay_bounded_on_huge_series():
                                        for line in getattr(b, "lines", []))
 
 
+def test_streams_without_a_device_or_stream_number_are_drawn():
+    """A trace whose GPU operations name no device or stream (read as null): lanes in order, nulls last."""
+    row = evil_row(3, 20, random.Random(3), "p")
+    row["streams"][0]["device"] = None
+    row["streams"][1]["stream"] = None
+    for s in row["streams"]:
+        s["points"] = 5  # a tie: the order falls to device and stream
+    [_, queue] = pictures.pictures([row])
+    assert [lane["name"] for lane in lanes(queue)] == ["device 1, stream None", "device 2, stream 2",
+                                                       "device None, stream 0"]
+
+
 def test_names_are_escaped():
     rng = random.Random(1)
     row = evil_row(1, 10, rng, "</svg><script>alert('&')</script>")

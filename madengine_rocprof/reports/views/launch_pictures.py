@@ -200,6 +200,12 @@ def delay_svg(histogram: list[list[int]], delay: dict[str, Any], caption: str = 
     return "".join(parts)
 
 
+def _place(stream: dict[str, Any]) -> tuple:
+    """A stream's order: by device, then stream; a null one (a trace that gave none) last, never compared to a
+    number."""
+    return tuple((stream.get(k) is None, stream.get(k) or 0) for k in ("device", "stream"))
+
+
 def pictures(rows: list[dict[str, Any]]) -> list[str]:
     """The SVGs of the first PROCESSES_DRAWN processes: each one's delay histogram, then its queue lanes (the
     busiest STREAMS_DRAWN streams, LANES_DRAWN in all)."""
@@ -209,8 +215,8 @@ def pictures(rows: list[dict[str, Any]]) -> list[str]:
         name = shorten(label(row), 60)
         out.append(delay_svg(row.get("delay_histogram") or [], row["delay"],
                              f"Launch delay, {name}: {row['delay']['count']:,} launches"))
-        streams = sorted(row["streams"], key=lambda s: (-s.get("points", 0), s["device"], s["stream"]))
-        drawn = sorted(streams[:min(STREAMS_DRAWN, lanes_left)], key=lambda s: (s["device"], s["stream"]))
+        streams = sorted(row["streams"], key=lambda s: (-(s.get("points") or 0), *_place(s)))
+        drawn = sorted(streams[:min(STREAMS_DRAWN, lanes_left)], key=_place)
         lanes_left -= len(drawn)
         shown = f" ({len(drawn)} busiest of {len(streams)} streams)" if len(streams) > len(drawn) else ""
         out.append(queue_svg(drawn, f"Queue length over time, {name}{shown}"))
