@@ -90,7 +90,7 @@ class _Layout(NamedTuple):
     ncols: int
     names: dict[str, str | None]  # our column -> its header name (None: absent)
     duplicates: bool
-    index: dict[str, int | None]  # our column -> its position (None: absent)
+    positions: dict[str, int | None]  # our column -> its position (None: absent)
 
 
 def _layout(path: Path) -> _Layout:
@@ -204,9 +204,9 @@ def _native_table(path: Path, layout: _Layout, tracks: bool, device_key: str) ->
     unavailable): then the polars path decides, as it did before the reader existed."""
     if layout.duplicates:
         return None
-    index, names = layout.index, layout.names
+    index, names = layout.positions, layout.names
     wanted = ["name", device_key, *(("agent", "queue") if tracks else ())]
-    strings = list(dict.fromkeys(index[k] for k in wanted if index[k] is not None))  # name first, each once
+    strings: list[int] = list(dict.fromkeys(i for i in (index[k] for k in wanted) if i is not None))  # name first
     columns = csv_native.read_columns(path, layout.ncols, index["start"] or 0, index["end"] or 0, strings)
     if columns is None:
         return None
