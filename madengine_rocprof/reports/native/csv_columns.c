@@ -359,6 +359,15 @@ int cc_export(table_t *t, int which, struct ArrowSchema *schema, struct ArrowArr
     if (t->status != CC_OK || which < 0 || which >= 2 + t->nstr) return -1;
     owned_t *o = calloc(1, sizeof *o);
     if (!o) return -1;
+    if (t->cap > t->rows) { /* hand over only what is used: the table lives as long as the report */
+        int64_t n = t->rows;
+        void *p;
+        if ((p = realloc(t->start, (size_t)n * sizeof *t->start))) t->start = p;
+        if ((p = realloc(t->end, (size_t)n * sizeof *t->end))) t->end = p;
+        for (int k = 0; k < t->nstr; k++)
+            if ((p = realloc(t->str[k].codes, (size_t)n * sizeof(int32_t)))) t->str[k].codes = p;
+        t->cap = n;
+    }
     memset(schema, 0, sizeof *schema);
     memset(array, 0, sizeof *array);
     schema->release = release_schema;
