@@ -133,9 +133,10 @@ def _lines_vouched(path: Path, ncols: int) -> bool:
 
 def fast_columns(path: Path, strings: dict[str, tuple[str, ...]],
                  times: dict[str, tuple[str, ...]]) -> pl.DataFrame | None:
-    """Columns of a CSV file read by polars, or None where the csv module must read it (the same guard as
-    `kernel_trace_table`). `strings` (absent columns left out; empty fields as the csv module reads them, "") and
-    `times` (required: whole ns, none empty or negative, end not before start) map our names to header aliases."""
+    """Columns of a CSV file read by the native reader or polars, or None where the csv module must read it (the
+    same readers and guard as `kernel_trace_table`). `strings` (absent columns left out; empty fields as the csv
+    module reads them, "") and `times` (required: whole ns, none empty or negative, end not before start) map our
+    names to header aliases."""
     try:
         with open_table(path, {}, {**strings, **times}) as table:
             header, index = table.header, table.index
@@ -144,6 +145,9 @@ def fast_columns(path: Path, strings: dict[str, tuple[str, ...]],
     if len(set(header)) != len(header) or any(index[k] is None for k in times):
         return None
     wanted = {k: header[i] for k, i in index.items() if i is not None}
+    native = _native_columns(path, len(header), index, [k for k in wanted if k not in times], times)
+    if native is not None:
+        return native
     types = {wanted[k]: (pl.Int64() if k in times else pl.String()) for k in wanted}
     columns = [pl.col(col).alias(k) if k in times else pl.col(col).fill_null("").alias(k) for k, col in wanted.items()]
     try:
@@ -175,6 +179,18 @@ def _columns(layout: _Layout, tracks: bool, device_key: str) -> list[pl.Expr]:
     if tracks:
         columns.append(_track_expr(names["agent"], names["queue"]))
     return columns
+
+
+def _native_columns(path: Path, ncols: int, index: dict[str, int | None], strings: list[str],
+                    times: dict[str, tuple[str, ...]]) -> pl.DataFrame | None:
+    """`fast_columns`' frame through the native reader (the same columns and values), or None."""
+    start, end = (index[k] or 0 for k in times)
+    columns = csv_native.read_columns(path, ncols, start, end, [index[k] or 0 for k in strings])
+    if columns is None:
+        return None
+    by_key = dict(zip([*times, *strings], [columns[0], columns[1], *(c.cast(pl.String) for c in columns[2:])],
+                      strict=True))
+    return pl.DataFrame([by_key[k].alias(k) for k in (*strings, *times)])
 
 
 def _polars_table(path: Path, layout: _Layout, tracks: bool, device_key: str) -> pl.DataFrame | None:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.reports import csv_native, csv_readers
+from madengine_rocprof.reports import csv_native, csv_readers, trace_tables
 from madengine_rocprof.tracer import api_recorder
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -54,6 +54,31 @@ def assert_same(path: Path, monkeypatch, tracks: bool = False, device: str = "ag
     return why_not
 
 
+# the columns trace_tables reads through csv_readers.fast_columns (its per-event kernel table)
+STRINGS: dict[str, tuple[str, ...]] = {"name": ("Kernel_Name",), "agent": ("Agent_Id",),
+                                       "stream": ("Stream_Id", "Queue_Id"), "correlation": ("Correlation_Id",)}
+TIMES: dict[str, tuple[str, ...]] = {"start": ("Start_Timestamp",), "end": ("End_Timestamp",)}
+
+
+def assert_same_columns(path: Path, monkeypatch) -> str:
+    """fast_columns and the per-event tables agree with the native reader on and off; returns its why_not."""
+    got: dict[bool, tuple[object, str, object]] = {}
+    for native in (True, False):
+        monkeypatch.setenv(csv_native.ENV_SWITCH, "1" if native else "0")
+        columns, why_not = csv_readers.fast_columns(path, STRINGS, TIMES), csv_native.why_not
+        try:
+            kernels: object = trace_tables.from_rocprofv3_csv(path).kernels
+        except UserError as err:
+            kernels = str(err)
+        got[native] = (columns, why_not, kernels)
+    for a, b in zip(got[True][::2], got[False][::2], strict=True):
+        if isinstance(a, pl.DataFrame) and isinstance(b, pl.DataFrame):
+            assert_frame_equal(a, b)
+        else:
+            assert a == b
+    return got[True][1]
+
+
 @pytest.fixture(autouse=True)
 def built():
     if csv_native.library() is None:
@@ -72,7 +97,9 @@ def unpacked(path: Path, tmp_path: Path) -> Path:
 @pytest.mark.parametrize(("tracks", "device"), [(False, "agent"), (True, "agent"), (False, "thread")])
 def test_fixtures_read_alike(fixture: Path, tracks, device, tmp_path, monkeypatch):
     """Every kernel trace among the fixtures (rocprofv3 documentation data, our tracer's H100 runs): one table."""
-    why_not = assert_same(unpacked(fixture, tmp_path), monkeypatch, tracks, device)
+    path = unpacked(fixture, tmp_path)
+    why_not = assert_same(path, monkeypatch, tracks, device)
+    assert assert_same_columns(path, monkeypatch) == why_not
     if "docs-data-2024" in str(fixture):
         assert why_not.endswith("a blank line")  # this rocprofv3 version ends the file with an empty line
     else:
@@ -154,6 +181,7 @@ def test_malformed_and_edge_files(case, tmp_path, monkeypatch):
     for tracks, device in ((False, "agent"), (True, "agent"), (False, "thread")):
         why_not = assert_same(path, monkeypatch, tracks, device)
         assert (why_not == "") == native, why_not
+    assert assert_same_columns(path, monkeypatch) == why_not
 
 
 def test_lines_across_read_chunks_and_many_names(tmp_path, monkeypatch):
@@ -170,6 +198,7 @@ def test_lines_across_read_chunks_and_many_names(tmp_path, monkeypatch):
     path.write_text("\n".join(lines) + "\n")
     assert path.stat().st_size > 16 << 20
     assert assert_same(path, monkeypatch) == ""
+    assert assert_same_columns(path, monkeypatch) == ""
 
 
 def test_no_compiler_python_path(tmp_path, monkeypatch):
@@ -213,3 +242,4 @@ def test_mutated_files_read_alike(edits, tmp_path, monkeypatch):
     path.write_bytes(bytes(data))
     for tracks, device in ((False, "agent"), (True, "agent")):
         assert_same(path, monkeypatch, tracks, device)
+    assert_same_columns(path, monkeypatch)
