@@ -4,7 +4,9 @@ extracts the time and string columns, handed to polars as Arrow arrays without a
 csv_readers.kernel_trace_table tries it first. It vouches only for the plain layout rocprofv3 writes (see the C
 file's comment for the exact rules); for anything else, and where no C compiler builds it, it returns None and the
 table is read as before (the line guard, polars, the csv module), so values and error messages never depend on
-which path read a file (tests/reports/test_csv_native.py compares the two on every fixture and on malformed files).
+which path read a file (tests/reports/test_reports_csv_native.py compares the two on every fixture and on malformed
+files). One difference is by design: blank lines, which the csv module skips, are skipped here too, where the
+Python path's line guard sends such a file to the csv module, whose table has the same values with String names.
 Built once per source version with the system's C compiler, as the tracer's native parts (api_recorder.build).
 
 MADENGINE_ROCPROF_NATIVE_CSV=0 forces the Python path.

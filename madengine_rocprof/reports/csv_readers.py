@@ -73,7 +73,8 @@ def kernel_trace_table(path: Path, tracks: bool = False, device: str = "agent") 
     drops extra fields of the columns it does not select); anything it cannot vouch for (ragged or blank lines,
     quoted newlines, float timestamps, values out of range) is read again with the csv module, which accepts it
     exactly or names the line of the problem. Before both, the native reader (csv_native) checks and reads the
-    plain layout rocprofv3 writes in one pass; it gives the same table as polars and hands anything else to them.
+    plain layout rocprofv3 writes in one pass; it gives the same table as that path (skipping blank lines as the csv
+    module does) and hands anything else to it.
     Either way the table is checked by `check_dispatches`. `device`: the TRACK column read as the device (`thread`
     for CPU operator rows)."""
     layout = _layout(path)

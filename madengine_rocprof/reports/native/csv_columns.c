@@ -2,7 +2,9 @@
 every line as csv_readers' line guard does and extracts the columns the report needs, as Arrow arrays.
 
 The pass only vouches for the plain layout rocprofv3 writes, a strict subset of what the guard and polars accept:
-  - every line ends with LF (the last may end at end of file), none is blank, each has exactly ncols fields;
+  - every line ends with LF (the last may end at end of file) and has exactly ncols fields, or is blank (skipped, as
+    the csv module's reader skips it; the Python path's polars guard cannot judge blank lines, so such a file gets
+    the csv module's table there: the same values, with String instead of Categorical names);
   - a field is either unquoted without quotes, or wholly quoted without quotes inside (no "" escapes);
   - no byte below 0x20 other than TAB anywhere (no CR, NUL or other control byte), no UTF-8 byte order mark;
   - the two time columns are unquoted ASCII digits within int64, end not before start;
@@ -198,7 +200,7 @@ static int utf8_valid(const unsigned char *s, int64_t n) {
 /* One line at p, which ends with an LF. header: only its shape is checked. Returns the next line, or NULL to stop
    (the status says why). */
 static const char *read_line(table_t *t, const char *p, int header) {
-    if (*p == '\n') { fallback(t, "a blank line"); return NULL; }
+    if (*p == '\n') { fallback(t, "a blank header line"); return NULL; }
     const char *fs[2 + MAX_STR]; int64_t fn[2 + MAX_STR];
     const signed char *slot = header ? NULL : t->slot;
     int field = 0, ncols = t->ncols;
@@ -308,6 +310,11 @@ table_t *cc_scan(int fd, int ncols, int col_start, int col_end, const int *str_c
         const char *last = have ? memrchr(buf, '\n', have) : NULL;
         limit = last ? last + 1 : buf;
         while (p < limit) {
+            if (*p == '\n' && !header) { /* a blank line: the csv module's reader skips it (Table.rows) */
+                p++;
+                t->line++;
+                continue;
+            }
             p = read_line(t, p, header);
             if (!p) break;
             header = 0;
