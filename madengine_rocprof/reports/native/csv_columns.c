@@ -1,5 +1,6 @@
 /* One pass over a per-dispatch CSV trace (rocprofv3 kernel_trace.csv and its kin) for reports/csv_native.py: checks
-every line as csv_readers' line guard does and extracts the columns the report needs, as Arrow arrays.
+every line, by stricter rules than csv_readers' line guard, and extracts the columns the report needs as Arrow
+arrays.
 
 The pass only vouches for the plain layout rocprofv3 writes, a strict subset of what the guard and polars accept:
   - every line ends with LF (the last may end at end of file) and has exactly ncols fields, or is blank (skipped, as
@@ -52,8 +53,7 @@ typedef struct {  /* distinct values of one string column: text arena, offsets, 
 typedef struct {
     int status;
     char reason[200];
-    int ncols, col_start, col_end, nstr;
-    int str_col[MAX_STR];
+    int ncols, nstr;
     int64_t rows, cap;
     int64_t *start, *end;
     column_t str[MAX_STR];
@@ -269,13 +269,13 @@ table_t *cc_scan(int fd, int ncols, int col_start, int col_end, const int *str_c
     if (!cls['\n']) init_classes();
     table_t *t = calloc(1, sizeof *t);
     if (!t) return NULL;
-    t->ncols = ncols; t->col_start = col_start; t->col_end = col_end; t->nstr = nstr;
+    t->ncols = ncols; t->nstr = nstr;
     t->line = 1;
     if (nstr < 1 || nstr > MAX_STR || ncols < 1) { fallback(t, "unsupported columns"); return t; }
     t->slot = malloc((size_t)ncols);
     if (!t->slot) { t->status = CC_NOMEM; return t; }
     memset(t->slot, 0xff, (size_t)ncols);
-    for (int k = 0; k < nstr; k++) { t->str_col[k] = str_cols[k]; t->str[k].last = -1; }
+    for (int k = 0; k < nstr; k++) t->str[k].last = -1;
     int cols[2 + MAX_STR] = {col_start, col_end};
     for (int k = 0; k < nstr; k++) cols[2 + k] = str_cols[k];
     for (int k = 0; k < 2 + nstr; k++) {
@@ -320,7 +320,6 @@ table_t *cc_scan(int fd, int ncols, int col_start, int col_end, const int *str_c
             header = 0;
             t->line++;
         }
-        if (t->status != CC_OK) break;
         if (t->status != CC_OK) break;
         have -= (size_t)(limit - buf);
         memmove(buf, limit, have);
