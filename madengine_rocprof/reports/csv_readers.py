@@ -13,7 +13,7 @@ from typing import NamedTuple
 import polars as pl
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.reports import cpu_ops, dispatches, phases
+from madengine_rocprof.reports import cpu_ops, csv_native, dispatches, phases
 from madengine_rocprof.reports.csv_tables import open_table, parse_int, parse_number, parse_time
 from madengine_rocprof.reports.model import CopyStats, CounterSource, CounterStats, KernelStats, TimingSource
 
@@ -72,10 +72,15 @@ def kernel_trace_table(path: Path, tracks: bool = False, device: str = "agent") 
     but only after a streaming pass has shown that every line has exactly the header's field count (polars itself
     drops extra fields of the columns it does not select); anything it cannot vouch for (ragged or blank lines,
     quoted newlines, float timestamps, values out of range) is read again with the csv module, which accepts it
-    exactly or names the line of the problem. Either way the table is checked by `check_dispatches`. `device`: the
-    TRACK column read as the device (`thread` for CPU operator rows)."""
+    exactly or names the line of the problem. Before both, the native reader (csv_native) checks and reads the
+    plain layout rocprofv3 writes in one pass; it gives the same table as that path (skipping blank lines as the csv
+    module does) and hands anything else to it.
+    Either way the table is checked by `check_dispatches`. `device`: the TRACK column read as the device (`thread`
+    for CPU operator rows)."""
     layout = _layout(path)
-    table = _polars_table(path, layout, tracks, device)
+    table = _native_table(path, layout, tracks, device)
+    if table is None:
+        table = _polars_table(path, layout, tracks, device)
     if table is None:
         table = _stdlib_table(path, layout, tracks, device)
     check_dispatches(table, str(path))
@@ -86,6 +91,7 @@ class _Layout(NamedTuple):
     ncols: int
     names: dict[str, str | None]  # our column -> its header name (None: absent)
     duplicates: bool
+    positions: dict[str, int | None]  # our column -> its position (None: absent)
 
 
 def _layout(path: Path) -> _Layout:
@@ -93,7 +99,7 @@ def _layout(path: Path) -> _Layout:
     with open_table(path, {"name": NAME, "start": START, "end": END}, TRACK) as table:
         header = table.header
         names = {key: (None if pos is None else header[pos]) for key, pos in table.index.items()}
-        return _Layout(len(header), names, len(set(header)) != len(header))
+        return _Layout(len(header), names, len(set(header)) != len(header), dict(table.index))
 
 
 # One CSV field as the csv module reads it without ambiguity: a whole quoted field ("" escapes a quote), or an
@@ -128,9 +134,10 @@ def _lines_vouched(path: Path, ncols: int) -> bool:
 
 def fast_columns(path: Path, strings: dict[str, tuple[str, ...]],
                  times: dict[str, tuple[str, ...]]) -> pl.DataFrame | None:
-    """Columns of a CSV file read by polars, or None where the csv module must read it (the same guard as
-    `kernel_trace_table`). `strings` (absent columns left out; empty fields as the csv module reads them, "") and
-    `times` (required: whole ns, none empty or negative, end not before start) map our names to header aliases."""
+    """Columns of a CSV file read by the native reader or polars, or None where the csv module must read it (the
+    same readers and guard as `kernel_trace_table`). `strings` (absent columns left out; empty fields as the csv
+    module reads them, "") and `times` (required: whole ns, none empty or negative, end not before start) map our
+    names to header aliases."""
     try:
         with open_table(path, {}, {**strings, **times}) as table:
             header, index = table.header, table.index
@@ -139,6 +146,9 @@ def fast_columns(path: Path, strings: dict[str, tuple[str, ...]],
     if len(set(header)) != len(header) or any(index[k] is None for k in times):
         return None
     wanted = {k: header[i] for k, i in index.items() if i is not None}
+    native = _native_columns(path, len(header), index, [k for k in wanted if k not in times], times)
+    if native is not None:
+        return native
     types = {wanted[k]: (pl.Int64() if k in times else pl.String()) for k in wanted}
     columns = [pl.col(col).alias(k) if k in times else pl.col(col).fill_null("").alias(k) for k, col in wanted.items()]
     try:
@@ -156,15 +166,12 @@ def fast_columns(path: Path, strings: dict[str, tuple[str, ...]],
     return frame
 
 
-def _polars_table(path: Path, layout: _Layout, tracks: bool, device_key: str) -> pl.DataFrame | None:
+def _columns(layout: _Layout, tracks: bool, device_key: str) -> list[pl.Expr]:
+    """The table's columns from a frame whose columns carry the header's names (the polars and native paths)."""
     names = layout.names
-    if layout.duplicates:
-        return None  # duplicate column names: polars renames them, the csv module reads them by position
     # open_table has raised if a required column is missing: `or ""` only for the type checker
     name, start, end = (names[k] or "" for k in ("name", "start", "end"))
     device = names[device_key]
-    types: dict[str, pl.DataType] = {c: pl.String() for c in (name, device, names["agent"], names["queue"]) if c}
-    types.update({start: pl.Int64(), end: pl.Int64()})
     columns = [pl.col(name).cast(pl.Categorical).alias("name"), pl.col(start).alias("start"),
                pl.col(end).alias("end"),
                # an empty field: "" as the csv module reads it (polars reads null)
@@ -172,11 +179,34 @@ def _polars_table(path: Path, layout: _Layout, tracks: bool, device_key: str) ->
                else pl.lit("all").alias("device")]
     if tracks:
         columns.append(_track_expr(names["agent"], names["queue"]))
+    return columns
+
+
+def _native_columns(path: Path, ncols: int, index: dict[str, int | None], strings: list[str],
+                    times: dict[str, tuple[str, ...]]) -> pl.DataFrame | None:
+    """`fast_columns`' frame through the native reader (the same columns and values), or None."""
+    start, end = (index[k] or 0 for k in times)
+    columns = csv_native.read_columns(path, ncols, start, end, [index[k] or 0 for k in strings])
+    if columns is None:
+        return None
+    by_key = dict(zip([*times, *strings], [columns[0], columns[1], *(c.cast(pl.String) for c in columns[2:])],
+                      strict=True))
+    return pl.DataFrame([by_key[k].alias(k) for k in (*strings, *times)])
+
+
+def _polars_table(path: Path, layout: _Layout, tracks: bool, device_key: str) -> pl.DataFrame | None:
+    names = layout.names
+    if layout.duplicates:
+        return None  # duplicate column names: polars renames them, the csv module reads them by position
+    name, start, end = (names[k] or "" for k in ("name", "start", "end"))
+    types: dict[str, pl.DataType] = {c: pl.String() for c in (name, names[device_key], names["agent"],
+                                                                names["queue"]) if c}
+    types.update({start: pl.Int64(), end: pl.Int64()})
     try:
         if not _lines_vouched(path, layout.ncols):
             return None  # lines the csv module must judge (polars drops extra fields of unselected columns)
         table = (pl.scan_csv(path, schema_overrides=types, encoding="utf8-lossy", infer_schema=False)
-                 .select(columns).collect(engine="streaming"))
+                 .select(_columns(layout, tracks, device_key)).collect(engine="streaming"))
     except (pl.exceptions.PolarsError, OSError, ValueError):
         return None
     if table.select(pl.any_horizontal(pl.col("name", "start", "end").is_null().any())).item():
@@ -184,6 +214,26 @@ def _polars_table(path: Path, layout: _Layout, tracks: bool, device_key: str) ->
     if table.height and table.select(((pl.col("end") < pl.col("start")) | (pl.col("start") < 0)).any()).item():
         return None
     return table
+
+
+def _native_table(path: Path, layout: _Layout, tracks: bool, device_key: str) -> pl.DataFrame | None:
+    """The polars path's table through the native reader, or None where it does not vouch for every line (or is
+    unavailable): then the polars path decides, as it did before the reader existed."""
+    if layout.duplicates:
+        return None
+    index, names = layout.positions, layout.names
+    wanted = ["name", device_key, *(("agent", "queue") if tracks else ())]
+    strings: list[int] = list(dict.fromkeys(i for i in (index[k] for k in wanted) if i is not None))  # name first
+    columns = csv_native.read_columns(path, layout.ncols, index["start"] or 0, index["end"] or 0, strings)
+    if columns is None:
+        return None
+    header = {index[k]: names[k] for k in ("start", "end")} | {index[k]: names[k] for k in wanted}
+    frame = pl.DataFrame([s.alias(header[i] or "") for s, i in zip(
+        columns, [index["start"], index["end"], *strings], strict=True)])
+    strings_as_text = [header[i] or "" for i in strings[1:] if tracks and i in (index["agent"], index["queue"])]
+    if strings_as_text:  # the track's text is formatted from strings, as polars reads them
+        frame = frame.with_columns(pl.col(*strings_as_text).cast(pl.String))
+    return frame.select(_columns(layout, tracks, device_key))
 
 
 def _track_expr(agent: str | None, queue: str | None) -> pl.Expr:

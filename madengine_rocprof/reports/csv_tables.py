@@ -147,20 +147,30 @@ def parse_number(table: Table, text: str, column: str) -> float:
 def parse_int(table: Table, text: str, column: str, low: int = 0, high: int = inputs.INT64_MAX) -> int:
     """A whole number in [low, high] (counts: 0 .. 2^63-1; timestamps pass high=UINT64_MAX, see `parse_time`).
     Decimal notation ("1000.0", "1e3", a float writer's timestamp) is read exactly and truncated toward zero."""
-    if INTEGER.fullmatch(text):
+    fix = "the file is corrupt; re-run the profiler"
+    if INTEGER.fullmatch(text) and len(text) < 100:
         value = int(text)
-    elif NUMBER.fullmatch(text) and len(text) < 100:
-        value = int(decimal.Decimal(text.strip()))
+    elif NUMBER.fullmatch(text) and len(text) < 10_000:
+        try:
+            number = decimal.Decimal(text.strip())
+        except decimal.InvalidOperation:  # an exponent beyond what decimal represents (over 10^18 in size)
+            raise table.error(f"column {column}: {text[:60]!r} has an exponent out of range", fix=fix) from None
+        if not low - 1 < number < high + 1:  # before int(): 1e999999999 is an integer no memory holds
+            raise _outside(table, text, column, low, high, number > high)
+        value = int(number)  # toward zero, into [low, high]
     else:
-        raise table.error(f"column {column}: {text[:60]!r} is not a whole number",
-                          fix="the file is corrupt; re-run the profiler")
+        raise table.error(f"column {column}: {text[:60]!r} is not a whole number", fix=fix)
     if not low <= value <= high:
-        raise table.error(
-            f"column {column}: {text.strip()[:60]} is outside [{low}, {high}]" + (
-                " (over 2^64-1 ns, the largest unsigned 64-bit timestamp)" if value > high == inputs.UINT64_MAX
-                else ""),
-            fix="the file is corrupt; re-run the profiler")
+        raise _outside(table, text, column, low, high, value > high)
     return value
+
+
+def _outside(table: Table, text: str, column: str, low: int, high: int, above: bool) -> UserError:
+    return table.error(
+        f"column {column}: {text.strip()[:60]} is outside [{low}, {high}]" + (
+            " (over 2^64-1 ns, the largest unsigned 64-bit timestamp)" if above and high == inputs.UINT64_MAX
+            else ""),
+        fix="the file is corrupt; re-run the profiler")
 
 
 def parse_time(table: Table, text: str, column: str) -> int:

@@ -510,3 +510,37 @@ def test_a_rocpd_dispatch_without_an_agent_is_exit_2(tmp_path):
     code, _, err = cli("report", run, "-q")
     assert_contract(code, err)
     assert code == 2 and "no agent" in err, err
+
+
+@pytest.mark.parametrize("end, what", [
+    ("1e550151853075237", "1e550151853075237 is outside [0, 18446744073709551615] (over 2^64-1 ns"),
+    ("-1e550151853075237", "-1e550151853075237 is outside [0, 18446744073709551615]"),
+    ("1e99999999999999999999", "'1e99999999999999999999' has an exponent out of range"),
+    ("9" * 5000, "is outside [0, 18446744073709551615] (over 2^64-1 ns"),
+], ids=["exponent 5e17", "negative, exponent 5e17", "exponent 1e20", "5000 digits"])
+def test_timestamps_no_integer_can_hold_are_exit_2(tmp_path, end, what):
+    """Found by tests/reports/test_reports_csv_native.py's mutations: an exponent of 5e17 (int() of it raised
+    MemoryError), one past decimal's range (InvalidOperation) and 5,000 digits (int()'s 4,300-digit limit) were
+    internal errors; the csv-module path now refuses them, naming the line."""
+    text = kernel_trace_text(ROWS).replace("7000", end, 1)
+    run = tmp_path / "run"
+    write_kernel_trace(run, ROWS, text)
+    for code, err in _three_readers(tmp_path, run):
+        assert code == 2 and BUG_MARK not in err and "4242_kernel_trace.csv:3:" in err and what in err, err
+
+
+@pytest.mark.parametrize("end, duration", [("4e3", 1000), ("0.7e4", 4000), ("1e-550151853075237", None),
+                                           ("0" * 5000 + "7000", 4000)],
+                         ids=["4e3", "0.7e4", "exponent -5e17", "5000 leading zeros"])
+def test_decimal_timestamps_are_read_exactly(tmp_path, end, duration):
+    """The same rows in decimal notation: truncated toward zero, exactly (a tiny exponent reads as 0: end before
+    start, refused)."""
+    text = kernel_trace_text(ROWS).replace("7000", end, 1)
+    run = tmp_path / "run"
+    write_kernel_trace(run, ROWS, text)
+    code, report, err = report_json(run, tmp_path / "r.json")
+    if duration is None:
+        assert code == 2 and "End_Timestamp 0 is before Start_Timestamp 3000" in err, err
+    else:
+        assert code == 0 and report is not None, err
+        assert report_kernels(report)["kB<int, float>(x)"] == (1, duration)

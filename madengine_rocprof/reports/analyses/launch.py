@@ -23,6 +23,7 @@ from typing import Any
 import polars as pl
 
 from madengine_rocprof import inputs
+from madengine_rocprof.reports.analyses import log_histogram
 from madengine_rocprof.reports.model import RunData, TimingSource
 from madengine_rocprof.reports.trace_tables import TraceTables, api_trace_of, load_tables
 
@@ -39,7 +40,7 @@ HTA_LAUNCH_STATS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync"
                     "runFunction - job_prep_and_submit_for_execution")
 RUNTIME_CUTOFF_NS = 50_000  # HTA's defaults for "long" launch calls and delays (its charts' cut-offs)
 LAUNCH_DELAY_CUTOFF_NS = 100_000
-SERIES_POINTS = 400  # points of the queue-length picture per stream (the maximum of each slice is kept)
+SERIES_POINTS = 400  # slices of the queue-length picture per stream (the least and greatest of each are kept)
 
 
 def launches(kernels: pl.DataFrame, copies: pl.DataFrame, runtime: pl.DataFrame,
@@ -110,13 +111,15 @@ def _stream_summary(part: pl.DataFrame) -> dict[str, Any]:
     empty = int(held.filter(length == 0).sum())
     step = max(1, part.height // SERIES_POINTS)
     picture = part.with_row_index("i").group_by((pl.col("i") // step).alias("slice"), maintain_order=True).agg(
-        pl.col("ts").first(), pl.col("length").max())
+        pl.col("ts").first(), pl.col("length").max(), pl.col("length").min().alias("low"))
     return {
         "points": part.height,
         "max": int(length.max()),  # type: ignore[arg-type]
         "mean": weighted / span if span else None,
         "empty_share": empty / span if span else None,
         "series": [[int(t), int(v)] for t, v in zip(picture["ts"], picture["length"], strict=True)],
+        "series_min": picture["low"].to_list(),  # the least of each slice: with `series`, the range it spans
+        "series_end": int(ts[-1]),  # the last event: the last slice holds until then
     }
 
 
@@ -132,6 +135,7 @@ def analyze(kernels: pl.DataFrame, copies: pl.DataFrame, runtime: pl.DataFrame) 
     return {
         "launches": launched.height,
         "delay": distribution(launched["delay"]),
+        "delay_histogram": log_histogram.histogram(launched["delay"]),
         "cpu_duration": distribution(launched["cpu_duration"]),
         "long_calls": int((launched["cpu_duration"] > RUNTIME_CUTOFF_NS).sum()),
         "long_delays": int((launched["delay"] > LAUNCH_DELAY_CUTOFF_NS).sum()),

@@ -44,15 +44,34 @@ def _dtype(row: dict) -> str:
     return "fp32 (tf32 kernels)" if row.get("tf32_kernels") and row["dtype"] == "fp32" else row["dtype"]
 
 
+NO_SHAPES_KINETO = ("Not available: the trace records no operator shapes. Profile with "
+                    "`torch.profiler.profile(record_shapes=True)` to get FLOPs, bytes and the roofline per operator.")
+NO_SHAPES_KERNELS = (
+    "Not available from kernel traces ({formats}): they carry no operator shapes, so this report cannot tell the "
+    "FLOPs and bytes of each operator, its achieved TFLOP/s and TB/s, whether it is compute- or memory-bound, nor how "
+    "far it is from the roofline. The `lightweight` profile and the embedded tracer (either backend) record kernels "
+    "and, with --hip-trace, API calls, never shapes. For the per-operator roofline, record a PyTorch profiler trace "
+    "with `record_shapes=True` and CUDA activities and run `report` on it; for the top kernels' FLOP rates and "
+    "bandwidth from hardware counters, `madengine-rocprof escalate` this run."
+)
+
+
+def _without_shapes(run: ReportRun) -> Section | None:
+    """A run with GPU kernels but no shapes: what it cannot tell and how to get it. Nothing for a run without
+    kernels or of CPU operators (no GPU to place under a roofline)."""
+    summary = run.get("summary") or {}
+    formats = sorted({str(src.get("format")) for src in run.get("sources", [])})
+    if not formats or not summary.get("dispatches") or summary.get("cpu_operators"):
+        return None
+    line = NO_SHAPES_KINETO if "kineto" in formats else NO_SHAPES_KERNELS.format(formats=", ".join(formats))
+    return Section("Operator efficiency (roofline from shapes)", blocks=[Lines([line], kind="note")],
+                   anchor=f"efficiency-{run['label']}")
+
+
 def section(run: ReportRun, top: int) -> Section | None:
     eff = run.get("efficiency")
     if not eff:
-        if any(src.get("format") == "kineto" for src in run.get("sources", [])) and run["summary"]["dispatches"]:
-            return Section("Operator efficiency (roofline from shapes)", blocks=[Lines([
-                "Not available: the trace records no operator shapes. Profile with "
-                "`torch.profiler.profile(record_shapes=True)` to get FLOPs, bytes and the roofline per operator."],
-                kind="note")], anchor=f"efficiency-{run['label']}")
-        return None
+        return _without_shapes(run)
     rows, unmodelled = eff["rows"], eff["unmodelled"]
     peak = eff["peak"]
     target = eff["target_fraction"]
@@ -81,17 +100,25 @@ def section(run: ReportRun, top: int) -> Section | None:
         meta.append(f"No datasheet peak for device {eff['device'] or 'unknown'}: achieved rates are shown, the bound "
                     "and % of roofline need `--peak-tflops` and `--peak-bandwidth`.")
     blocks: list = [Lines(lines), Lines(meta, kind="meta")]
+    # several traces (ranks): the same (operator, shape) is a row per process, which the process column tells apart
+    by_process = len(eff.get("origins") or []) > 1
+    process = [Column("process")] if by_process else []
+
+    def where(row: dict) -> list:
+        return [row.get("origin")] if by_process else []
+
     table_rows = [
-        [r["op"], _shape(r["input_dims"], r["input_strides"]), _dtype(r), r["count"], r["time_ns"], r["tflops"],
-         r["tbps"], r["intensity"], r["bound"], None if r["roofline_pct"] is None else r["roofline_pct"] / 100,
-         r["saved_ns"]]
+        [r["op"], *where(r), _shape(r["input_dims"], r["input_strides"]), _dtype(r), r["count"], r["time_ns"],
+         r["tflops"], r["tbps"], r["intensity"], r["bound"],
+         None if r["roofline_pct"] is None else r["roofline_pct"] / 100, r["saved_ns"]]
         for r in rows[:top]
     ]
     if rows:
         blocks.append(Table(
-            [Column("operator"), Column("shapes"), Column("dtype"), Column("calls", "count"), Column("GPU ms", "ms"),
-             Column("TFLOP/s", "number"), Column("TB/s", "number"), Column("FLOP/byte", "number"), Column("bound"),
-             Column("% of roofline", "pct"), Column(f"saved at {target:.0%} (ms)", "ms")],
+            [Column("operator"), *process, Column("shapes"), Column("dtype"), Column("calls", "count"),
+             Column("GPU ms", "ms"), Column("TFLOP/s", "number"), Column("TB/s", "number"),
+             Column("FLOP/byte", "number"), Column("bound"), Column("% of roofline", "pct"),
+             Column(f"saved at {target:.0%} (ms)", "ms")],
             table_rows,
             note=f"{len(rows) - top} more (operator, shape) groups in the JSON." if len(rows) > top else None,
         ))
@@ -102,7 +129,8 @@ def section(run: ReportRun, top: int) -> Section | None:
                              + (", ..." if len(above) > 3 else "") + f"): {above[0]['note']}."], kind="note"))
     if peak and peak["bandwidth_gbs"]:
         points = [(r["op"], r["intensity"], r["tflops"], r["time_ns"] / total if total else 0.0,
-                   f"{r['op']} {_shape(r['input_dims'], r['input_strides'])} {_dtype(r)}: {r['tflops']:.3g} TFLOP/s, "
+                   f"{r['op']} {_shape(r['input_dims'], r['input_strides'])} {_dtype(r)}"
+                   + (f" ({r.get('origin')})" if by_process else "") + f": {r['tflops']:.3g} TFLOP/s, "
                    f"{r['intensity']:.3g} FLOP/byte, {r['count']} calls, {r['time_ns'] / 1e6:.3f} ms")
                   for r in rows if r["intensity"] and r["tflops"]]
         dtypes = {r["peak"].split(" ")[0] for r in rows if r["peak"] and r["unit"] == "matrix"}
@@ -111,8 +139,9 @@ def section(run: ReportRun, top: int) -> Section | None:
         blocks.append(Roofline(points, roofs, peak["bandwidth_gbs"]))
     if unmodelled:
         blocks.append(Table(
-            [Column("operator without a model"), Column("shapes"), Column("calls", "count"), Column("GPU ms", "ms")],
-            [[u["op"], _shape(u["input_dims"]), u["count"], u["time_ns"]] for u in unmodelled[:top]],
+            [Column("operator without a model"), *process, Column("shapes"), Column("calls", "count"),
+             Column("GPU ms", "ms")],
+            [[u["op"], *where(u), _shape(u["input_dims"]), u["count"], u["time_ns"]] for u in unmodelled[:top]],
             note=f"{len(unmodelled) - top} more in the JSON." if len(unmodelled) > top else None,
         ))
     if eff.get("graph_kernel_ns"):

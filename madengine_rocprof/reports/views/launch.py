@@ -3,7 +3,8 @@ the queue length per stream (reports/analyses/launch.py; the JSON has it under `
 
 from __future__ import annotations
 
-from madengine_rocprof.reports.blocks import Block, Column, Lines, Section, Table
+from madengine_rocprof.reports.blocks import Block, Column, Lines, Picture, Section, Table
+from madengine_rocprof.reports.views import launch_pictures
 from madengine_rocprof.wrapper.contracts import ReportRun
 
 DEFINITIONS = (
@@ -38,4 +39,8 @@ def section(run: ReportRun, top: int) -> Section | None:
          Column("mean queued", "number"), Column("time with nothing queued", "pct")],
         [[_label(r), str(s["device"]), str(s["stream"]), s["max"], s["mean"], s["empty_share"]]
          for r in rows for s in r["streams"]]))
+    blocks += [Picture(svg) for svg in launch_pictures.pictures(rows)]
+    if len(rows) > launch_pictures.PROCESSES_DRAWN:
+        blocks.append(Lines([f"the pictures show the first {launch_pictures.PROCESSES_DRAWN} of {len(rows)} "
+                             "processes"], kind="meta"))
     return Section("Kernel launches", blocks=blocks)
