@@ -177,7 +177,7 @@ def _owners(ops: pl.DataFrame, launchers: pl.Series, modelled: list[bool], compo
     levels = found.partition_by("depth", as_dict=True, include_key=False)
     done: list[pl.DataFrame] = []
     above: pl.DataFrame | None = None
-    for depth in sorted(key[0] for key in levels):  # type: ignore[type-var]
+    for depth in sorted(key[0] for key in levels):
         level = levels[(depth,)]
         if above is None:
             inherited = level.with_columns(pl.lit(None, pl.UInt32).alias("_inner"), pl.lit(None, pl.UInt32)

@@ -104,11 +104,13 @@ def gaps(ops: pl.DataFrame, host: dict[int, pl.DataFrame]) -> pl.DataFrame:
     )
     g0 = found["g0"]
     # the first that holds wins: unlinked, queued, other ranks, sync, data loading, else launch-bound
-    code = pl.when(pl.col("launch").is_null()).then(pl.lit(UNLINKED, pl.Int8))
-    code = code.when((pl.col("launch") < pl.col("g0")).fill_null(False)).then(pl.lit(QUEUED, pl.Int8))
-    for state in (OTHER_RANKS, SYNC, DATA):
-        code = code.when(pl.lit(_inside(g0, host[state]))).then(pl.lit(state, pl.Int8))
-    return found.select("g0", "g1", code.otherwise(pl.lit(LAUNCH, pl.Int8)).alias("code"))
+    code = (pl.when(pl.col("launch").is_null()).then(pl.lit(UNLINKED, pl.Int8))
+            .when((pl.col("launch") < pl.col("g0")).fill_null(False)).then(pl.lit(QUEUED, pl.Int8))
+            .when(pl.lit(_inside(g0, host[OTHER_RANKS]))).then(pl.lit(OTHER_RANKS, pl.Int8))
+            .when(pl.lit(_inside(g0, host[SYNC]))).then(pl.lit(SYNC, pl.Int8))
+            .when(pl.lit(_inside(g0, host[DATA]))).then(pl.lit(DATA, pl.Int8))
+            .otherwise(pl.lit(LAUNCH, pl.Int8)))
+    return found.select("g0", "g1", code.alias("code"))
 
 
 def _totals(g: pl.DataFrame) -> dict[int, int]:
