@@ -113,6 +113,15 @@ def test_owners_of_a_chain_deeper_than_the_limit_follow_it_as_far_as_the_walk():
     assert got.rows() == [(depth - 1, depth - 1)]
 
 
+def test_no_ops_and_one_op():
+    empty = _frame([]).with_columns(pl.Series("key", [], dtype=pl.UInt32))
+    assert nesting.parents(empty) == {}
+    assert efficiency._owners(empty, empty["op"], [], []).height == 0
+    one = _frame([(1, 1, 5, 9)]).with_columns(pl.Series("key", [0], dtype=pl.UInt32))
+    assert nesting.parents(one) == {0: -1}
+    assert efficiency._owners(one, one["op"], [False], [False]).rows() == [(0, 0)]
+
+
 def test_union_length_equals_the_exact_union():
     rng = random.Random(3)
     frames = []

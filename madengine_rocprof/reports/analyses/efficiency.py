@@ -190,6 +190,8 @@ def _owners(ops: pl.DataFrame, launchers: pl.Series, modelled: list[bool], compo
             "op", pl.when(pl.col("_cost")).then(pl.col("op")).otherwise(pl.col("_inner")).alias("inner"),
             pl.coalesce(pl.col("_outer"), pl.when(pl.col("_fused")).then(pl.col("op"))).alias("outer"))
         done.append(above)
+    if not done:  # no op: no launching op either
+        return pl.DataFrame(schema={"op": ops.schema["op"], "owner": ops.schema["op"]})
     every = pl.concat(done)
     return (every.filter(pl.col("op").is_in(launchers.implode()))
             .select("op", pl.coalesce("outer", "inner", "op").alias("owner")))
