@@ -5,7 +5,8 @@
     python3 -m torch.distributed.run --standalone --nproc_per_node 2 \\
         benchmarks/tinytransformer/scaling_probe.py --out DIR --modes sharded,ddp:25,ddp:8   # 2 ranks, one run each
 
-Modes of 2 ranks: `sharded` (tt_sharded_adamw: reduce-scatter, sharded AdamW, all-gather; the default), `ddp:MB`
+Modes of 2 ranks: `sharded` (tt_sharded_adamw: reduce-scatter, sharded AdamW, all-gather; the default; `sharded:noside`
+without the side-stream weight gradients, `sharded:kN` exchanging the flat buffer in N chunks), `ddp:MB`
 (DistributedDataParallel with MB-MiB buckets, the gradient all-reduce captured in the graph). v4 B8 S128 (or
 --batch-size/--seq-len), every run in this one process (one process group); rank 0 prints one line per run and
 appends it to DIR/probe.jsonl. Not a case: its lines are evidence for tt_train.SHARDED_OPTIMIZER and DDP_BUCKET_MB."""
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -23,6 +25,7 @@ sys.path.insert(0, str(REPO / "scripts" / "tinytransformer"))
 import torch  # noqa: E402
 
 import tt_harness  # noqa: E402
+import tt_sharded_adamw  # noqa: E402
 import tt_train  # noqa: E402
 
 
@@ -45,16 +48,20 @@ def main(argv=None) -> int:
     import tt_kernels
     modes = (args.modes or ("sharded,ddp:25" if world > 1 else "side,noside,side")).split(",")
     code = 0
+    default_chunks = tt_sharded_adamw.COMM_CHUNKS
     for mode in modes:
-        if world > 1 and mode == "sharded":
+        tt_kernels.WGRAD_SIDE_STREAM = not mode.endswith("noside")
+        tt_sharded_adamw.COMM_CHUNKS = default_chunks
+        if world > 1 and mode in ("sharded", "sharded:noside") or re.fullmatch(r"sharded:k[1-9]", mode):
             tt_train.SHARDED_OPTIMIZER = True
+            if mode[-2] == "k":
+                tt_sharded_adamw.COMM_CHUNKS = int(mode[-1])
         elif world > 1 and mode.startswith("ddp:"):
             tt_train.SHARDED_OPTIMIZER = False
             tt_train.DDP_BUCKET_MB = float(mode[4:])
-        elif world == 1 and mode in ("side", "noside"):
-            tt_kernels.WGRAD_SIDE_STREAM = mode == "side"
-        else:
-            p.error(f"unknown mode {mode!r} for {world} rank(s): side, noside (one rank); sharded, ddp:MB (several)")
+        elif world > 1 or mode not in ("side", "noside"):
+            p.error(f"unknown mode {mode!r} for {world} rank(s): side, noside (one rank); sharded, sharded:noside, "
+                    "sharded:kN, ddp:MB (several)")
         json_out = out / f"probe_{rank}.json"
         warmup = "15" if device == "cuda" else "1"
         rc = tt_harness.main(["--version", "v4", "--batch-size", args.batch_size, "--seq-len", args.seq_len,

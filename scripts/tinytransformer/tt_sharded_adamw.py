@@ -16,6 +16,9 @@ from tt_optim import MasterWeights
 
 # Shard boundaries and sizes are multiples of this many elements (16 bytes of bf16: the AdamW kernel's vector loads).
 ALIGN = 8
+# The flat buffer is exchanged in this many equal chunks, so that the AdamW of one chunk runs while the next chunk's
+# reduce-scatter or the last chunk's all-gather is on the links (each rank owns 1/world of every chunk).
+COMM_CHUNKS = 2
 
 
 def _pad(weights: MasterWeights, n_pad: int) -> None:
@@ -37,9 +40,11 @@ def _pad(weights: MasterWeights, n_pad: int) -> None:
 
 class ShardedMasterAdamW(torch.optim.Optimizer):
     """AdamW (tt_optim.MasterAdamW's update) over `group`'s ranks: reduce-scatter of the mean gradient, AdamW on this
-    rank's slice, all-gather of the new bf16 weights. Construct it on every rank at the same point (it broadcasts rank
-    0's weights, as DDP does). NCCL: reduce_scatter_tensor (mean) and all_gather_into_tensor in place; gloo (CPU, no
-    reduce-scatter): an all-reduce of the sum, then this rank's slice divided by the world size."""
+    rank's slices, all-gather of the new bf16 weights, chunk by chunk (COMM_CHUNKS): rank r owns elements
+    [k*C + r*C/world, k*C + (r+1)*C/world) of chunk k of C elements. Construct it on every rank at the same point (it
+    broadcasts rank 0's weights, as DDP does). NCCL: reduce_scatter_tensor (mean) and all_gather_into_tensor in place,
+    asynchronous, the device streams ordered by the work handles; gloo (CPU, no reduce-scatter): an all-reduce of the
+    sum, then this rank's slice divided by the world size."""
 
     def __init__(self, weights: MasterWeights, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, group=None):
         super().__init__(weights.params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
@@ -49,12 +54,16 @@ class ShardedMasterAdamW(torch.optim.Optimizer):
         self.world, self.rank = dist.get_world_size(group), dist.get_rank(group)
         self.nccl = dist.get_backend(group) == "nccl"
         n = weights.master.numel()
-        unit = ALIGN * self.world
+        self.n_chunks = COMM_CHUNKS
+        unit = ALIGN * self.world * self.n_chunks
         n_pad = -(-n // unit) * unit
         if n_pad != n:
             _pad(weights, n_pad)
         shard = n_pad // self.world
-        self.lo, self.hi = self.rank * shard, (self.rank + 1) * shard
+        chunk = n_pad // self.n_chunks
+        self.part = chunk // self.world  # this rank's elements of one chunk
+        self.owned = [(k * chunk + self.rank * self.part, k * chunk + (self.rank + 1) * self.part)
+                      for k in range(self.n_chunks)]
         device = weights.master.device
         with torch.no_grad():  # every rank starts from rank 0's weights
             dist.broadcast(weights.master, 0, group=group)
@@ -72,9 +81,9 @@ class ShardedMasterAdamW(torch.optim.Optimizer):
             setattr(p, tt_kernels.GRAD_BUFFER_ATTR, view)
             self.grad_views.append(view)
             offset += p.numel()
-        # AdamW over this rank's slice as one flat "parameter": rows (0, first element, flat offset, count)
+        # AdamW over this rank's part of a chunk as one flat "parameter": rows (0, first element, flat offset, count)
         block = tt_kernels.adamw_chunk_block()
-        self.chunks = torch.tensor([(0, j, j, min(block, shard - j)) for j in range(0, shard, block)],
+        self.chunks = torch.tensor([(0, j, j, min(block, self.part - j)) for j in range(0, self.part, block)],
                                    dtype=torch.int64).to(device)
         self.grad_offsets = torch.zeros(1, dtype=torch.int64, device=device)
 
@@ -93,19 +102,35 @@ class ShardedMasterAdamW(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self, closure=None):
         self._gather_grads()
-        if self.nccl:
-            dist.reduce_scatter_tensor(self.grad_shard, self.flat_grad, op=dist.ReduceOp.AVG, group=self.group)
-        else:
-            dist.all_reduce(self.flat_grad, group=self.group)
-            torch.div(self.flat_grad[self.lo:self.hi], self.world, out=self.grad_shard)
+        part, world = self.part, self.world
+        chunk = part * world
+        flat, shard, low = self.flat_grad, self.grad_shard, self.weights.low
+        # every reduce-scatter queued first: the links work on chunk k+1 while AdamW updates chunk k
+        pending = []
+        for k in range(self.n_chunks):
+            if self.nccl:
+                pending.append(dist.reduce_scatter_tensor(shard[k * part:(k + 1) * part],
+                                                          flat[k * chunk:(k + 1) * chunk], op=dist.ReduceOp.AVG,
+                                                          group=self.group, async_op=True))
+            else:
+                pending.append(dist.all_reduce(flat[k * chunk:(k + 1) * chunk], group=self.group, async_op=True))
         self.step_count += 1
         g = self.param_groups[0]
         beta1, beta2 = g["betas"]
-        low = self.weights.low
-        self.kernels.adamw_step(self.weights.master[self.lo:self.hi], self.grad_shard, self.grad_offsets, self.chunks,
-                                ALIGN, self.exp_avg, self.exp_avg_sq, low[self.lo:self.hi], self.step_count, g["lr"],
-                                beta1, beta2, g["eps"], g["weight_decay"])
-        if self.nccl:
-            dist.all_gather_into_tensor(low, low[self.lo:self.hi], group=self.group)
-        else:
-            dist.all_gather(list(low.chunk(self.world)), low[self.lo:self.hi].clone(), group=self.group)
+        gathers = []
+        for k, ((lo, hi), work) in enumerate(zip(self.owned, pending, strict=True)):
+            work.wait()
+            grad = shard[k * part:(k + 1) * part]
+            if not self.nccl:
+                torch.div(flat[lo:hi], world, out=grad)
+            self.kernels.adamw_step(self.weights.master[lo:hi], grad, self.grad_offsets, self.chunks, ALIGN,
+                                    self.exp_avg[k * part:(k + 1) * part], self.exp_avg_sq[k * part:(k + 1) * part],
+                                    low[lo:hi], self.step_count, g["lr"], beta1, beta2, g["eps"], g["weight_decay"])
+            if self.nccl:
+                gathers.append(dist.all_gather_into_tensor(low[k * chunk:(k + 1) * chunk], low[lo:hi],
+                                                           group=self.group, async_op=True))
+            else:
+                gathers.append(dist.all_gather(list(low[k * chunk:(k + 1) * chunk].chunk(world)), low[lo:hi].clone(),
+                                               group=self.group, async_op=True))
+        for work in gathers:
+            work.wait()

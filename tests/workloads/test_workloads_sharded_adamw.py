@@ -23,34 +23,40 @@ import tt_harness, tt_kernels, tt_model, tt_optim, tt_sharded_adamw, tt_train
 rank, world, device = tt_harness.setup_distributed(argparse.Namespace(device="cpu"))
 out = {{}}
 
-# 1. one optimizer step on a hand-made parameter set whose size (1001 elements) is no multiple of 8 * world
-torch.manual_seed(0)
-shapes = [(7, 11), (3, 300), (24,)]
-params = [torch.nn.Parameter(torch.randn(s)) for s in shapes]
-start = [p.detach().clone() for p in params]
-mw = tt_optim.use_low_precision_params(torch.nn.ParameterList(params))
-grads = [[torch.randn(s) for s in shapes] for _ in range(world)]  # every rank's gradients, known to all
-lr, wd = 1e-2, 0.01
-opt = tt_sharded_adamw.ShardedMasterAdamW(mw, lr=lr, weight_decay=wd)
-for p, g in zip(params, grads[rank]):
-    p.grad = g.to(torch.bfloat16)
-opt.step()
-ref = [torch.nn.Parameter(s.clone()) for s in start]
-ref_opt = torch.optim.AdamW(ref, lr=lr, weight_decay=wd)
-for i, p in enumerate(ref):  # the mean of the bf16 gradients, as the ranks exchange them
-    p.grad = sum(grads[r][i].to(torch.bfloat16).float() for r in range(world)) / world
-ref_opt.step()
-n = sum(p.numel() for p in params)
-flat_ref = torch.cat([p.detach().reshape(-1) for p in ref])
-master = mw.master[opt.lo:min(opt.hi, n)]
-out["padded_size"] = mw.low.numel()
-out["master_err"] = float((master - flat_ref[opt.lo:min(opt.hi, n)]).abs().max())
-out["low_rel_err"] = float(((mw.low[:n].float() - flat_ref).abs() / flat_ref.abs()).max())
-out["params_view_low"] = all(p.untyped_storage().data_ptr() == mw.low.untyped_storage().data_ptr() for p in params)
-gathered = [torch.empty_like(mw.low) for _ in range(world)]
-dist.all_gather(gathered, mw.low.contiguous())
-out["ranks_equal"] = all(torch.equal(gathered[0], g) for g in gathered)
-out["moments_per_rank"] = opt.exp_avg.numel()
+# 1. one optimizer step on a hand-made parameter set whose size (1001 elements) is no multiple of 8 * world * chunks,
+# exchanged in 1 and in 3 chunks
+for n_chunks in (1, 3):
+    tt_sharded_adamw.COMM_CHUNKS = n_chunks
+    torch.manual_seed(0)
+    shapes = [(7, 11), (3, 300), (24,)]
+    params = [torch.nn.Parameter(torch.randn(s)) for s in shapes]
+    start = [p.detach().clone() for p in params]
+    mw = tt_optim.use_low_precision_params(torch.nn.ParameterList(params))
+    grads = [[torch.randn(s) for s in shapes] for _ in range(world)]  # every rank's gradients, known to all
+    lr, wd = 1e-2, 0.01
+    opt = tt_sharded_adamw.ShardedMasterAdamW(mw, lr=lr, weight_decay=wd)
+    for p, g in zip(params, grads[rank]):
+        p.grad = g.to(torch.bfloat16)
+    opt.step()
+    ref = [torch.nn.Parameter(s.clone()) for s in start]
+    ref_opt = torch.optim.AdamW(ref, lr=lr, weight_decay=wd)
+    for i, p in enumerate(ref):  # the mean of the bf16 gradients, as the ranks exchange them
+        p.grad = sum(grads[r][i].to(torch.bfloat16).float() for r in range(world)) / world
+    ref_opt.step()
+    n = sum(p.numel() for p in params)
+    flat_ref = torch.cat([p.detach().reshape(-1) for p in ref])
+    padded_ref = torch.cat([flat_ref, torch.zeros(mw.master.numel() - n)])
+    res = out[n_chunks] = {{}}
+    res["owned"] = opt.owned
+    res["padded_size"] = mw.low.numel()
+    res["master_err"] = max(float((mw.master[a:b] - padded_ref[a:b]).abs().max()) for a, b in opt.owned)
+    res["low_rel_err"] = float(((mw.low[:n].float() - flat_ref).abs() / flat_ref.abs()).max())
+    res["params_view_low"] = all(p.untyped_storage().data_ptr() == mw.low.untyped_storage().data_ptr()
+                                 for p in params)
+    gathered = [torch.empty_like(mw.low) for _ in range(world)]
+    dist.all_gather(gathered, mw.low.contiguous())
+    res["ranks_equal"] = all(torch.equal(gathered[0], g) for g in gathered)
+    res["moments_per_rank"] = opt.exp_avg.numel()
 
 # 2. the harness's path for v4 bf16: no DDP, the sharded optimizer, projections' gradients in the flat buffer
 cfg = tt_model.ModelConfig(vocab_size=1000, hidden_dim=64, num_layers=2, num_heads=4, max_seq_len=32)
@@ -89,11 +95,14 @@ def test_sharded_adamw_on_two_ranks_equals_adamw_on_the_mean_gradient(tmp_path):
                        timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     out = json.loads(result.read_text())
-    assert out["padded_size"] == 1008  # 1001 elements padded to a multiple of 8 x 2 ranks
-    assert out["moments_per_rank"] == 504  # each rank keeps the moments of its half only
-    assert out["master_err"] < 1e-6  # fp32 master weights: AdamW's arithmetic to float rounding
-    assert out["low_rel_err"] <= 2 ** -7  # the all-gathered bf16 weights: within one bf16 step (8-bit mantissa)
-    assert out["params_view_low"] and out["ranks_equal"]
+    # 1001 elements padded to a multiple of 8 x 2 ranks x chunks; each rank keeps the moments of its half only
+    assert (out["1"]["padded_size"], out["1"]["moments_per_rank"], out["1"]["owned"]) == (1008, 504, [[0, 504]])
+    assert (out["3"]["padded_size"], out["3"]["moments_per_rank"]) == (1008, 504)
+    assert out["3"]["owned"] == [[0, 168], [336, 504], [672, 840]]  # rank 0: the first half of every chunk
+    for res in (out["1"], out["3"]):
+        assert res["master_err"] < 1e-6  # fp32 master weights: AdamW's arithmetic to float rounding
+        assert res["low_rel_err"] <= 2 ** -7  # the all-gathered bf16 weights: within one bf16 step (8-bit mantissa)
+        assert res["params_view_low"] and res["ranks_equal"]
     assert out["v4_kind"] == "sharded_adamw" and out["v4_optimizer"] == "ShardedMasterAdamW"
     assert out["v1_kind"] == "ddp"
     # every fused projection (QKV, output, gate/up, down) of both layers wrote its gradient in place; the norms, the
