@@ -16,9 +16,12 @@ from tt_optim import MasterWeights
 
 # Shard boundaries and sizes are multiples of this many elements (16 bytes of bf16: the AdamW kernel's vector loads).
 ALIGN = 8
-# The flat buffer is exchanged in this many equal chunks, so that the AdamW of one chunk runs while the next chunk's
-# reduce-scatter or the last chunk's all-gather is on the links (each rank owns 1/world of every chunk).
-COMM_CHUNKS = 2
+# The flat buffer is exchanged in this many equal chunks, so that the AdamW of one chunk could run while the next
+# chunk's reduce-scatter or the last chunk's all-gather is on the links (each rank owns 1/world of every chunk). One
+# is fastest: on two H100s, v4 B8 S128, 1 / 2 / 4 chunks took 1.573-1.577 / 1.631-1.635 / 1.697-1.699 ms per step
+# (benchmarks/tinytransformer/scaling_probe.py, modes sharded:kN): each extra pair of collectives costs more than
+# the overlap gains.
+COMM_CHUNKS = 1
 
 
 def _pad(weights: MasterWeights, n_pad: int) -> None:
