@@ -74,6 +74,9 @@ out["grads_in_place"] = sorted(in_place)
 out["grads_copied"] = sorted(set(named) - set(in_place))
 v1 = tt_train.data_parallel(tt_train.build_model("v1", cfg, device, 42), device)
 out["v1_kind"] = tt_train.data_parallel_kind(v1)
+# DDP's weights are marked hooked: v4's projections then keep their weight gradients off the side stream
+out["ddp_weights_hooked"] = all(tt_kernels.grad_target(p)[0] for p in v1.parameters())
+out["sharded_weights_hooked"] = any(tt_kernels.grad_target(p)[0] for p in model.parameters())
 del v1, step, opt, wrapped, model
 if rank == 0:
     open(sys.argv[1], "w").write(json.dumps(out))
@@ -105,6 +108,7 @@ def test_sharded_adamw_on_two_ranks_equals_adamw_on_the_mean_gradient(tmp_path):
         assert res["params_view_low"] and res["ranks_equal"]
     assert out["v4_kind"] == "sharded_adamw" and out["v4_optimizer"] == "ShardedMasterAdamW"
     assert out["v1_kind"] == "ddp"
+    assert out["ddp_weights_hooked"] and not out["sharded_weights_hooked"]
     # every fused projection (QKV, output, gate/up, down) of both layers wrote its gradient in place; the norms, the
     # tied embedding (two contributions) are copied
     projections = [n for n in out["grads_in_place"] if n.endswith(("wqkv.weight", "wo.weight", "w_gate_up.weight",
