@@ -96,6 +96,7 @@ class RatioTest:
     p_faster: float  # one-sided p-value of "new is faster" (H0: ratio >= 1)
     df: int  # degrees of freedom of the between-run spread: runs_base + runs_new - 2
     spread: float  # pooled standard deviation of log(statistic per run): the run-to-run noise, as a fraction
+    se: float  # standard error of log(ratio): spread * sqrt(1 / runs_base + 1 / runs_new)
     base: float  # geometric mean over runs of each run's statistic
     new: float
 
@@ -133,8 +134,17 @@ def run_level_test(
         half = 0.0
     p_faster = 1.0 - p_slower if se > 0 else (0.0 if shift < 0 else 1.0)
     return RatioTest(
-        ratio, ratio * math.exp(-half), ratio * math.exp(half), p_slower, p_faster, df, spread, b_all, n_all
+        ratio, ratio * math.exp(-half), ratio * math.exp(half), p_slower, p_faster, df, spread, se, b_all, n_all
     )
+
+
+def p_beyond(test: RatioTest, threshold: float) -> float:
+    """One-sided p-value of "new is slower than base by more than `threshold`" (H0: ratio <= 1 + threshold). At most
+    (1 - confidence) / 2 exactly when the interval's fast end (`low`) lies beyond 1 + threshold."""
+    shift = math.log(test.ratio) - math.log1p(threshold)
+    if test.se > 0:
+        return t_sf(shift / test.se, test.df)
+    return 0.0 if shift > 0 else 1.0
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -155,9 +165,8 @@ def runs_to_decide(
 ) -> int | None:
     """How many more runs a side would make the interval decide, if the observed slowdown and run-to-run spread
     held: short of 1 + threshold, the interval's upper end must drop under it (a pass); beyond it, the lower end must
-    rise above 1 (a regression). None when no number of runs up to `cap` would (the slowdown sits on the threshold)."""
-    shift, limit = math.log(test.ratio), math.log1p(threshold)
-    margin = limit - shift if shift < limit else shift
+    rise above it (a regression). None when no number of runs up to `cap` would (the slowdown sits on the threshold)."""
+    margin = abs(math.log1p(threshold) - math.log(test.ratio))
     if test.spread <= 0:
         return 0
     if margin <= 0:
