@@ -1,119 +1,129 @@
-"""Why an A/A comparison of real runs fails the gate, under the rule before issue 33's fix and the rule after it.
+"""Why a comparison of real repeated runs fails (or passes) the gate: every comparison of aa_gate.py's design, judged
+by the `compare` code on sys.path, with the metrics that decided it.
 
-Reads the runs of aa_gate.py's OUT (its chunks, the same comparisons), runs `compare` (without --gate, so that the
-JSON is written whatever the verdict) for --statistic median and mean, and judges every comparison twice from the
-same metrics:
-- old rule (main at a85a32d): a metric is a regression when its interval excludes 1x on the slow side (Holm among
-  the kernels) and the point estimate is beyond the threshold;
-- new rule (the code here): a regression needs the slowdown shown beyond the threshold (the step time's interval
-  entirely beyond 1 + threshold; a kernel's Holm-adjusted p of "slower by more than the threshold").
-For every comparison that fails under either rule it names the metric(s), the step time's speedup and interval, each
-side's spread, and the chunk's run values in time order (so that a drift of the machine's load shows).
+Reads the runs of aa_gate.py's OUT (its chunks; the same comparisons) and judges each for --statistic median and
+mean through compare's own code (load_side, compare_sides, the gate's verdict; each run loaded once). For every
+comparison it keeps the verdict, the failing metric(s) with their speedup and interval, the step time's speedup,
+interval and each side's spread, and the chunk's run values in time order (so that a drift of the machine's load
+shows). --against FILE (an earlier output of this script, made with other code) puts that code's verdicts beside
+this one's: run it once with the old code first on PYTHONPATH (e.g. `git archive a85a32d madengine_rocprof`).
 
-    PYTHONPATH=. python benchmarks/insights/aa_causes.py --runs OUT [--runs OUT2 ...] [--aa-chunks 6] [--ab-chunks 4]
-        [--json FILE]
+    PYTHONPATH=. python benchmarks/insights/aa_causes.py --runs OUT [--runs OUT2 ...] [--layout AA,AB ...]
+        [--against OLD.json] [--json FILE]
+--layout: the --aa-chunks,--ab-chunks each OUT was made with, one per --runs (default 6,4).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import math
-import shutil
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from aa_gate import comparisons, layout, link_sides  # type: ignore[import-not-found]  # noqa: E402
+from aa_gate import comparisons, layout  # type: ignore[import-not-found]  # noqa: E402
 
-from madengine_rocprof.cli import main  # noqa: E402
+from madengine_rocprof.insights import compare  # noqa: E402
+from madengine_rocprof.reports.model import KernelStats  # noqa: E402
 
-THRESHOLD = 0.05
-
-
-def compare_json(base: list[Path], new: list[Path], scratch: Path, statistic: str) -> dict:
-    base_dir, new_dir = link_sides(base, new, scratch)
-    out = scratch / "cmp.json"
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        code = main(["compare", str(base_dir), str(new_dir), "-q", "--json", str(out), "--statistic", statistic])
-    if code != 0:
-        raise SystemExit(f"compare failed ({code}) on {base} / {new}")
-    return json.loads(out.read_text())
+_RUNS: dict[Path, compare.Side] = {}
 
 
-def old_rule(metrics: list[dict]) -> tuple[str, list[str]]:
-    """The verdict and the failing metrics by the rule before the fix: `slower` (interval excludes 1x) and the
-    speedup below 1 / (1 + threshold)."""
-    limit = 1 / (1 + THRESHOLD)
-    failing = [m["name"] for m in metrics if m["verdict"] == "slower" and m["speedup"] < limit]
-    step = next((m for m in metrics if m["kind"] == "step" and m["gate"] is not None), None)
-    if failing:
-        return "regression", failing
-    return ("passed" if step is not None and step["gate"] == "passed" else "inconclusive"), []
+def one_run(run: Path) -> compare.Side:
+    """A run loaded once, with every dispatch duration of every kernel (compare picks its kernels per comparison)."""
+    if run not in _RUNS:
+        side = compare.load_side(run, run.name)
+        compare.collect_samples(side, set(side.kernels))
+        _RUNS[run] = side
+    return _RUNS[run]
 
 
-def run_values(runs: list[Path], statistic: str) -> list[float]:
-    fn = statistics.median if statistic == "median" else statistics.fmean
-    return [fn(json.loads((r / "workload_result.json").read_text())["step_times_ms"]) for r in runs]
+def side_of(runs: list[Path], label: str) -> compare.Side:
+    """What load_side would make of a directory holding these runs."""
+    side = compare.Side(label=label, root=Path(label), runs=list(runs))
+    for part in map(one_run, runs):
+        side.step_times_ms += part.step_times_ms
+        for name, stats in part.kernels.items():
+            side.kernels.setdefault(name, KernelStats()).merge(stats)
+        for name, groups in part.kernel_samples.items():
+            side.kernel_samples.setdefault(name, []).extend(groups)
+    side.kernel_time_ns = sum(k.total_ns for k in side.kernels.values())
+    return side
 
 
 def log_sd(values: list[float]) -> float | None:
-    return statistics.stdev(math.log(v) for v in values) if len(values) > 1 else None
+    return round(statistics.stdev(math.log(v) for v in values), 4) if len(values) > 1 else None
 
 
 def interval(m: dict) -> list[float] | None:
-    return None if m["ci_low"] is None else [round(m["ci_low"], 3), round(m["ci_high"], 3)]
+    return None if m["ci_low"] is None else [round(m["ci_low"], 4), round(m["ci_high"], 4)]
+
+
+def judge(base: list[Path], new: list[Path], statistic: str) -> dict:
+    settings = compare.Settings(statistic=statistic)
+    result = compare.compare_sides(side_of(base, "base"), side_of(new, "new"), settings)
+    fn = compare.STATISTICS[statistic]
+    values = {side: [fn(one_run(r).step_times_ms[0]) for r in runs] for side, runs in (("base", base), ("new", new))}
+    step = next(m for m in result["metrics"] if m["kind"] == "step")
+    failing = result["gate"]["regressions"]
+    return {
+        "verdict": result["gate"]["verdict"], "failing": failing,
+        "step": {"speedup": round(step["speedup"], 4), "ci": interval(step), "df": step["df"],
+                 "spread_base": log_sd(values["base"]), "spread_new": log_sd(values["new"])},
+        "failing_metrics": {m["name"]: {"speedup": round(m["speedup"], 4), "ci": interval(m),
+                                        "p_adjusted": m["p_adjusted"], "p_regression": m.get("p_regression")}
+                            for m in result["metrics"] if m["name"] in failing},
+    }
 
 
 def main_() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", type=Path, action="append", required=True)
-    p.add_argument("--aa-chunks", type=int, default=6)
-    p.add_argument("--ab-chunks", type=int, default=4)
+    p.add_argument("--layout", action="append", default=[], help="AA,AB chunk counts of each --runs (default 6,4)")
+    p.add_argument("--against", type=Path, help="an earlier output of this script (other code) to set beside")
     p.add_argument("--json", type=Path)
     args = p.parse_args()
+    layouts = [tuple(int(x) for x in s.split(",")) for s in args.layout] or [(6, 4)] * len(args.runs)
+    if len(layouts) != len(args.runs):
+        raise SystemExit("give one --layout per --runs")
+    other = {}
+    if args.against:
+        other = {(r["runs"], r["chunk"], r["kind"], r["statistic"], tuple(r["base"]), tuple(r["new"])): r
+                 for r in json.loads(args.against.read_text())["comparisons"]}
     rows = []
-    for root in args.runs:
+    for root, (aa, ab) in zip(args.runs, layouts, strict=True):
         root = root.resolve()
-        chunks = layout(root, args.aa_chunks, args.ab_chunks)
+        chunks = layout(root, aa, ab)
         for statistic in ("median", "mean"):
-            for key, chunk, base, new in comparisons(chunks):
-                result = compare_json(base, new, root / "_causes", statistic)
-                metrics = result["metrics"]
-                step = next(m for m in metrics if m["kind"] == "step")
-                old, old_failing = old_rule(metrics)
+            for kind, chunk, base, new in comparisons(chunks):
                 chunk_runs = next(r for _, r in chunks if r[0].parent.name == chunk)
-                rows.append({
-                    "runs": str(root), "chunk": chunk, "kind": key, "statistic": statistic,
-                    "base": [r.name for r in base], "new": [r.name for r in new],
-                    "old": old, "old_failing": old_failing,
-                    "new_rule": result["gate"]["verdict"], "new_failing": result["gate"]["regressions"],
-                    "step_speedup": round(step["speedup"], 4), "step_ci": interval(step),
-                    "step_spread_base": log_sd(run_values(base, statistic)),
-                    "step_spread_new": log_sd(run_values(new, statistic)),
-                    "chunk_values_in_time_order": [round(v, 2) for v in run_values(chunk_runs, statistic)],
-                    "failing_metrics": {m["name"]: {"speedup": round(m["speedup"], 3), "ci": interval(m),
-                                                    "p_adjusted": m["p_adjusted"], "p_regression": m["p_regression"]}
-                                        for m in metrics if m["name"] in old_failing},
-                })
-        shutil.rmtree(root / "_causes", ignore_errors=True)
+                fn = compare.STATISTICS[statistic]
+                row = {"runs": str(root), "chunk": chunk, "kind": kind, "statistic": statistic,
+                       "base": [r.name for r in base], "new": [r.name for r in new],
+                       "chunk_step_values_in_time_order": [round(fn(one_run(r).step_times_ms[0]), 2)
+                                                           for r in chunk_runs],
+                       **judge(base, new, statistic)}
+                key = (row["runs"], chunk, kind, statistic, tuple(row["base"]), tuple(row["new"]))
+                if key in other:
+                    row["against"] = {k: other[key][k] for k in ("verdict", "failing", "step", "failing_metrics")}
+                rows.append(row)
+        _RUNS.clear()
     summary: dict = {}
     for r in rows:
-        group = "aa" if r["kind"].startswith("aa") else r["kind"]
-        cell = summary.setdefault(group, {}).setdefault(r["statistic"], {"comparisons": 0, "old": {}, "new": {}})
+        cell = summary.setdefault(r["kind"], {}).setdefault(r["statistic"], {"comparisons": 0, "this": {},
+                                                                              "against": {}})
         cell["comparisons"] += 1
-        for rule, verdict in (("old", r["old"]), ("new", r["new_rule"])):
-            cell[rule][verdict] = cell[rule].get(verdict, 0) + 1
-    failed = [r for r in rows if r["kind"].startswith("aa") and "regression" in (r["old"], r["new_rule"])]
-    out = {"command": "python benchmarks/insights/aa_causes.py " + " ".join(sys.argv[1:]), "summary": summary,
-           "aa_failures": failed, "comparisons": rows}
-    text = json.dumps(out, indent=1, allow_nan=False)
+        cell["this"][r["verdict"]] = cell["this"].get(r["verdict"], 0) + 1
+        if "against" in r:
+            cell["against"][r["against"]["verdict"]] = cell["against"].get(r["against"]["verdict"], 0) + 1
+    out = {"command": "python benchmarks/insights/aa_causes.py " + " ".join(sys.argv[1:]),
+           "compare_code": compare.__file__, "schema_version": compare.SCHEMA_VERSION, "summary": summary,
+           "comparisons": rows}
     if args.json:
-        args.json.write_text(text + "\n")
-    print(json.dumps({"summary": summary, "aa_failures": failed}, indent=1, allow_nan=False))
+        args.json.write_text(json.dumps(out, indent=1, allow_nan=False) + "\n")
+    print(json.dumps(summary, indent=1))
     return 0
 
 

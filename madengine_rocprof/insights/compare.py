@@ -3,8 +3,9 @@ durations from the profiler output, a run-level test of each metric (insights/st
 passed, regression or inconclusive.
 
 Evidence is the run: each run contributes one value per metric (the statistic of its steps or dispatches), because
-runs of the same code differ by more than their steps do. With one run per side that spread is unknown and the
-metric is `inconclusive: repeat the runs`; with repeated runs on either side those runs supply it.
+runs of the same code differ by more than their steps do. Each side's runs give its own spread (Welch's test: the
+load of a shared machine changes while the runs are made); with one run on a side its spread is unknown and the
+metric is `inconclusive: repeat the runs`.
 
 Every ratio is a speedup, base / new, as in `report`: above 1 is faster, below 1 slower. The threshold is a
 slowdown: new slower than base by more than `threshold` (speedup under 1 / (1 + threshold)).
