@@ -47,7 +47,9 @@ def chunk_spreads(root: Path) -> list[float]:
 
 def draw(spread: float, slowdown: float, per_side: int, drift: float, rng: random.Random) -> tuple[list, list]:
     """Each side's run values; with drift, runs alternate in time and share a load level that walks."""
-    level, base, new = 0.0, [], []
+    level = 0.0
+    base: list[list[float]] = []
+    new: list[list[float]] = []
     for i in range(2 * per_side):
         level += rng.gauss(0.0, drift) if drift and i else 0.0
         side, shift = (base, 0.0) if i % 2 == 0 else (new, math.log(slowdown))
