@@ -166,7 +166,7 @@ def test_a_slowdown_is_caught_when_its_interval_clears_the_threshold():
     seed); a 6% one, at the threshold's edge, rarely, and it never passes."""
     settings = Settings()
     caught = {1.15: 0, 1.10: 0, 1.06: 0}
-    passed = 0
+    passed = slower_inside = 0
     for seed in range(50):
         for slowdown in caught:
             rng = random.Random(5000 + seed)
@@ -178,8 +178,10 @@ def test_a_slowdown_is_caught_when_its_interval_clears_the_threshold():
             assert step["regression"] == (step["p_regression"] <= 0.05)
             caught[slowdown] += step["regression"]
             passed += step["gate"] == "passed"
-    assert caught[1.15] == 50 and caught[1.10] >= 45 and caught[1.06] <= 25, caught
+            slower_inside += slowdown == 1.06 and step["verdict"] == "slower" and step["gate"] == "inconclusive"
+    assert caught[1.15] == 50 and caught[1.10] >= 40 and caught[1.06] <= 25, caught  # here: 50, 46, 4
     assert passed == 0
+    assert slower_inside >= 20  # 'slower' (the interval excludes 1x) but not shown beyond 5%: inconclusive, exit 2
 
 
 def test_runs_not_steps_are_the_samples():
@@ -307,8 +309,11 @@ def test_per_kernel_durations_find_the_slower_kernel_only(tmp_path, capsys):
     assert set(metrics) == {GEMM, ADD}  # no step times in these runs: kernels only
     gemm, add = metrics[GEMM], metrics[ADD]
     gemm_b, gemm_n = [r[GEMM] for r in base_k], [r[GEMM] for r in new_k]
-    ratio, low, high, _, _ = welch_t_ci(gemm_b, gemm_n, statistics.median)
+    ratio, low, high, t, df = welch_t_ci(gemm_b, gemm_n, statistics.median)
     assert gemm["speedup"] == pytest.approx(1 / ratio, rel=1e-12)
+    # a regression is "slower by more than 5%", shown: the one-sided t test of log(ratio) against log(1.05)
+    se = math.log(ratio) / t
+    assert gemm["p_beyond"] == pytest.approx(t_sf((math.log(ratio) - math.log(1.05)) / se, df), rel=1e-9)
     assert gemm["ci_low"] == pytest.approx(1 / high, rel=1e-4) and gemm["ci_high"] == pytest.approx(1 / low, rel=1e-4)
     assert (gemm["n_base"], gemm["n_new"], gemm["calls_base"], gemm["category"]) == (300, 300, 300, "GEMM")
     assert gemm["verdict"] == "slower" and gemm["regression"]
@@ -318,6 +323,8 @@ def test_per_kernel_durations_find_the_slower_kernel_only(tmp_path, capsys):
     faster = holm([min(1.0, 2 * m["p_faster"]) for m in (gemm, add)])
     assert [gemm["p_adjusted"], add["p_adjusted"]] == pytest.approx([min(slower[0], faster[0]),
                                                                      min(slower[1], faster[1])])
+    beyond = holm([min(1.0, 2 * m["p_beyond"]) for m in (gemm, add)])  # Holm on "slower by more than 5%"
+    assert [gemm["p_regression"], add["p_regression"]] == pytest.approx(beyond) and gemm["p_regression"] <= 0.05
     line = next(x for x in io.out.splitlines() if x.startswith("| Cijk_"))
     assert f"{statistics.geometric_mean([statistics.median(r) for r in gemm_b]) / 1e3:,.2f} us (n=300, 3 runs)" in line
     # --statistic mean: the same test on each run's mean
