@@ -4,7 +4,8 @@ Runs come in chunks of 6, made one after another:
 - AA chunks: 6 identical runs of the tiny CPU config (A). Base and new alternate in time (base = runs 0, 2, 4;
   new = 1, 3, 5), as a CI job on a shared runner should make them; both directions are compared, with 3 and 2 runs
   per side (exit 1 is a false positive), 1 run per side (exit 2 expected: nothing can be judged), and one new run
-  against the base's 3 (the base's runs supply the spread). For contrast, base = runs 0-2 and new = runs 3-5
+  against the base's 3 (exit 2 expected since issue 33: a side needs 2 runs; before, the base's runs lent the single
+  run their spread). For contrast, base = runs 0-2 and new = runs 3-5
   (consecutive blocks: a change of the machine's load between them is a real difference the gate sees).
 - AB chunks: A and a bigger config B (larger batch and sequence: a real slowdown) alternating: A B A B A B. B as
   new must fail the gate (power); A as new must pass.
