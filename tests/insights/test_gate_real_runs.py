@@ -145,3 +145,37 @@ def test_the_same_runs_alternating_are_no_regression_by_either_rule(tmp_path, ca
         code = main(["compare", str(a), str(b), "--gate", "-q"])
         capsys.readouterr()
         assert code == 2
+
+
+UNEQUAL = RUNS / "aa_unequal_spreads"  # four identical runs, alternating: base r0, r2; new r1, r3
+T_975_DF2 = 4.3027  # Student t, 97.5% quantile, 2 degrees of freedom (2 + 2 runs - 2), from the published table
+
+
+def test_a_real_alternating_a_a_comparison_with_unequal_spreads_is_not_a_regression(tmp_path, capsys):
+    """Issue 33: the design the docs recommend, and still a false regression before the fix. The base's two runs
+    (per-run mean step time 563.7 and 561.6 ms) happened to be 0.3% apart, the new side's (633.3, 612.0 ms) 2.4%:
+    the pooled test lent the new side the base's steadiness and called identical code 1.1x slower. Welch's test
+    keeps each side's spread (degrees of freedom near 1): inconclusive."""
+    means = {i: statistics.fmean(json.loads((UNEQUAL / f"r{i}" / "workload_result.json").read_text())["step_times_ms"])
+             for i in range(4)}
+    lb, ln = [math.log(means[0]), math.log(means[2])], [math.log(means[1]), math.log(means[3])]
+    shift = statistics.fmean(ln) - statistics.fmean(lb)
+    pooled_se = math.sqrt((statistics.variance(lb) + statistics.variance(ln)) / 2 * (1 / 2 + 1 / 2))
+    assert math.exp(shift - T_975_DF2 * pooled_se) > 1 and math.exp(shift) > 1.05  # the old rule: regression
+    for side, runs in (("base", (0, 2)), ("new", (1, 3))):
+        for i in runs:
+            (tmp_path / side / f"r{i}").mkdir(parents=True)
+            (tmp_path / side / f"r{i}" / "workload_result.json").write_bytes(
+                (UNEQUAL / f"r{i}" / "workload_result.json").read_bytes())
+    out = tmp_path / "cmp.json"
+    args = [str(tmp_path / "base"), str(tmp_path / "new"), "--statistic", "mean", "-q"]
+    assert main(["compare", *args, "--json", str(out)]) == 0
+    step = json.loads(out.read_text())["metrics"][0]
+    var_b, var_n = statistics.variance(lb), statistics.variance(ln)
+    assert step["df"] == pytest.approx(welch_df(var_b, var_n, 2, 2), rel=1e-9) and step["df"] < 1.1
+    half = t_quantile(0.975, step["df"]) * math.sqrt(var_b / 2 + var_n / 2)
+    assert step["ci_low"] == pytest.approx(math.exp(-shift - half), rel=1e-6)
+    assert step["ci_high"] == pytest.approx(math.exp(-shift + half), rel=1e-6) and step["ci_high"] > 1
+    assert step["gate"] == "inconclusive" and not step["regression"]
+    assert main(["compare", *args, "--gate"]) == 2
+    capsys.readouterr()
