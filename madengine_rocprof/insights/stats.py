@@ -103,8 +103,6 @@ class RatioTest:
     new: float
     var_base: float = 0.0  # variance of log(statistic per run) on each side
     var_new: float = 0.0
-    runs_base: int = 0
-    runs_new: int = 0
 
 
 def welch(var_b: float, n_b: int, var_n: float, n_n: int) -> tuple[float, float]:
@@ -148,7 +146,7 @@ def run_level_test(
         half = 0.0
     p_faster = 1.0 - p_slower if se > 0 else (0.0 if shift < 0 else 1.0)
     return RatioTest(ratio, ratio * math.exp(-half), ratio * math.exp(half), p_slower, p_faster, df, spread, se,
-                     b_all, n_all, var_b, var_n, len(log_b), len(log_n))
+                     b_all, n_all, var_b, var_n)
 
 
 def p_beyond(test: RatioTest, threshold: float) -> float:
