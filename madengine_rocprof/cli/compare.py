@@ -115,7 +115,7 @@ def render_markdown(result: dict, name_width: int = 60) -> str:
         f"- base: `{result['base']['path']}` ({len(result['base']['runs'])} run(s))",
         f"- new: `{result['new']['path']}` ({len(result['new']['runs'])} run(s))",
         f"- {s['statistic']} per run; speedup = base / new, as in `report`: above 1x is faster, below 1x slower; "
-        f"each run is one sample: {conf} CI from the between-run spread (t test on log values)",
+        f"each run is one sample: {conf} CI from each side's between-run spread (Welch t test on log values)",
         f"- step time is the primary endpoint (tested alone); kernels are secondary (Holm among themselves, "
         f"family-wise error {alpha}); gate: `passed` when the CI's low end is above {limit:.3f}x (not slower by "
         f"more than {s['threshold'] * 100:g}%), `regression` when the slowdown is shown beyond it (the CI's high end "
