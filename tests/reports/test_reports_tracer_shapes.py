@@ -1,0 +1,180 @@
+"""Operator shapes from the embedded tracer (MADENGINE_ROCPROF_TRACER_SHAPES=1) and the report's efficiency table
+on them: a CPU torch workload traced under the wrapper (a few seconds each), a GPU trace of ours laid out as the
+tracer lays out its files, and the setting's checks. FLOPs and times are computed here from the shapes and from the
+Kineto JSON the tracer kept, not taken from the report."""
+from __future__ import annotations
+
+import decimal
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from madengine_rocprof.cli import main
+from madengine_rocprof.reports.analyses import tracer_shapes
+from madengine_rocprof.reports.views.efficiency import NO_SHAPES_CPU, SHAPES_FLAG
+from madengine_rocprof.tracer import convert
+
+from .reports_builders import exact_union
+
+pytest.importorskip("torch")
+
+M, K, N, OUT, B, BM, BK, BN = 64, 48, 32, 40, 4, 16, 24, 8
+WORKLOAD = f"""
+import torch
+torch.manual_seed(0)
+a, b = torch.randn({M}, {K}), torch.randn({K}, {N})
+w, bias = torch.randn({OUT}, {K}), torch.randn({OUT})
+x, y = torch.randn({B}, {BM}, {BK}), torch.randn({B}, {BK}, {BN})
+for _ in range(3):
+    torch.mm(a, b)
+    torch.nn.functional.linear(a, w, bias)
+    torch.matmul(a, b)
+    torch.bmm(x, y)
+print("APP DONE")
+"""
+SECTION = "### Operator efficiency (roofline from shapes)"
+
+
+def traced(run_dir: Path, repo: Path, **settings: str) -> subprocess.CompletedProcess:
+    run_dir.mkdir(parents=True)
+    script = run_dir / "work.py"
+    script.write_text(WORKLOAD)
+    env = dict(os.environ, PYTHONPATH=str(repo), CUDA_VISIBLE_DEVICES="",
+               **{f"MADENGINE_ROCPROF_TRACER_{k}": v for k, v in settings.items()})
+    return subprocess.run([sys.executable, "-m", "madengine_rocprof.wrapper", "--profiler", "embedded",
+                           "--kernel-trace", "--stats", "-d", str(run_dir / "profiler"), "--", sys.executable,
+                           str(script)], cwd=run_dir, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def shapes_run(tmp_path_factory, repo) -> Path:
+    run_dir = tmp_path_factory.mktemp("shapes") / "run"
+    done = traced(run_dir, repo, SHAPES="1")
+    assert done.returncode == 0 and "APP DONE" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
+    return run_dir
+
+
+def report(run_dir: Path, tmp_path: Path, capsys) -> tuple[str, dict]:
+    out = tmp_path / "r.json"
+    assert main(["report", str(run_dir), "--json", str(out)]) == 0
+    return capsys.readouterr().out, json.loads(out.read_text())["runs"][0]
+
+
+def kept_events(run_dir: Path) -> list[dict]:
+    (path,) = run_dir.glob("profiler/*/*_perfetto_trace.json")
+    data = json.loads(path.read_text(), parse_float=decimal.Decimal)
+    return [e for e in data["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+
+
+def ns(us) -> int:
+    return int(decimal.Decimal(us) * 1000)
+
+
+def test_cpu_workload_with_shapes_gives_its_matmuls_flops_and_times(shapes_run, tmp_path, capsys):
+    text, run = report(shapes_run, tmp_path, capsys)
+    eff = run["efficiency"]
+    assert eff["cpu_operators"] is True and eff["device"] == "CPU"
+    rows = {(r["op"], json.dumps(r["input_dims"])): r for r in eff["rows"]}
+    mm = rows[("aten::mm", json.dumps([[M, K], [K, N]]))]
+    assert mm["flops"] == 2 * M * N * K and mm["bytes"] == 4 * (M * K + K * N + M * N)
+    assert mm["count"] == 6  # three torch.mm calls and the three aten::mm that torch.matmul dispatches to
+    addmm = rows[("aten::addmm", json.dumps([[OUT], [M, K], [K, OUT], [], []]))]
+    assert addmm["flops"] == 2 * M * OUT * K + M * OUT and addmm["count"] == 3  # F.linear with a bias
+    bmm = rows[("aten::bmm", json.dumps([[B, BM, BK], [B, BK, BN]]))]
+    assert bmm["flops"] == B * 2 * BM * BN * BK and bmm["count"] == 3
+    # linear and matmul hand their GEMM to addmm and mm: no row of their own, their own time listed without a model
+    assert not any(r["op"] in ("aten::linear", "aten::matmul") for r in eff["rows"])
+    assert {u["op"] for u in eff["unmodelled"]} >= {"aten::linear", "aten::matmul"}
+
+    # times from the JSON the tracer kept: aten::mm and aten::bmm call nothing with a model (resolve_conj), so each
+    # call's time is its whole duration; every instant in an operator is counted once over rows and unmodelled
+    events = kept_events(shapes_run)
+    for row, name in ((mm, "aten::mm"), (bmm, "aten::bmm")):
+        assert row["time_ns"] == sum(ns(e["dur"]) for e in events if e["name"] == name)
+        assert row["tflops"] == pytest.approx(row["flops"] * row["count"] / row["time_ns"] / 1e3, rel=1e-12)
+    threads: dict[int, list[tuple[int, int]]] = {}
+    for e in events:
+        threads.setdefault(e["tid"], []).append((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])))
+    busy = sum(exact_union(i) for i in threads.values())
+    assert eff["kernel_ns"] == busy == sum(r["time_ns"] for r in eff["rows"]) + sum(
+        u["time_ns"] for u in eff["unmodelled"])
+
+    part = text[text.index(SECTION):]
+    assert "| aten::mm | 64x48 48x32 | fp32 | 6 |" in part and "CPU ms" in part and "GPU ms" not in part
+    # the kernel numbers are the CSV's: the kept JSON is read for the shapes only, never counted again
+    manifest = json.loads((shapes_run / "profiler" / "manifest.json").read_text())
+    assert [s["format"] for s in run["sources"]] == ["rocprofv3-csv"]
+    assert run["summary"]["dispatches"] == manifest["dispatch_count"] == len(events)
+
+
+def test_without_the_setting_the_report_says_what_it_cannot_tell(tmp_path, repo, capsys):
+    done = traced(tmp_path / "plain", repo)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not any("Input Dims" in json.dumps(e.get("args")) for e in kept_events(tmp_path / "plain"))
+    text, run = report(tmp_path / "plain", tmp_path, capsys)
+    assert run["efficiency"] is None and run["summary"]["cpu_operators"]
+    part = text[text.index(SECTION):]
+    assert NO_SHAPES_CPU in part and SHAPES_FLAG in part and "FLOPs and bytes" in part
+
+
+@pytest.mark.parametrize("settings,named", [({"SHAPES": "maybe"}, "SHAPES"),
+                                            ({"SHAPES": "1", "BACKEND": "cupti"}, "SHAPES")])
+def test_a_bad_setting_is_refused_before_the_app_runs(tmp_path, repo, settings, named):
+    done = traced(tmp_path / "bad", repo, **settings)
+    assert done.returncode == 2, done.stderr
+    assert f"MADENGINE_ROCPROF_TRACER_{named}" in done.stderr and "fix:" in done.stderr
+    assert "Traceback" not in done.stderr and "APP DONE" not in done.stdout
+    assert not (tmp_path / "bad" / "profiler").exists()
+
+
+def test_gpu_trace_kept_beside_its_csv_gives_the_table_once(tmp_path, capsys, repo):
+    """A GPU Kineto trace with shapes (ours, H100), laid out as the tracer writes it: <pid>_perfetto_trace.json and
+    the <pid>_kernel_trace.csv converted from it. The efficiency table is the one the trace alone gives, and the
+    kernels are counted once, from the CSV."""
+    source = repo / "tests/fixtures/kineto/ours_h100_gemm/gemm_shapes.pt.trace.json.gz"
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "t.pt.trace.json").write_bytes(gzip.decompress(source.read_bytes()))
+    host = tmp_path / "tracer" / "profiler" / "vm"
+    host.mkdir(parents=True)
+    kept = host / "4242_perfetto_trace.json"
+    kept.write_bytes((alone / "t.pt.trace.json").read_bytes())
+    written, kernels = convert.write_trace_file(str(kept), str(host), "4242_", cpu=False)
+    assert kernels > 0 and str(host / "4242_kernel_trace.csv") in written
+    _, expected = report(alone, tmp_path, capsys)
+    text, run = report(tmp_path / "tracer", tmp_path, capsys)
+    assert [s["format"] for s in run["sources"]] == ["rocprofv3-csv"]
+    assert run["summary"]["dispatches"] == expected["summary"]["dispatches"] == kernels
+    assert run["efficiency"]["rows"] and run["efficiency"]["rows"] == expected["efficiency"]["rows"]
+    assert run["efficiency"]["kernel_ns"] == expected["efficiency"]["kernel_ns"]
+    assert "GPU ms" in text[text.index(SECTION):]
+
+
+def test_a_kept_trace_without_shapes_is_not_read_for_them(tmp_path):
+    path = tmp_path / "1_perfetto_trace.json"
+    path.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "args": {}}]}')
+    assert not tracer_shapes.records_shapes(path)
+    path.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "args": {"Input Dims": [[2, 3]]}}]}')
+    assert tracer_shapes.records_shapes(path)
+    (tmp_path / "empty.json").write_bytes(b"")
+    assert not tracer_shapes.records_shapes(tmp_path / "empty.json")
+
+
+def test_self_time_gives_each_instant_to_the_innermost_operator():
+    # thread 1: A [0, 100) holds B [10, 40) holding C [20, 30), then D [50, 60); an op E [90, 120) overlapping A's
+    # end without nesting; thread 2: F [5, 15) alone
+    ops = pl.DataFrame({"op": [0, 1, 2, 3, 4, 5], "pid": [1] * 6, "tid": [1, 1, 1, 1, 1, 2],
+                        "start": [0, 10, 20, 50, 90, 5], "end": [100, 40, 30, 60, 120, 15]},
+                       schema={"op": pl.UInt32, "pid": pl.Int64, "tid": pl.Int64, "start": pl.Int64,
+                               "end": pl.Int64})
+    pieces = sorted(tracer_shapes.self_time(ops).rows())
+    assert pieces == [(0, 0, 10), (0, 40, 50), (0, 60, 90), (1, 10, 20), (1, 30, 40), (2, 20, 30), (3, 50, 60),
+                      (4, 90, 120), (5, 5, 15)]
+    # disjoint per thread and covering the union of the thread's operators
+    assert sum(e - s for _, s, e in pieces) == exact_union([(0, 100), (90, 120)]) + 10
