@@ -16,6 +16,7 @@ import polars as pl
 import pytest
 
 from madengine_rocprof.cli import main
+from madengine_rocprof.reports.cpu_ops import operator_stats
 from madengine_rocprof.reports.analyses import tracer_shapes
 from madengine_rocprof.reports.views.efficiency import NO_SHAPES_CPU, SHAPES_FLAG
 from madengine_rocprof.tracer import convert
@@ -178,3 +179,18 @@ def test_self_time_gives_each_instant_to_the_innermost_operator():
                       (4, 90, 120), (5, 5, 15)]
     # disjoint per thread and covering the union of the thread's operators
     assert sum(e - s for _, s, e in pieces) == exact_union([(0, 100), (90, 120)]) + 10
+    # per op, the self time the report's CPU-operator table computes by its own sweep (reports/cpu_ops.py)
+    own = operator_stats((str(op), tid, start, end) for op, _pid, tid, start, end in ops.rows())
+    assert {str(op): sum(e - s for o, s, e in pieces if o == op) for op in range(6)} == \
+        {name: k.self_ns for name, k in own.items()}
+
+
+def test_the_setting_under_another_profiler_is_named_as_ignored(repo):
+    from madengine_rocprof import wrapper
+
+    fakes = repo / "tests" / "wrapper" / "fakes"
+    env = {**os.environ, "PATH": f"{fakes}{os.pathsep}{os.environ['PATH']}", SHAPES_FLAG.split("=")[0]: "1"}
+    plan = wrapper.plan(["--kernel-trace"], ["true"], "/tmp/out", profiler="rocprofv3", env=env)
+    assert any(m.startswith("MADENGINE_ROCPROF_TRACER_SHAPES applies to the embedded tracer only") for m in plan.messages)
+    plan = wrapper.plan(["--kernel-trace"], ["true"], "/tmp/out", profiler="embedded", env=env)
+    assert not any("MADENGINE_ROCPROF_TRACER_SHAPES" in m for m in plan.messages)

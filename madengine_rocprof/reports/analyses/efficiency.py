@@ -27,7 +27,6 @@ from typing import Any
 import polars as pl
 
 from madengine_rocprof.insights.peaks import Peak, device_peak
-from madengine_rocprof.reports import trace_tables
 from madengine_rocprof.reports.analyses import op_models
 from madengine_rocprof.reports.model import RunData
 
