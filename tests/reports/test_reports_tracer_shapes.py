@@ -194,3 +194,41 @@ def test_the_setting_under_another_profiler_is_named_as_ignored(repo):
     assert any(m.startswith("MADENGINE_ROCPROF_TRACER_SHAPES applies to the embedded tracer only") for m in plan.messages)
     plan = wrapper.plan(["--kernel-trace"], ["true"], "/tmp/out", profiler="embedded", env=env)
     assert not any("MADENGINE_ROCPROF_TRACER_SHAPES" in m for m in plan.messages)
+
+
+@pytest.mark.parametrize("backend", ["auto", "cupti"])
+def test_on_a_cuda_gpu_shapes_take_torch_profiler_with_cpu_operators_and_their_links(monkeypatch, tmp_path, capsys,
+                                                                                    backend):
+    """CUPTI importable on a CUDA machine (the setting refused with BACKEND=cupti by the wrapper; set behind its back,
+    a warning): the torch.profiler backend starts, with CPU operators, record_shapes and the external correlation
+    that links kernels to operators (the default GPU trace turns that correlation off)."""
+    import types
+
+    import torch.profiler
+
+    from madengine_rocprof.tracer import cupti_backend, runtime
+
+    monkeypatch.setattr(cupti_backend, "load", lambda: pytest.fail("CUPTI must not be loaded for shapes"))
+    made: list[dict] = []
+
+    class Recording:  # stands in for torch.profiler.profile: keeps its arguments
+        def __init__(self, **kwargs):
+            made.append(kwargs)
+
+        def start(self):
+            pass
+
+    monkeypatch.setattr(torch.profiler, "profile", Recording)
+    monkeypatch.setenv("MADENGINE_ROCPROF_TRACER_OUT", str(tmp_path))
+    monkeypatch.setenv("MADENGINE_ROCPROF_TRACER_SHAPES", "1")
+    monkeypatch.setenv("MADENGINE_ROCPROF_TRACER_BACKEND", backend)
+    fake = types.SimpleNamespace(version=types.SimpleNamespace(cuda="13.0"),
+                                 cuda=types.SimpleNamespace(is_available=lambda: True, synchronize=lambda: None))
+    t = runtime._Tracer()
+    t.start(fake)
+    assert t.prof.name == "torch" and "SHAPES=1" in t.why
+    (kwargs,) = made
+    assert kwargs["record_shapes"] is True and "experimental_config" not in kwargs
+    assert set(kwargs["activities"]) == {torch.profiler.ProfilerActivity.CUDA, torch.profiler.ProfilerActivity.CPU}
+    err = capsys.readouterr().err
+    assert ("BACKEND=cupti ignored" in err) == (backend == "cupti")
