@@ -16,8 +16,8 @@ import polars as pl
 import pytest
 
 from madengine_rocprof.cli import main
-from madengine_rocprof.reports.cpu_ops import operator_stats
 from madengine_rocprof.reports.analyses import tracer_shapes
+from madengine_rocprof.reports.cpu_ops import operator_stats
 from madengine_rocprof.reports.views.efficiency import NO_SHAPES_CPU, SHAPES_FLAG
 from madengine_rocprof.tracer import convert
 
@@ -191,7 +191,8 @@ def test_the_setting_under_another_profiler_is_named_as_ignored(repo):
     fakes = repo / "tests" / "wrapper" / "fakes"
     env = {**os.environ, "PATH": f"{fakes}{os.pathsep}{os.environ['PATH']}", SHAPES_FLAG.split("=")[0]: "1"}
     plan = wrapper.plan(["--kernel-trace"], ["true"], "/tmp/out", profiler="rocprofv3", env=env)
-    assert any(m.startswith("MADENGINE_ROCPROF_TRACER_SHAPES applies to the embedded tracer only") for m in plan.messages)
+    ignored = "MADENGINE_ROCPROF_TRACER_SHAPES applies to the embedded tracer only"
+    assert any(m.startswith(ignored) for m in plan.messages)
     plan = wrapper.plan(["--kernel-trace"], ["true"], "/tmp/out", profiler="embedded", env=env)
     assert not any("MADENGINE_ROCPROF_TRACER_SHAPES" in m for m in plan.messages)
 
