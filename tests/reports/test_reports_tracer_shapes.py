@@ -233,3 +233,49 @@ def test_on_a_cuda_gpu_shapes_take_torch_profiler_with_cpu_operators_and_their_l
     assert set(kwargs["activities"]) == {torch.profiler.ProfilerActivity.CUDA, torch.profiler.ProfilerActivity.CPU}
     err = capsys.readouterr().err
     assert ("BACKEND=cupti ignored" in err) == (backend == "cupti")
+
+
+def test_an_operator_that_hands_its_work_to_another_owns_no_time():
+    """linear > addmm > copy_: linear hands its GEMM to addmm, addmm's copy_ is side work (another family);
+    mul_ > _to_copy > copy_ (its scalar converted): side work, while _to_copy's work is its copy_; mul > mul (a
+    Python scalar wrapped): the outer one hands its work to the inner."""
+    f, s = '"float"', '"Scalar"'
+    rows = [  # name, start, end, dims, types
+        ("aten::linear", 0, 100, "[[4,8],[6,8],[6]]", f"[{f},{f},{f}]"),
+        ("aten::addmm", 10, 90, "[[6],[4,8],[8,6],[],[]]", f"[{f},{f},{f},{s},{s}]"),
+        ("aten::copy_", 20, 30, "[[4,6],[4,6],[]]", f"[{f},{f},{s}]"),
+        ("aten::mul_", 200, 300, "[[64],[]]", f"[{f},{f}]"),
+        ("aten::_to_copy", 210, 220, "[[],[],[],[],[],[],[]]", f"[{f},{s},{s},{s},{s},{s},{s}]"),
+        ("aten::copy_", 212, 218, "[[],[],[]]", f"[{f},{f},{s}]"),
+        ("aten::mul", 400, 500, "[[64],[]]", f"[{f},{s}]"),
+        ("aten::mul", 410, 490, "[[64],[]]", f"[{f},{f}]"),
+    ]
+    ops = pl.DataFrame({"op": list(range(len(rows))), "name": [r[0] for r in rows], "pid": [1] * len(rows),
+                        "tid": [1] * len(rows), "start": [r[1] for r in rows], "end": [r[2] for r in rows],
+                        "input_dims": [r[3] for r in rows], "input_types": [r[4] for r in rows],
+                        "input_strides": [None] * len(rows), "concrete_inputs": [None] * len(rows)},
+                       schema_overrides={"op": pl.UInt32, "input_strides": pl.String, "concrete_inputs": pl.String})
+    assert set(tracer_shapes._families(ops)) == set(range(len(rows)))  # every shape above fits its model
+    assert tracer_shapes.dispatchers(ops) == {0, 4, 6}
+
+
+def test_the_shipped_tracer_shapes_config_gives_the_table_through_run(tmp_path, repo, capsys):
+    """`run` with profiling-configs/tracer_shapes.json (the embedded tracer, SHAPES=1, as the tool's env_vars) on
+    TinyTransformer v1 on the CPU: its report has efficiency rows, its GEMMs' FLOPs from their shapes."""
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+               PYTHONPATH=str(repo), PYTHON=sys.executable, CUDA_VISIBLE_DEVICES="")
+    env = {k: v for k, v in env.items() if not k.startswith("MADENGINE_ROCPROF_TRACER_")}
+    done = subprocess.run([sys.executable, "-m", "madengine_rocprof", "run", "--tags", "tiny_llama_v1",
+                           "--additional-context", '{"model_args": "--tiny --num-steps 2 --warmup-steps 1"}',
+                           "--additional-context-file", "tracer_shapes", "--runner", "local", "--repo", str(repo),
+                           "--output-dir", str(tmp_path / "runs")], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (run_dir,) = (tmp_path / "runs").glob("tiny_llama_v1__*")
+    _, run = report(run_dir, tmp_path, capsys)
+    assert run["profiler"]["name"] == "embedded"
+    gemms = [r for r in run["efficiency"]["rows"] if r["op"] == "aten::mm"]
+    assert gemms
+    for r in gemms:
+        (m, k), (k2, n) = r["input_dims"][:2]
+        assert k == k2 and r["flops"] == 2 * m * n * k

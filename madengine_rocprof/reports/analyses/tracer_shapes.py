@@ -10,9 +10,10 @@ the roofline of a run without a GPU, where CPU operators are the only work.
    thread spends in operators to the innermost operator open then (its self time), as a pseudo-kernel that
    operator launched, and hands these to efficiency.analyse, whose rules then place each one: the innermost
    operator with a model on the call stack owns it. One rule is added for the CPU: an operator with a model that
-   calls a modelled operator of its own family (aten::linear calling aten::addmm, aten::matmul calling aten::mm)
-   dispatches its work there, so it owns no time itself (on a GPU it launches no kernel); its own time outside
-   the callee (argument checks, views) is listed as time without a model.
+   calls a modelled operator doing its work (aten::linear calling aten::addmm, aten::matmul calling aten::mm: the
+   same family; for elementwise ops the same op, or a copy's wrapper: `_hands_work`) dispatches its work there,
+   so it owns no time itself (on a GPU it launches no kernel); its own time outside the callee (argument checks,
+   views) is listed as time without a model.
 """
 
 from __future__ import annotations
@@ -100,6 +101,10 @@ def self_time(ops: pl.DataFrame) -> pl.DataFrame:
                         schema={"op": ops.schema["op"], "start": ops.schema["start"], "end": ops.schema["end"]})
 
 
+# elementwise ops whose whole work is an op they call (a copy into new memory, a fill)
+ELEMENTWISE_WRAPPERS = frozenset({"aten::to", "aten::_to_copy", "aten::clone", "aten::contiguous", "aten::zero_"})
+
+
 def _families(ops: pl.DataFrame) -> dict[int, str]:
     """op -> the family of its model, for the ops whose shapes fit one."""
     modelled = ops.filter(pl.col("name").is_in(list(op_models.MODELS)) & pl.col("input_dims").is_not_null())
@@ -114,16 +119,32 @@ def _families(ops: pl.DataFrame) -> dict[int, str]:
             if row[1:] in family}
 
 
+def _base(name: str) -> str:
+    return name.removeprefix("aten::").strip("_")
+
+
+def _hands_work(caller: tuple[str, str], callee: tuple[str, str]) -> bool:
+    """The caller's work is the callee's. Operators of one matrix, norm, softmax or reduction family nest only where
+    one hands its work to the other (linear -> addmm, softmax -> _softmax, mean -> sum); an elementwise op also
+    calls others for side work (aten::mul_ converting its scalar with aten::_to_copy, aten::pow copying its result),
+    so there only the same op (aten::mul under aten::mul, div_ under div_) or a copy's or fill's wrapper counts."""
+    (family, name), (callee_family, callee_name) = caller, callee
+    if family != callee_family:
+        return False
+    return family != "elementwise" or name in ELEMENTWISE_WRAPPERS or _base(name) == _base(callee_name)
+
+
 def dispatchers(ops: pl.DataFrame) -> set[int]:
-    """The modelled ops that call a modelled op of their own family (see the module's docstring)."""
+    """The modelled ops that call a modelled op doing their work (see the module's docstring and `_hands_work`)."""
     family = _families(ops)
     if not family:
         return set()
+    names = dict(zip(ops["op"].to_list(), ops["name"].to_list(), strict=True))
     parents = efficiency._parents(ops.filter(pl.col("op").is_in(list(family))))
     found: set[int] = set()
     for op, fam in family.items():
         up = parents[op]
-        while up != -1 and family[up] != fam:
+        while up != -1 and not _hands_work((family[up], names[up]), (fam, names[op])):
             up = parents[up]
         if up != -1:
             found.add(up)
