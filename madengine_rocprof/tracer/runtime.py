@@ -305,6 +305,7 @@ class _Tracer:
             source, counts = self.prof.trace(chrome, demangle_names=not self.mangled)
             t_trace = time.monotonic()
             counts["why"] = self.why
+            counts["record_shapes"] = self.shapes and self.prof.name == "torch"  # the report looks here first
             options: dict[str, Any] = {"cpu": self.cpu_mode, "truncate": self.truncate, "max_rows": self.max_kernels,
                                        "api": self.api, "memcpy": self.memcpy, "stats": self.stats}
             if isinstance(source, convert.Events):  # rows made straight from a backend's records

@@ -112,12 +112,16 @@ def test_cpu_workload_with_shapes_gives_its_matmuls_flops_and_times(shapes_run, 
     manifest = json.loads((shapes_run / "profiler" / "manifest.json").read_text())
     assert [s["format"] for s in run["sources"]] == ["rocprofv3-csv"]
     assert run["summary"]["dispatches"] == manifest["dispatch_count"] == len(events)
+    (summary,) = shapes_run.glob("profiler/*/*_tracer_summary.json")
+    assert json.loads(summary.read_text())["record_shapes"] is True
 
 
 def test_without_the_setting_the_report_says_what_it_cannot_tell(tmp_path, repo, capsys):
     done = traced(tmp_path / "plain", repo)
     assert done.returncode == 0, done.stderr[-2000:]
     assert not any("Input Dims" in json.dumps(e.get("args")) for e in kept_events(tmp_path / "plain"))
+    (summary,) = (tmp_path / "plain").glob("profiler/*/*_tracer_summary.json")
+    assert json.loads(summary.read_text())["record_shapes"] is False
     text, run = report(tmp_path / "plain", tmp_path, capsys)
     assert run["efficiency"] is None and run["summary"]["cpu_operators"]
     part = text[text.index(SECTION):]
@@ -165,6 +169,14 @@ def test_a_kept_trace_without_shapes_is_not_read_for_them(tmp_path):
     assert tracer_shapes.records_shapes(path)
     (tmp_path / "empty.json").write_bytes(b"")
     assert not tracer_shapes.records_shapes(tmp_path / "empty.json")
+    # the tracer's summary beside it says so first (no scan of a large GPU trace); a summary without the word (an
+    # older tracer's) or one that cannot be read leaves it to the scan
+    summary = tmp_path / "1_tracer_summary.json"
+    assert tracer_shapes._said_by_tracer(path) is None
+    for text, said in (('{"record_shapes": false}', False), ('{"record_shapes": true}', True),
+                       ('{"backend": "torch"}', None), ("[1]", None), ("{", None), ('{"record_shapes": 1}', None)):
+        summary.write_text(text)
+        assert tracer_shapes._said_by_tracer(path) is said, text
 
 
 def test_self_time_gives_each_instant_to_the_innermost_operator():

@@ -18,6 +18,7 @@ the roofline of a run without a GPU, where CPU operators are the only work.
 
 from __future__ import annotations
 
+import json
 import mmap
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from madengine_rocprof.reports.model import RunData, TimingSource
 
 SHAPES_KEY = b'"Input Dims"'  # what Kineto writes in a cpu_op's args when record_shapes=True
 TRACER_JSON = "perfetto_trace.json"  # the tracer's kept Kineto JSON: <prefix>_perfetto_trace.json
+TRACER_SUMMARY = "tracer_summary.json"  # tracer/runtime.SUMMARY_SUFFIX (the report imports nothing of the tracer)
 
 
 def records_shapes(path: Path) -> bool:
@@ -44,6 +46,17 @@ def records_shapes(path: Path) -> bool:
         return False
 
 
+def _said_by_tracer(kept: Path) -> bool | None:
+    """What the tracer's summary beside the JSON says of shapes (`record_shapes`), None where it says nothing: a
+    GPU trace of a gigabyte is then not scanned for a key it cannot hold."""
+    summary = kept.with_name(kept.name.removesuffix(TRACER_JSON) + TRACER_SUMMARY)
+    try:
+        said = json.loads(summary.read_text(encoding="utf-8")).get("record_shapes")
+    except (OSError, ValueError, AttributeError):  # absent, unreadable, not a JSON object: the scan decides
+        return None
+    return said if isinstance(said, bool) else None
+
+
 def kept_trace(run: RunData, src: TimingSource) -> TimingSource | None:
     """The embedded tracer's Kineto JSON of `src`'s process and pass, skipped by discovery in favour of the CSV,
     when it records shapes; None otherwise."""
@@ -51,8 +64,10 @@ def kept_trace(run: RunData, src: TimingSource) -> TimingSource | None:
         return None
     for other in run.skipped_timing:
         if (other.fmt == kineto_reader.FORMAT and other.process == src.process and other.pass_id == src.pass_id
-                and other.path.name.endswith(TRACER_JSON) and records_shapes(other.path)):
-            return other
+                and other.path.name.endswith(TRACER_JSON)):
+            said = _said_by_tracer(other.path)
+            if said if said is not None else records_shapes(other.path):
+                return other
     return None
 
 
