@@ -6,10 +6,15 @@ of repeated runs (each chunk: one stretch of time on the machine). For each spre
 comparisons of RUNS runs a side draw each run's value as exp(normal(log slowdown, spread)) and go through the gate's
 own code (insights.compare: compare_metric, judge, gate_verdict; defaults: median, 95%, threshold 5%).
 
-    PYTHONPATH=. python benchmarks/insights/gate_power.py --runs DIR [--runs DIR ...] [--sims 2000] [--per-side 3]
-        [--json FILE]
+--drift D adds what independent draws leave out: the machine's load drifting while the runs are made. The runs are
+made alternating (base, new, base, ...) and each adds a load level that moves by normal(0, D) from one run to the
+next (a random walk on the log scale), so neighbouring runs share it.
+
+    PYTHONPATH=. python benchmarks/insights/gate_power.py (--runs DIR ... | --spreads-from JSON) [--sims 2000]
+        [--per-side 3] [--drift D] [--json FILE]
 DIR: a folder of chunks (aa_gate.py's OUT, gate_runs.py's OUT): every workload_result.json below it, grouped by
-chunk folder and config (its parent's name's `_A`/`_B` suffix, else its side folder `base`/`new`).
+chunk folder and config (its parent's name's `_A`/`_B` suffix, else its side folder `base`/`new`). JSON: an earlier
+result of this script (its "spreads", measured on runs that are no longer kept).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pathlib import Path
 
 from madengine_rocprof.insights.compare import Settings, compare_metric, gate_verdict, judge
 
-SLOWDOWNS = (1.0, 1.03, 1.10, 1.25, 1.5, 2.0, 2.3)
+SLOWDOWNS = (1.0, 1.03, 1.05, 1.10, 1.25, 1.5, 2.0, 2.3)
 
 
 def chunk_spreads(root: Path) -> list[float]:
@@ -40,12 +45,24 @@ def chunk_spreads(root: Path) -> list[float]:
     return [statistics.stdev(v) for v in groups.values() if len(v) >= 3]
 
 
-def simulate(spread: float, slowdown: float, per_side: int, sims: int, rng: random.Random) -> dict[str, float]:
+def draw(spread: float, slowdown: float, per_side: int, drift: float, rng: random.Random) -> tuple[list, list]:
+    """Each side's run values; with drift, runs alternate in time and share a load level that walks."""
+    level = 0.0
+    base: list[list[float]] = []
+    new: list[list[float]] = []
+    for i in range(2 * per_side):
+        level += rng.gauss(0.0, drift) if drift and i else 0.0
+        side, shift = (base, 0.0) if i % 2 == 0 else (new, math.log(slowdown))
+        side.append([math.exp(level + rng.gauss(shift, spread))])
+    return base, new
+
+
+def simulate(spread: float, slowdown: float, per_side: int, sims: int, rng: random.Random,
+             drift: float = 0.0) -> dict[str, float]:
     settings = Settings()
     counts = {"passed": 0, "regression": 0, "inconclusive": 0}
     for _ in range(sims):
-        base = [[math.exp(rng.gauss(0.0, spread))] for _ in range(per_side)]
-        new = [[math.exp(rng.gauss(math.log(slowdown), spread))] for _ in range(per_side)]
+        base, new = draw(spread, slowdown, per_side, drift, rng)
         rows = [compare_metric("step time", "step", "ms", base, new, settings)]
         judge(rows, settings)
         counts[gate_verdict(rows, settings, estimate_runs=False)["verdict"]] += 1
@@ -54,23 +71,30 @@ def simulate(spread: float, slowdown: float, per_side: int, sims: int, rng: rand
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--runs", type=Path, action="append", required=True)
+    p.add_argument("--runs", type=Path, action="append", default=[])
+    p.add_argument("--spreads-from", type=Path, help="the spreads of an earlier result JSON of this script")
+    p.add_argument("--drift", type=float, default=0.0, help="sd of the load level's step between runs (log scale)")
     p.add_argument("--sims", type=int, default=2000)
     p.add_argument("--per-side", type=int, default=3)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     spreads = sorted(s for root in args.runs for s in chunk_spreads(root))
+    if args.spreads_from:
+        spreads = sorted(spreads + json.loads(args.spreads_from.read_text())["spreads"])
     if not spreads:
         raise SystemExit("no chunk with 3 or more runs of one config")
-    picks = {"smallest": spreads[0], "median": statistics.median(spreads), "largest": spreads[-1]}
+    quartiles = statistics.quantiles(spreads, n=4) if len(spreads) > 1 else spreads * 3
+    picks = {"smallest": spreads[0], "lower quartile": quartiles[0], "median": quartiles[1],
+             "upper quartile": quartiles[2], "largest": spreads[-1]}
     rng = random.Random(args.seed)
-    table = {name: {"spread": round(s, 4), **{f"{r:g}x": simulate(s, r, args.per_side, args.sims, rng)
+    table = {name: {"spread": round(s, 4), **{f"{r:g}x": simulate(s, r, args.per_side, args.sims, rng, args.drift)
                                                for r in SLOWDOWNS}} for name, s in picks.items()}
-    out = {"command": "python benchmarks/insights/gate_power.py " + " ".join(
-        f"--runs {r}" for r in args.runs) + f" --sims {args.sims} --per-side {args.per_side} --seed {args.seed}",
+    out = {"command": "python benchmarks/insights/gate_power.py " + " ".join(f"--runs {r}" for r in args.runs)
+           + (f" --spreads-from {args.spreads_from}" if args.spreads_from else "")
+           + f" --sims {args.sims} --per-side {args.per_side} --seed {args.seed} --drift {args.drift:g}",
         "chunks": len(spreads), "spreads": [round(s, 4) for s in spreads], "per_side": args.per_side,
-        "sims": args.sims, "table": table}
+        "sims": args.sims, "drift": args.drift, "table": table}
     print(json.dumps(out, indent=1))
     if args.json:
         args.json.write_text(json.dumps(out, indent=1) + "\n")

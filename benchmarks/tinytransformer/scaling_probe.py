@@ -1,17 +1,21 @@
-"""What the data-parallel v4 step costs over one rank, and which DDP bucket size hides the all-reduce best.
+"""What the data-parallel v4 step costs over one rank, and which data-parallel path hides the communication best.
 
-    python3 benchmarks/tinytransformer/scaling_probe.py --out DIR                      # one rank: with and without
-        # the side-stream weight gradients (2 ranks run without them: DDP's hooks read each gradient at once)
+    python3 benchmarks/tinytransformer/scaling_probe.py --out DIR [--modes side,noside,side]   # one rank: with and
+        # without the side-stream weight gradients (DDP turns them off: its hooks read each gradient at once)
     python3 -m torch.distributed.run --standalone --nproc_per_node 2 \\
-        benchmarks/tinytransformer/scaling_probe.py --out DIR --bucket-mb 25,8,4,2   # 2 ranks, one run per size
+        benchmarks/tinytransformer/scaling_probe.py --out DIR --modes sharded,ddp:25,ddp:8   # 2 ranks, one run each
 
-v4 B8 S128 (or --batch-size/--seq-len), every run in this one process (one process group); rank 0 prints one line
-per run and appends it to DIR/probe.jsonl. Not a case: its lines are evidence for tt_train.DDP_BUCKET_MB."""
+Modes of 2 ranks: `sharded` (tt_sharded_adamw: reduce-scatter, sharded AdamW, all-gather; the default; `sharded:noside`
+without the side-stream weight gradients, `sharded:kN` exchanging the flat buffer in N chunks), `ddp:MB`
+(DistributedDataParallel with MB-MiB buckets, the gradient all-reduce captured in the graph). v4 B8 S128 (or
+--batch-size/--seq-len), every run in this one process (one process group); rank 0 prints one line per run and
+appends it to DIR/probe.jsonl. Not a case: its lines are evidence for tt_train.SHARDED_OPTIMIZER and DDP_BUCKET_MB."""
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -21,13 +25,15 @@ sys.path.insert(0, str(REPO / "scripts" / "tinytransformer"))
 import torch  # noqa: E402
 
 import tt_harness  # noqa: E402
+import tt_sharded_adamw  # noqa: E402
 import tt_train  # noqa: E402
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
-    p.add_argument("--bucket-mb", default="25,8,4,2", help="DDP bucket sizes to run (2 ranks)")
+    p.add_argument("--modes", default=None, help="runs, comma-separated: side, noside (one rank); sharded, ddp:MB "
+                   "(several ranks); default side,noside,side or sharded,ddp:25")
     p.add_argument("--batch-size", default="8")
     p.add_argument("--seq-len", default="128")
     p.add_argument("--steps", default="200")
@@ -40,15 +46,22 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     import tt_kernels
-    runs: list[tuple[str, float | bool]] = (
-        [("ddp_bucket_mb", float(mb)) for mb in args.bucket_mb.split(",")] if world > 1 else
-        [("wgrad_side_stream", True), ("wgrad_side_stream", False), ("wgrad_side_stream", True)])
+    modes = (args.modes or ("sharded,ddp:25" if world > 1 else "side,noside,side")).split(",")
     code = 0
-    for knob, value in runs:
-        if knob == "ddp_bucket_mb":
-            tt_train.DDP_BUCKET_MB = float(value)
-        else:
-            tt_kernels.WGRAD_SIDE_STREAM = bool(value)
+    default_chunks = tt_sharded_adamw.COMM_CHUNKS
+    for mode in modes:
+        tt_kernels.WGRAD_SIDE_STREAM = not mode.endswith("noside")
+        tt_sharded_adamw.COMM_CHUNKS = default_chunks
+        if world > 1 and mode in ("sharded", "sharded:noside") or re.fullmatch(r"sharded:k[1-9]", mode):
+            tt_train.SHARDED_OPTIMIZER = True
+            if mode[-2] == "k":
+                tt_sharded_adamw.COMM_CHUNKS = int(mode[-1])
+        elif world > 1 and mode.startswith("ddp:"):
+            tt_train.SHARDED_OPTIMIZER = False
+            tt_train.DDP_BUCKET_MB = float(mode[4:])
+        elif world > 1 or mode not in ("side", "noside"):
+            p.error(f"unknown mode {mode!r} for {world} rank(s): side, noside (one rank); sharded, sharded:noside, "
+                    "sharded:kN, ddp:MB (several)")
         json_out = out / f"probe_{rank}.json"
         warmup = "15" if device == "cuda" else "1"
         rc = tt_harness.main(["--version", "v4", "--batch-size", args.batch_size, "--seq-len", args.seq_len,
@@ -57,7 +70,8 @@ def main(argv=None) -> int:
         code = code or rc
         if rank == 0:
             m = json.loads(json_out.read_text())["metrics"]
-            line = {"world": world, knob: value, "tokens_per_second": m["tokens_per_second"],
+            line = {"world": world, "mode": mode, "batch": int(args.batch_size), "seq": int(args.seq_len),
+                    "tokens_per_second": m["tokens_per_second"],
                     "step_ms": m["step_time_ms"]["median"], "p10_ms": m["step_time_ms"]["p10"],
                     "p90_ms": m["step_time_ms"]["p90"], "nccl_env": {k: v for k, v in os.environ.items()
                                                                      if k.startswith("NCCL_")}}

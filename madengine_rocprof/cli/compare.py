@@ -1,6 +1,6 @@
 """`madengine-rocprof compare BASE NEW [--gate]`: step times and kernel durations of two sets of repeated runs,
 tested run against run; with --gate, exit 0 when passed (the step time's interval rules out a slowdown beyond the
-threshold), 1 on a regression, 2 when inconclusive (too noisy, or one run per side), on bad input and on any crash
+threshold), 1 on a regression, 2 when inconclusive (too noisy, or one run on a side), on bad input and on any crash
 (see docs/reports.md, 'Regression gate')."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def register(subparsers) -> None:
         "against BASE, run against run: each run gives one value per metric, the between-run spread gives the "
         "confidence interval of the speedup BASE/NEW (above 1: NEW is faster). The step time is the primary "
         "endpoint; kernels are secondary, Holm-corrected among themselves. BASE and NEW are run directories, or "
-        "directories holding several repeated runs; with one run per side nothing can be judged (repeat the runs: "
+        "directories holding several repeated runs; with one run on a side nothing can be judged (repeat the runs: "
         "3 or more a side).",
     )
     p.add_argument("base", type=Path, metavar="BASE", help="baseline run directory (or a directory of repeated runs)")
@@ -34,7 +34,7 @@ def register(subparsers) -> None:
         "--gate",
         action="store_true",
         help="exit 0 only when the step time's interval rules out a slowdown beyond --threshold (passed), 1 on a "
-        "regression, 2 when inconclusive (too noisy or one run per side)",
+        "regression, 2 when inconclusive (too noisy or one run on a side)",
     )
     p.add_argument(
         "--threshold",
@@ -115,11 +115,11 @@ def render_markdown(result: dict, name_width: int = 60) -> str:
         f"- base: `{result['base']['path']}` ({len(result['base']['runs'])} run(s))",
         f"- new: `{result['new']['path']}` ({len(result['new']['runs'])} run(s))",
         f"- {s['statistic']} per run; speedup = base / new, as in `report`: above 1x is faster, below 1x slower; "
-        f"each run is one sample: {conf} CI from the between-run spread (t test on log values)",
+        f"each run is one sample: {conf} CI from each side's between-run spread (Welch t test on log values)",
         f"- step time is the primary endpoint (tested alone); kernels are secondary (Holm among themselves, "
         f"family-wise error {alpha}); gate: `passed` when the CI's low end is above {limit:.3f}x (not slower by "
-        f"more than {s['threshold'] * 100:g}%), `regression` when `slower` and the speedup is below {limit:.3f}x, "
-        f"else `inconclusive`",
+        f"more than {s['threshold'] * 100:g}%), `regression` when the slowdown is shown beyond it (the CI's high end "
+        f"below {limit:.3f}x; kernels: Holm), else `inconclusive`",
         "",
     ]
     rows = []
@@ -141,14 +141,14 @@ def render_markdown(result: dict, name_width: int = 60) -> str:
     elif gate["verdict"] == "passed":
         out.append(f"**Gate: passed** ({on}: the {conf} CI rules out a slowdown beyond {s['threshold'] * 100:g}%)")
     elif not gate["tested"]:
-        out.append("**Gate: inconclusive** (one run per side: the between-run spread is unknown; repeat the runs)")
+        out.append("**Gate: inconclusive** (one run on a side: its between-run spread is unknown; repeat the runs)")
     else:
         out.append(f"**Gate: inconclusive** ({on}: {too_noisy(gate)})")
     if gate["inconclusive"]:
         out.append("")
         out.append(
-            f"{len(gate['inconclusive'])} metric(s) inconclusive: one run on each side, so run-to-run noise cannot "
-            "be told from a change. Repeat the runs (2 or more BASE runs: a directory of repeated runs)."
+            f"{len(gate['inconclusive'])} metric(s) inconclusive: one run on a side, so run-to-run noise cannot "
+            "be told from a change. Repeat the runs (2 or more a side: a directory of repeated runs)."
         )
     return escape("\n".join(out) + "\n")
 
@@ -178,10 +178,10 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     if args.gate and not result["gate"]["tested"]:
         raise UserError(  # before writing: a gate that cannot judge must not leave a report that reads as passed
-            "the gate cannot judge: no metric has repeated runs (one run per side leaves the run-to-run noise "
-            "unknown)",
+            "the gate cannot judge: no metric has repeated runs on both sides (one run on a side leaves its "
+            "run-to-run noise unknown)",
             where="BASE/NEW",
-            fix="repeat the runs: give a directory of 2 or more repeated runs as BASE (and/or NEW)",
+            fix="repeat the runs: give a directory of 2 or more repeated runs as BASE and as NEW",
         )
     if args.gate and result["gate"]["verdict"] == "inconclusive":
         raise UserError(  # exit 2: "no significant change" is not "no regression"

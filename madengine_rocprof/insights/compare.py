@@ -3,18 +3,20 @@ durations from the profiler output, a run-level test of each metric (insights/st
 passed, regression or inconclusive.
 
 Evidence is the run: each run contributes one value per metric (the statistic of its steps or dispatches), because
-runs of the same code differ by more than their steps do. With one run per side that spread is unknown and the
-metric is `inconclusive: repeat the runs`; with repeated runs on either side those runs supply it.
+runs of the same code differ by more than their steps do. Each side's runs give its own spread (Welch's test: the
+load of a shared machine changes while the runs are made); with one run on a side its spread is unknown and the
+metric is `inconclusive: repeat the runs`.
 
 Every ratio is a speedup, base / new, as in `report`: above 1 is faster, below 1 slower. The threshold is a
 slowdown: new slower than base by more than `threshold` (speedup under 1 / (1 + threshold)).
 
 The step time is the primary endpoint, tested on its own: passed only when its interval rules out a slowdown
-beyond the threshold; a regression when the interval rules out no change and the slowdown exceeds the threshold;
-otherwise inconclusive. The kernels (operators) are secondary: Holm's correction among themselves, one-sided per
-direction, each direction's family-wise error at (1 - confidence) / 2, so that noise alone fails the gate with
-probability at most 1 - confidence (primary and secondary together). Without step times the kernels decide: passed
-when every tested kernel's interval rules out a slowdown beyond the threshold.
+beyond the threshold; a regression only when its interval rules out a slowdown within the threshold (the interval
+lies entirely beyond it: the rule is symmetric); otherwise inconclusive. The kernels (operators) are secondary:
+Holm's correction among themselves, one-sided, at (1 - confidence) / 2 family-wise, for "slower" and for "slower by
+more than the threshold", so that a slowdown at the threshold fails the gate with probability at most
+1 - confidence (primary and secondary together), and no change far less. Without step times the kernels decide:
+passed when every tested kernel's interval rules out a slowdown beyond the threshold.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.insights.stats import STATISTICS, RatioTest, holm, run_level_test, runs_to_decide
+from madengine_rocprof.insights.stats import STATISTICS, RatioTest, holm, p_beyond, run_level_test, runs_to_decide
 from madengine_rocprof.reports import kineto_reader
 from madengine_rocprof.reports.analysis import merge_kernels
 from madengine_rocprof.reports.categories import classify
@@ -35,7 +37,8 @@ from madengine_rocprof.reports.discover import iter_dispatches, load_run
 from madengine_rocprof.reports.model import KernelStats
 from madengine_rocprof.wrapper.contracts import WorkloadResult
 
-SCHEMA_VERSION = 3  # 3: speedup (base/new) instead of ratio (new/base); gate verdict passed/regression/inconclusive
+SCHEMA_VERSION = 4  # 4: p_beyond / p_regression; a regression needs the slowdown shown beyond the threshold
+# 3: speedup (base/new) instead of ratio (new/base); gate verdict passed/regression/inconclusive
 # 2: run-level t test and Holm (p_slower, p_faster, p_adjusted, df, spread); no bootstrap
 INCONCLUSIVE = "inconclusive: repeat the runs"
 PASSED, REGRESSION, UNDECIDED = "passed", "regression", "inconclusive"  # the gate's verdicts
@@ -179,6 +182,8 @@ def compare_metric(
         "p_slower": None,
         "p_faster": None,
         "p_adjusted": None,
+        "p_beyond": None,
+        "p_regression": None,
         "verdict": None,
         "gate": None,
         "more_runs": None,
@@ -222,17 +227,26 @@ def compare_metric(
         spread=test.spread,
         p_slower=test.p_slower,
         p_faster=test.p_faster,
+        p_beyond=p_beyond(test, settings.threshold),
     )
     row["_test"] = test  # for the runs-to-decide estimate; dropped by `judge`
     return row
 
 
 def judge(metrics: list[dict], settings: Settings) -> None:
-    """Verdict and gate status of every tested metric. The step time alone: `slower`/`faster` when its interval
-    excludes 1 (two-sided p at most 1 - confidence). The kernels: Holm among themselves, per direction on the
-    one-sided p-values, each family at (1 - confidence) / 2 (p_adjusted: twice the adjusted one-sided p, compared
-    with 1 - confidence). Gate status: `regression` = `slower` and slower than 1 + threshold; `passed` = the
-    interval's slow end within 1 + threshold; else `inconclusive`."""
+    """Verdict and gate status of every tested metric.
+
+    Verdict (descriptive: is there a change at all?): the step time alone, `slower`/`faster` when its interval excludes
+    1 (two-sided p at most 1 - confidence); the kernels, Holm among themselves per direction on the one-sided
+    p-values, each family at (1 - confidence) / 2 (p_adjusted: twice the adjusted one-sided p, against 1 - confidence).
+
+    Gate status (does the change matter?), symmetric around the threshold: `passed` when the interval's slow end is
+    within 1 + threshold; `regression` when the slowdown is shown to exceed it: the step time's interval lies entirely
+    beyond 1 + threshold, a kernel's Holm-adjusted p of "slower by more than the threshold" (p_regression, doubled
+    like p_adjusted) is at most 1 - confidence; else `inconclusive`. Each wrong verdict is then at most
+    (1 - confidence) / 2 at the threshold itself, and rarer away from it. (Before issue 33 a regression needed only
+    the interval to exclude 1x: what the FAILED line calls "slower by more than the threshold" was not what the test
+    controlled; a true 3% slowdown failed 7% of simulated comparisons.)"""
     alpha = 1 - settings.confidence
     limit = 1 / (1 + settings.threshold)  # the speedup below which new is slower by more than the threshold
     tested = [m for m in metrics if m["p_slower"] is not None]
@@ -240,16 +254,19 @@ def judge(metrics: list[dict], settings: Settings) -> None:
     secondary = [m for m in tested if m["kind"] != "step"]
     for m in primary:
         m["p_adjusted"] = min(1.0, 2 * min(m["p_slower"], m["p_faster"]))
+        m["p_regression"] = min(1.0, 2 * m["p_beyond"])
     slower = holm([min(1.0, 2 * m["p_slower"]) for m in secondary])
     faster = holm([min(1.0, 2 * m["p_faster"]) for m in secondary])
-    for m, adj_slower, adj_faster in zip(secondary, slower, faster, strict=True):
+    beyond = holm([min(1.0, 2 * m["p_beyond"]) for m in secondary])
+    for m, adj_slower, adj_faster, adj_beyond in zip(secondary, slower, faster, beyond, strict=True):
         m["p_adjusted"] = min(adj_slower, adj_faster)
+        m["p_regression"] = adj_beyond
     for m in tested:
         if m["p_adjusted"] <= alpha:
             m["verdict"] = "slower" if m["p_slower"] < m["p_faster"] else "faster"
         else:
             m["verdict"] = "no significant change"
-        m["regression"] = m["verdict"] == "slower" and m["speedup"] < limit
+        m["regression"] = m["p_regression"] <= alpha and m["speedup"] < limit
         if m["regression"]:
             m["gate"] = REGRESSION
         elif m["ci_low"] > limit:

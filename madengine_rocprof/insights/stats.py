@@ -4,10 +4,12 @@ library only.
 Why runs, not steps: the steps (or dispatches) of one run share the machine's clocks, placement and state, and two
 runs of the same code differ by more than their steps do. Treating steps as independent samples calls that
 run-to-run shift a change (measured: 8 CPU operators "faster" by 3-17x between two identical runs). So each run
-gives one value, statistic(its steps), and the test compares the log of those values between the sides with a
-pooled two-sample Student t test (equal spread on the log scale: the same code on the same machine type). With one
-run per side the between-run spread cannot be estimated at all and no test is made; with one run on one side the
-other side's repeated runs supply the spread (a prediction test).
+gives one value, statistic(its steps), and the test compares the log of those values between the sides with
+Welch's two-sample t test: each side's run-to-run spread is estimated from its own runs, because on a machine whose
+load changes while the runs are made the two sides need not share one (real A/A runs on a shared CPU: 0.37 on one
+side against 1.65 on the other). So each side needs 2 runs or more; with one run on a side no test is made (an
+earlier prediction test lent that side the other's spread: on real loaded runs it both called an unchanged run 1000x
+slower and passed a real 4x slowdown, benchmarks/insights/README.md).
 """
 
 from __future__ import annotations
@@ -94,17 +96,29 @@ class RatioTest:
     high: float
     p_slower: float  # one-sided p-value of "new is slower" (H0: ratio <= 1)
     p_faster: float  # one-sided p-value of "new is faster" (H0: ratio >= 1)
-    df: int  # degrees of freedom of the between-run spread: runs_base + runs_new - 2
+    df: float  # Welch-Satterthwaite degrees of freedom (from min(runs) - 1 to runs_base + runs_new - 2)
     spread: float  # pooled standard deviation of log(statistic per run): the run-to-run noise, as a fraction
+    se: float  # standard error of log(ratio): sqrt(var_base / runs_base + var_new / runs_new)
     base: float  # geometric mean over runs of each run's statistic
     new: float
+    var_base: float = 0.0  # variance of log(statistic per run) on each side
+    var_new: float = 0.0
+
+
+def welch(var_b: float, n_b: int, var_n: float, n_n: int) -> tuple[float, float]:
+    """Standard error of the difference of the sides' log means, and its Welch-Satterthwaite degrees of freedom."""
+    wb, wn = var_b / n_b, var_n / n_n
+    se = math.sqrt(wb + wn)
+    if se == 0:
+        return 0.0, float(n_b + n_n - 2)
+    return se, (wb + wn) ** 2 / (wb * wb / (n_b - 1) + wn * wn / (n_n - 1))
 
 
 def run_level_test(
     base: list[list[float]], new: list[list[float]], *, statistic: str = "mean", confidence: float = 0.95
 ) -> RatioTest | None:
-    """Compare two sides, each a list of runs (a run: its values). None when the between-run spread cannot be
-    estimated (one run per side). Needs positive, finite statistics; raises ValueError otherwise."""
+    """Compare two sides, each a list of runs (a run: its values). None when a side's run-to-run spread cannot be
+    estimated (one run on a side). Needs positive, finite statistics; raises ValueError otherwise."""
     fn = STATISTICS[statistic]
     runs_b, runs_n = [g for g in base if g], [g for g in new if g]
     if not runs_b or not runs_n:
@@ -112,13 +126,12 @@ def run_level_test(
     per_b, per_n = [fn(g) for g in runs_b], [fn(g) for g in runs_n]
     if not all(math.isfinite(v) and v > 0 for v in (*per_b, *per_n)):
         raise ValueError("the statistic of every run must be positive and finite")
-    df = len(per_b) + len(per_n) - 2
-    if df < 1:
+    if len(per_b) < 2 or len(per_n) < 2:
         return None
     log_b, log_n = [math.log(v) for v in per_b], [math.log(v) for v in per_n]
-    ss = sum((x - statistics.fmean(log_b)) ** 2 for x in log_b) + sum((x - statistics.fmean(log_n)) ** 2 for x in log_n)
-    spread = math.sqrt(ss / df)
-    se = spread * math.sqrt(1 / len(per_b) + 1 / len(per_n))
+    var_b, var_n = statistics.variance(log_b), statistics.variance(log_n)
+    spread = math.sqrt(((len(log_b) - 1) * var_b + (len(log_n) - 1) * var_n) / (len(log_b) + len(log_n) - 2))
+    se, df = welch(var_b, len(log_b), var_n, len(log_n))
     # the estimate the t test is about: the ratio of the geometric means of the run values (a pooled statistic over
     # every step, e.g. the median of 3 run medians, is not centred where the test's interval is: its A/A error was
     # 6% where 2.5% is stated, measured by benchmarks/insights/gate_power.py)
@@ -132,9 +145,17 @@ def run_level_test(
         p_slower = 0.0 if shift > 0 else 1.0
         half = 0.0
     p_faster = 1.0 - p_slower if se > 0 else (0.0 if shift < 0 else 1.0)
-    return RatioTest(
-        ratio, ratio * math.exp(-half), ratio * math.exp(half), p_slower, p_faster, df, spread, b_all, n_all
-    )
+    return RatioTest(ratio, ratio * math.exp(-half), ratio * math.exp(half), p_slower, p_faster, df, spread, se,
+                     b_all, n_all, var_b, var_n)
+
+
+def p_beyond(test: RatioTest, threshold: float) -> float:
+    """One-sided p-value of "new is slower than base by more than `threshold`" (H0: ratio <= 1 + threshold). At most
+    (1 - confidence) / 2 exactly when the interval's fast end (`low`) lies beyond 1 + threshold."""
+    shift = math.log(test.ratio) - math.log1p(threshold)
+    if test.se > 0:
+        return t_sf(shift / test.se, test.df)
+    return 0.0 if shift > 0 else 1.0
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -153,19 +174,19 @@ def holm(p_values: Sequence[float]) -> list[float]:
 def runs_to_decide(
     test: RatioTest, threshold: float, *, confidence: float = 0.95, runs_base: int, runs_new: int, cap: int = 1000
 ) -> int | None:
-    """How many more runs a side would make the interval decide, if the observed slowdown and run-to-run spread
-    held: short of 1 + threshold, the interval's upper end must drop under it (a pass); beyond it, the lower end must
-    rise above 1 (a regression). None when no number of runs up to `cap` would (the slowdown sits on the threshold)."""
-    shift, limit = math.log(test.ratio), math.log1p(threshold)
-    margin = limit - shift if shift < limit else shift
-    if test.spread <= 0:
+    """How many more runs a side would make the interval decide, if the observed slowdown and each side's run-to-run
+    spread held: short of 1 + threshold, the interval's upper end must drop under it (a pass); beyond it, the lower
+    end must rise above it (a regression). None when no number of runs up to `cap` would (the slowdown sits on the
+    threshold)."""
+    margin = abs(math.log1p(threshold) - math.log(test.ratio))
+    if test.se <= 0:
         return 0
     if margin <= 0:
         return None
+
     def decides(more: int) -> bool:
-        nb, nn = runs_base + more, runs_new + more
-        half = t_quantile(1 - (1 - confidence) / 2, nb + nn - 2) * test.spread * math.sqrt(1 / nb + 1 / nn)
-        return half < margin
+        se, df = welch(test.var_base, runs_base + more, test.var_new, runs_new + more)
+        return t_quantile(1 - (1 - confidence) / 2, df) * se < margin
 
     if not decides(cap):
         return None

@@ -12,6 +12,10 @@ uncaught exception) or on SIGTERM. Environment (all optional):
   MADENGINE_ROCPROF_TRACER_MAX_SECONDS  seconds to record, 0 = no limit (checked at steps; default 0)
   MADENGINE_ROCPROF_TRACER_MAX_KERNELS  rows kept in kernel_trace.csv (default 2000000)
   MADENGINE_ROCPROF_TRACER_CPU          1: also record CPU operators on a GPU (more overhead)
+  MADENGINE_ROCPROF_TRACER_SHAPES       1: record operator input shapes (torch.profiler record_shapes=True, CPU
+                                        operators on; forces the torch.profiler backend: CUPTI records no
+                                        operators). The Kineto JSON kept beside the CSVs then carries them, and
+                                        `report` gives the per-operator efficiency table from it
   MADENGINE_ROCPROF_TRACER_TRUNCATE     1: function names only (rocprofv3 -T)
   MADENGINE_ROCPROF_TRACER_CORRELATION  1: keep Kineto's CPU-op (external) correlation on a GPU. Default 0: no CPU
                                         operators are recorded there, so it only costs time per launch
@@ -80,6 +84,7 @@ class _Tracer:
         self.max_kernels: int = values["max_kernels"]
         self.buffer_mb: float = values["buffer_mb"]
         self.want_cpu: bool = values["want_cpu"]
+        self.shapes: bool = values["shapes"]
         self.truncate: bool = values["truncate"]
         self.correlation: bool = values["correlation"]
         self.gpu_activities = gpu_activity_names(os.environ.get("MADENGINE_ROCPROF_TRACER_GPU_ACTIVITIES", ""))
@@ -130,7 +135,10 @@ class _Tracer:
     def start(self, torch) -> None:
         gpu = torch.cuda.is_available()
         self.cpu_mode = not gpu
-        cuda = gpu and bool(getattr(torch.version, "cuda", None)) and not self.want_cpu
+        on_cuda = gpu and bool(getattr(torch.version, "cuda", None))
+        # CPU operators and their shapes come from torch.profiler only: the CUPTI backend records no operators
+        operators = "SHAPES" if self.shapes else "CPU" if self.want_cpu else ""
+        cuda = on_cuda and not operators
         module, error = None, None
         if cuda:
             try:
@@ -141,6 +149,10 @@ class _Tracer:
                 error = f"{type(exc).__name__}: {exc}"
         name, self.why, warning = select.choose(self.backend, cuda=cuda,
                                                 cupti_error=error if cuda else "not CUDA")
+        if on_cuda and operators:
+            self.why = f"{settings.PREFIX}{operators}=1: CPU operators need torch.profiler (CUPTI records none)"
+            if self.backend == "cupti":
+                warning = f"{settings.PREFIX}BACKEND=cupti ignored: {self.why}"
         if warning:
             print(f"{TAG} warning: {warning}", file=sys.stderr)
         self.prof = None
@@ -293,6 +305,7 @@ class _Tracer:
             source, counts = self.prof.trace(chrome, demangle_names=not self.mangled)
             t_trace = time.monotonic()
             counts["why"] = self.why
+            counts["record_shapes"] = self.shapes and self.prof.name == "torch"  # the report looks here first
             options: dict[str, Any] = {"cpu": self.cpu_mode, "truncate": self.truncate, "max_rows": self.max_kernels,
                                        "api": self.api, "memcpy": self.memcpy, "stats": self.stats}
             if isinstance(source, convert.Events):  # rows made straight from a backend's records
@@ -348,10 +361,10 @@ class TorchBackend:
 
         t, gpu = self.tracer, self.gpu
         activities = [ProfilerActivity.CUDA] if gpu else []
-        if t.cpu_mode or t.want_cpu:
+        if t.cpu_mode or t.want_cpu or t.shapes:
             activities.append(ProfilerActivity.CPU)
-        extra: dict[str, Any] = {}
-        if gpu and not t.want_cpu and not t.correlation:
+        extra: dict[str, Any] = {"record_shapes": True} if t.shapes else {}
+        if gpu and not t.want_cpu and not t.shapes and not t.correlation:
             try:  # private API (torch >= 2.1): without it, tracing simply keeps the correlation
                 from torch._C._profiler import _ExperimentalConfig
 

@@ -25,6 +25,9 @@ wrapper options:
   --no-filter           do not filter profiler noise lines
 rocprofv3 options: -d/--output-directory OUT (default ./rocprof_output), --kernel-trace, --stats, --pmc ...,
   -i FILE, ...
+embedded tracer settings (environment; all in docs/wrapper.md): MADENGINE_ROCPROF_TRACER_STEPS, _SKIP_STEPS,
+  _MAX_SECONDS, _BACKEND=auto|cupti|torch, _CPU=1, and _SHAPES=1: record PyTorch operator shapes (torch.profiler
+  backend) so that `report` gives the per-operator efficiency table
 """
 
 

@@ -226,7 +226,13 @@ def build(profiler_args: list[str], app_argv: list[str], *, output_dir: str | No
         _embedded(plan, parsed, drop, env)
     else:
         raise AssertionError(f"no plan for profiler {prof.name}")  # detect.NAMES lists the five above
+    if prof.name != "embedded" and env.get(SHAPES_SETTING, "").strip():
+        plan.messages.append(f"{SHAPES_SETTING} applies to the embedded tracer only (--profiler embedded): {prof.name}"
+                             " records no PyTorch operator shapes")
     return plan
+
+
+SHAPES_SETTING = "MADENGINE_ROCPROF_TRACER_SHAPES"
 
 
 def _vendor(prof: detect.Profiler) -> str:

@@ -46,6 +46,7 @@ TABLE: dict[str, tuple[str, Callable[[Mapping[str, str], str], Any], Any]] = {
     "max_kernels": ("MAX_KERNELS", _number(2_000_000, _KERNEL_ROWS, integer=True), 2_000_000),
     "buffer_mb": ("BUFFER_MB", _number(0.0, _BUFFER_MB), 0.0),  # 0: the backend's default size
     "want_cpu": ("CPU", _flag(), False),
+    "shapes": ("SHAPES", _flag(), False),  # torch.profiler backend: record_shapes=True, CPU operators kept
     "truncate": ("TRUNCATE", _flag(), False),
     "correlation": ("CORRELATION", _flag(), False),
     "api": ("API", _flag(), False),
@@ -77,6 +78,16 @@ def read(env: Mapping[str, str] | None = None, warn: Callable[[str], None] | Non
     return values
 
 
+def _conflicts(values: dict[str, Any]) -> list[UserError]:
+    """Settings that are each valid but cannot hold together."""
+    if values["shapes"] and values["backend"] == "cupti":
+        return [UserError(f"{PREFIX}SHAPES=1 with {PREFIX}BACKEND=cupti: the CUPTI backend records GPU activity "
+                          "and API calls, never PyTorch operators or their shapes", where=PREFIX + "SHAPES",
+                          fix=f"unset {PREFIX}BACKEND (or set it to torch) to record shapes with torch.profiler, "
+                              f"or unset {PREFIX}SHAPES")]
+    return []
+
+
 def check(env: Mapping[str, str] | None = None) -> None:
     """Every bad setting at once, as one error (exit 2) naming each variable; for the wrapper before the app runs."""
     problems: list[UserError] = []
@@ -86,6 +97,8 @@ def check(env: Mapping[str, str] | None = None) -> None:
             reader(env, PREFIX + suffix)
         except UserError as err:
             problems.append(err)
+    if not problems:
+        problems += _conflicts(read(env))
     if len(problems) == 1:
         raise problems[0]
     if problems:

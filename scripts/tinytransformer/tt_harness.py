@@ -289,6 +289,7 @@ def main(argv=None) -> int:
     side = torch.cuda.Stream(device) if graphs and world > 1 else None  # DDP, warm-up and capture on one stream
     if world > 1:
         model = tt_train.data_parallel(model, device, stream=side)
+        settings["data_parallel"] = tt_train.data_parallel_kind(model)
     opt = tt_train.make_optimizer(model, args.version, args.learning_rate, device, capturable=graphs)
     step = tt_train.TrainStep(model, opt, device, args.dtype, graphs=graphs, tf32=spec.tf32, stream=side,
                               warmup_eager=warmup_eager)

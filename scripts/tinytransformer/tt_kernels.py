@@ -707,12 +707,18 @@ RESIDUAL_FP32 = False  # round 7, H200: B32 S512 9.09 -> 8.72 ms per step; the p
 # dW = dY^T @ X, which only the optimizer reads. With WGRAD_SIDE_STREAM, dW runs on a second stream, so that at small
 # batches (where each kernel fills only part of the GPU) it overlaps the dX chain. The backward pass's end joins the
 # side stream back (an autograd final callback, so every reader of .grad is ordered after it). X and dY are held
-# until then, which keeps their memory from being reused early: hence only up to WGRAD_MAX_TOKENS rows. Off under
-# torch.distributed (its gradient hooks read dW as soon as autograd hands it over) and when grad mode is on in the
-# backward (double backward). On an H200, v4 B8 S128: with PDL 1.320 against 1.366 ms per step; without PDL it was
-# 0.5% slower (benchmarks/tinytransformer/README.md, round 7).
+# until then, which keeps their memory from being reused early: hence only up to WGRAD_MAX_TOKENS rows. Off for a
+# weight that DistributedDataParallel hooks (GRAD_HOOKED_ATTR: its hooks read dW as soon as autograd hands it over)
+# and when grad mode is on in the backward (double backward). On an H200, v4 B8 S128: with PDL 1.320 against 1.366
+# ms per step; without PDL it was 0.5% slower (benchmarks/tinytransformer/README.md, round 7).
 WGRAD_SIDE_STREAM = True
 WGRAD_MAX_TOKENS = 4096
+# Attributes a data-parallel wrapper sets on a weight (nn.Parameter): GRAD_HOOKED_ATTR (True) when DDP reads its
+# gradient from a hook (then never the side stream); GRAD_BUFFER_ATTR (a tensor of the weight's shape) where the
+# sharded optimizer wants its gradient, so the product writes straight there (autograd then keeps that tensor as
+# .grad and the optimizer's gather copy skips it).
+GRAD_HOOKED_ATTR = "_tt_grad_hooked"
+GRAD_BUFFER_ATTR = "_tt_grad_buffer"
 
 
 class _SideStream:
@@ -721,14 +727,14 @@ class _SideStream:
         self.held: list[torch.Tensor] = []  # X and dY of the products in flight, until the join
         self.joined_streams: list[tuple[torch.cuda.Stream, torch.cuda.Stream]] = []
 
-    def weight_grad(self, dy2: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+    def weight_grad(self, dy2: torch.Tensor, x2: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
         main = torch.cuda.current_stream(dy2.device)
         side = self.streams.get(dy2.device)
         if side is None:
             side = self.streams[dy2.device] = torch.cuda.Stream(dy2.device)
         side.wait_stream(main)
         with torch.cuda.stream(side):
-            dw = dy2.t() @ x2
+            dw = _product(dy2, x2, out)
         # one callback per product (not per pass: a pass that failed half-way must not leave the next one unjoined)
         torch.autograd.Variable._execution_engine.queue_callback(self.join)
         if (main, side) not in self.joined_streams:
@@ -746,17 +752,37 @@ class _SideStream:
 _SIDE = _SideStream()
 
 
-def _side_wgrad_ok(dy2: torch.Tensor, x2: torch.Tensor) -> bool:
+def _side_wgrad_ok(dy2: torch.Tensor, x2: torch.Tensor, hooked: bool = False) -> bool:
     return (WGRAD_SIDE_STREAM and dy2.is_cuda and not INTERPRET and dy2.shape[0] <= WGRAD_MAX_TOKENS
-            and not torch.is_grad_enabled() and dy2.dtype == x2.dtype
-            and not (torch.distributed.is_available() and torch.distributed.is_initialized()))
+            and not torch.is_grad_enabled() and dy2.dtype == x2.dtype and not hooked)
 
 
-def weight_grad(dy2: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
-    """dY^T @ X for (tokens, out) dY and (tokens, in) X: on the side stream when enabled, else here."""
-    if _side_wgrad_ok(dy2, x2):
-        return _SIDE.weight_grad(dy2, x2)
-    return dy2.t() @ x2
+def _product(dy2: torch.Tensor, x2: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    if out is None:
+        return dy2.t() @ x2
+    torch.mm(dy2.t(), x2, out=out)
+    # a new view of `out`: autograd keeps a gradient as .grad without a copy only when nothing else refers to it
+    # (ctx holds `out` itself)
+    return out.view(out.shape)
+
+
+def grad_target(weight: torch.Tensor) -> tuple[bool, torch.Tensor | None]:
+    """(hooked by DDP, the buffer its gradient should land in or None): what weight_grad needs to know of a weight,
+    read in the forward (a saved tensor unpacked in the backward is not the Parameter object)."""
+    out = getattr(weight, GRAD_BUFFER_ATTR, None)
+    usable = out is not None and out.shape == weight.shape and out.dtype == weight.dtype and out.is_contiguous()
+    return bool(getattr(weight, GRAD_HOOKED_ATTR, False)), out if usable else None
+
+
+def weight_grad(dy2: torch.Tensor, x2: torch.Tensor, hooked: bool = False,
+                out: torch.Tensor | None = None) -> torch.Tensor:
+    """dY^T @ X for (tokens, out) dY and (tokens, in) X: on the side stream when enabled (and the weight is not
+    hooked by DDP), else here; written into `out` when given (see GRAD_BUFFER_ATTR)."""
+    if out is not None and (out.dtype != dy2.dtype or out.shape != (dy2.shape[1], x2.shape[1])):
+        out = None
+    if _side_wgrad_ok(dy2, x2, hooked):
+        return _SIDE.weight_grad(dy2, x2, out)
+    return _product(dy2, x2, out)
 
 
 class SideStreamLinear(torch.autograd.Function):
@@ -765,6 +791,7 @@ class SideStreamLinear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight):
         ctx.save_for_backward(x, weight)
+        ctx.hooked, ctx.grad_out = grad_target(weight)
         return x @ weight.t()
 
     @staticmethod
@@ -772,12 +799,13 @@ class SideStreamLinear(torch.autograd.Function):
         x, weight = ctx.saved_tensors
         dy2 = dy.reshape(-1, dy.shape[-1])
         dx = (dy2 @ weight).view(x.shape) if ctx.needs_input_grad[0] else None
-        return dx, weight_grad(dy2, x.reshape(-1, x.shape[-1]))
+        return dx, weight_grad(dy2, x.reshape(-1, x.shape[-1]), ctx.hooked, ctx.grad_out)
 
 
 def linear(x, weight):
-    """A bias-free projection for v4: SideStreamLinear where its side stream can apply (same dtypes, CUDA)."""
-    if WGRAD_SIDE_STREAM and x.is_cuda and x.dtype == weight.dtype:
+    """A bias-free projection for v4: SideStreamLinear where its side stream can apply (same dtypes, CUDA) or where
+    a sharded optimizer gave the weight a gradient buffer."""
+    if (WGRAD_SIDE_STREAM and x.is_cuda or hasattr(weight, GRAD_BUFFER_ATTR)) and x.dtype == weight.dtype:
         return SideStreamLinear.apply(x, weight)
     return torch.nn.functional.linear(x, weight)
 
@@ -794,6 +822,7 @@ class TritonSwiGLUDown(torch.autograd.Function):
         out = _swiglu_fwd(gu) @ w.t()
         ctx.save_for_backward(gu, w)
         ctx.w_dtype = w_down.dtype
+        ctx.hooked, ctx.grad_out = grad_target(w_down)
         return out
 
     @staticmethod
@@ -803,7 +832,8 @@ class TritonSwiGLUDown(torch.autograd.Function):
         act = torch.empty(gu.shape[:-1] + (gu.shape[-1] // 2,), dtype=gu.dtype, device=gu.device)
         dgu = _swiglu_bwd(gu, (dout2 @ w).view(act.shape), act)  # act: recomputed here, not saved
         act2 = act.reshape(-1, act.shape[-1])
-        dw = weight_grad(dout2, act2) if ctx.w_dtype == act.dtype else (dout2.t() @ act2).to(ctx.w_dtype)
+        dw = (weight_grad(dout2, act2, ctx.hooked, ctx.grad_out) if ctx.w_dtype == act.dtype
+              else (dout2.t() @ act2).to(ctx.w_dtype))
         return dgu, dw
 
 

@@ -3,6 +3,7 @@ training step (eager, or captured whole into one CUDA graph), and device-event t
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from typing import Any
 
@@ -62,6 +63,9 @@ def build_model(version: str, cfg: tt_model.ModelConfig, device, seed: int, atte
 
 def make_optimizer(model, version: str, lr: float, device, capturable: bool):
     weights = getattr(base_model(model), "master_weights", None)
+    if weights is not None and getattr(base_model(model), SHARDED_ATTR, False):  # data parallel, sharded AdamW
+        import tt_sharded_adamw
+        return tt_sharded_adamw.ShardedMasterAdamW(weights, lr=lr, weight_decay=0.01)
     if weights is not None:  # bf16 parameters: AdamW on the fp32 master weights, one kernel
         import tt_optim
         return tt_optim.MasterAdamW(weights, lr=lr, weight_decay=0.01)
@@ -79,19 +83,38 @@ DDP_WARMUP_EAGER = 11
 # DDP's gradient bucket size (MiB), DDP's default. Smaller buckets did not help v4 B8 S128 on two H100s
 # (benchmarks/tinytransformer/scaling_probe.py: 25, 8, 4, 2 MiB -> 1.718, 1.718, 1.715, 1.789 ms per step).
 DDP_BUCKET_MB = 25.0
+# bf16 parameters with fp32 master weights (v4) on several ranks: no DDP; the optimizer is sharded over the ranks
+# (tt_sharded_adamw: reduce-scatter, 1/world of the AdamW on each rank, all-gather of the bf16 weights). False: DDP,
+# as v1-v3. On two H100s, v4 B8 S128: see docs/tinytransformer.md#multi-gpu.
+SHARDED_OPTIMIZER = True
+SHARDED_ATTR = "shard_optimizer"  # set on the model that make_optimizer must give the sharded optimizer
+
+
+def data_parallel_kind(model) -> str:
+    """How a model returned by data_parallel() trains on several ranks: "sharded_adamw" or "ddp"."""
+    return "sharded_adamw" if getattr(base_model(model), SHARDED_ATTR, False) else "ddp"
 
 
 def data_parallel(model, device, stream=None):
-    """`model` in DistributedDataParallel for the harness's runs of several ranks. static_graph: every step runs the
-    same parameters in the same order, so DDP plans its buckets once; gradient_as_bucket_view: the gradients are views
-    of the all-reduce buckets (no copy back); broadcast_buffers off: the only buffers are the constant RoPE tables.
-    `stream`: for a captured step, DDP is built on the stream the warm-up and the capture use (its gradient
-    accumulators are bound to the stream they were created on)."""
+    """`model` ready for the harness's runs of several ranks. bf16 parameters with master weights (and
+    SHARDED_OPTIMIZER): the model itself, marked so that make_optimizer gives it the sharded optimizer. Otherwise
+    DistributedDataParallel: static_graph: every step runs the same parameters in the same order, so DDP plans its
+    buckets once; gradient_as_bucket_view: the gradients are views of the all-reduce buckets (no copy back);
+    broadcast_buffers off: the only buffers are the constant RoPE tables. `stream`: for a captured step, DDP is built
+    on the stream the warm-up and the capture use (its gradient accumulators are bound to the stream they were created
+    on)."""
+    if SHARDED_OPTIMIZER and getattr(base_model(model), "master_weights", None) is not None:
+        object.__setattr__(base_model(model), SHARDED_ATTR, True)
+        return model
     from torch.nn.parallel import DistributedDataParallel as DDP
     kwargs: dict[str, Any] = dict(static_graph=True, gradient_as_bucket_view=True, broadcast_buffers=False,
                                   bucket_cap_mb=DDP_BUCKET_MB)
     if device.type == "cuda":
         kwargs["device_ids"] = [device.index]
+    kernels = sys.modules.get("tt_kernels")  # loaded by the versions whose projections may use its side stream
+    if kernels is not None:  # DDP's hooks read each weight gradient as autograd hands it over: not on a side stream
+        for p in model.parameters():
+            setattr(p, kernels.GRAD_HOOKED_ATTR, True)
     with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
         wrapped = DDP(model, **kwargs)
     if stream is not None:

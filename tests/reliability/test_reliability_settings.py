@@ -22,7 +22,7 @@ from madengine_rocprof.wrapper.options import parse
 from .contract_helpers import REPO
 
 NUMBERS = ["SKIP_STEPS", "STEPS", "DELAY_S", "MAX_SECONDS", "MAX_KERNELS", "BUFFER_MB"]
-FLAGS = ["CPU", "TRUNCATE", "CORRELATION", "API", "MEMCPY", "STATS", "MANGLED", "NATIVE_ROWS"]
+FLAGS = ["CPU", "SHAPES", "TRUNCATE", "CORRELATION", "API", "MEMCPY", "STATS", "MANGLED", "NATIVE_ROWS"]
 CHOICES = ["BACKEND", "API_DOMAIN", "API_RECORDER"]
 BAD_NUMBERS = ["abc", "nan", "inf", "-inf", "1e400", "-1", "1_000", "٣", "0x10", "99999999999999999999999"]
 

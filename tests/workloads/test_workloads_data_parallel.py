@@ -52,9 +52,9 @@ def _torchrun(tmp_path, runs, env_extra=None, timeout=600):
 
 @pytest.mark.slow
 def test_two_ranks_of_b_follow_one_rank_of_2b_and_a_lost_all_reduce_fails(tmp_path):
-    """v1 (fp32, explicit attention) and v4's GPU precision path (bf16 parameters in one flat buffer, fp32 master
-    weights, the one-kernel AdamW reading DDP's bucket views): the mean of the ranks' losses equals one process on
-    the whole batch to float rounding; ranks that train apart leave even the bf16 tolerance."""
+    """v1 (fp32, explicit attention, DDP) and v4's GPU precision path (bf16 parameters in one flat buffer, fp32 master
+    weights, the optimizer sharded over the ranks: tt_sharded_adamw): the mean of the ranks' losses equals one process
+    on the whole batch to float rounding; ranks that train apart leave even the bf16 tolerance."""
     runs = [("v1", "fp32", ""), ("v4", "bf16", "sdpa")]
     good = _torchrun(tmp_path, runs)
     v1, v4 = good["v1-fp32"], good["v4-bf16"]

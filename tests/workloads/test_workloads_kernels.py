@@ -134,6 +134,34 @@ def test_side_stream_linear_gradients_and_fallbacks(monkeypatch):
     assert y.grad_fn is not None and "SideStreamLinear" not in type(y.grad_fn).__name__
 
 
+def test_weight_gradient_written_into_a_given_buffer_and_kept_by_autograd():
+    """A weight with a gradient buffer (GRAD_BUFFER_ATTR, set by the sharded optimizer): linear() takes
+    SideStreamLinear also on a CPU, the product lands in the buffer, and autograd keeps that memory as .grad (no copy);
+    a buffer of the wrong shape is ignored; a DDP-hooked weight is never given to the side stream."""
+    torch.manual_seed(9)
+    x = torch.randn(3, 5, 6, **f64, requires_grad=True)
+    w = torch.nn.Parameter(torch.randn(4, 6, **f64))
+    flat = torch.full((40,), float("nan"), **f64)  # poisoned: every element the product owns must be written
+    setattr(w, tt_kernels.GRAD_BUFFER_ATTR, flat[8:32].view(4, 6))
+    y = tt_kernels.linear(x, w)
+    assert "SideStreamLinear" in type(y.grad_fn).__name__
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    expected = dy.reshape(-1, 4).t() @ x.detach().reshape(-1, 6)
+    assert w.grad is not None
+    torch.testing.assert_close(w.grad, expected)
+    assert w.grad.data_ptr() == flat[8:32].data_ptr()  # the buffer itself, not a copy
+    torch.testing.assert_close(flat[8:32].view(4, 6), expected)
+    assert flat[:8].isnan().all() and flat[32:].isnan().all()  # nothing outside its place
+    w2 = torch.nn.Parameter(torch.randn(4, 6, **f64))
+    setattr(w2, tt_kernels.GRAD_BUFFER_ATTR, torch.zeros(6, 4, **f64))  # wrong shape: ignored
+    tt_kernels.linear(x, w2).backward(dy)
+    assert w2.grad is not None and w2.grad.shape == (4, 6) and not getattr(w2, tt_kernels.GRAD_BUFFER_ATTR).any()
+    setattr(w2, tt_kernels.GRAD_HOOKED_ATTR, True)
+    assert tt_kernels.grad_target(w2) == (True, None)
+    assert not tt_kernels._side_wgrad_ok(torch.randn(3, 4), torch.randn(3, 6), hooked=True)
+
+
 def test_low_precision_residual_stream_embedding(monkeypatch):
     """RESIDUAL_FP32 False: the embedding hands the residual stream over in the weights' dtype (bf16), True: in fp32;
     the weight gradient is the same sum either way."""

@@ -27,7 +27,6 @@ from typing import Any
 import polars as pl
 
 from madengine_rocprof.insights.peaks import Peak, device_peak
-from madengine_rocprof.reports import trace_tables
 from madengine_rocprof.reports.analyses import nesting, op_models
 from madengine_rocprof.reports.model import RunData
 
@@ -403,10 +402,19 @@ def for_run(run: RunData) -> dict | None:
     fallback = next((v for v in (device.get("name"), device.get("arch")) if isinstance(v, str) and v), None) \
         if isinstance(device, dict) else None
     parts = []
+    from madengine_rocprof.reports.analyses import tracer_shapes  # it builds on this module
+
     for src in run.timing:
-        # shapes come only with CPU operators, which only Kineto traces carry (their tables come from the read pass)
-        tables = trace_tables.load_tables(src) if src.fmt == "kineto" else None
+        # shapes come only with CPU operators, which only Kineto traces carry: a Kineto source's own (read in the
+        # report's pass), or the one the embedded tracer kept beside its CSV
+        tables = tracer_shapes.shape_tables(run, src)
         if tables is None:
+            continue
+        if src.cpu_operators:  # the embedded tracer without a GPU: the operators are the work
+            peak = device_peak("CPU", OPTIONS["peak_bandwidth"], compute_tflops=OPTIONS["peak_tflops"])
+            result = tracer_shapes.analyse_cpu(tables.cpu_ops, peak, "CPU", OPTIONS["target"] or DEFAULT_TARGET)
+            if result is not None:
+                parts.append((src.process, result))
             continue
         name = _device_name(tables.device_properties, tables.kernels, fallback)
         peak = device_peak(name, OPTIONS["peak_bandwidth"], compute_tflops=OPTIONS["peak_tflops"])

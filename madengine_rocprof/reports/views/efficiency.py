@@ -46,24 +46,38 @@ def _dtype(row: dict) -> str:
 
 NO_SHAPES_KINETO = ("Not available: the trace records no operator shapes. Profile with "
                     "`torch.profiler.profile(record_shapes=True)` to get FLOPs, bytes and the roofline per operator.")
+SHAPES_FLAG = "MADENGINE_ROCPROF_TRACER_SHAPES=1"
 NO_SHAPES_KERNELS = (
     "Not available from kernel traces ({formats}): they carry no operator shapes, so this report cannot tell the "
     "FLOPs and bytes of each operator, its achieved TFLOP/s and TB/s, whether it is compute- or memory-bound, nor how "
-    "far it is from the roofline. The `lightweight` profile and the embedded tracer (either backend) record kernels "
-    "and, with --hip-trace, API calls, never shapes. For the per-operator roofline, record a PyTorch profiler trace "
-    "with `record_shapes=True` and CUDA activities and run `report` on it; for the top kernels' FLOP rates and "
-    "bandwidth from hardware counters, `madengine-rocprof escalate` this run."
+    "far it is from the roofline. The `lightweight` profile records kernels and, with --hip-trace, API calls, never "
+    f"shapes; so does the embedded tracer unless {SHAPES_FLAG} is set (torch.profiler backend; the CUPTI backend "
+    "records no PyTorch operators). For the per-operator roofline, re-run under the embedded tracer with "
+    f"{SHAPES_FLAG}, or record a PyTorch profiler trace with `record_shapes=True` and CUDA activities and run "
+    "`report` on it; for the top kernels' FLOP rates and bandwidth from hardware counters, `madengine-rocprof "
+    "escalate` this run."
+)
+NO_SHAPES_CPU = (
+    "Not available: the embedded tracer recorded the CPU operators without their shapes, so this report cannot tell "
+    "the FLOPs and bytes of each operator, its achieved TFLOP/s and TB/s, nor (with --peak-tflops and "
+    f"--peak-bandwidth) how far it is from the roofline. Re-run with {SHAPES_FLAG} (torch.profiler's "
+    "record_shapes=True) to get them."
 )
 
 
 def _without_shapes(run: ReportRun) -> Section | None:
-    """A run with GPU kernels but no shapes: what it cannot tell and how to get it. Nothing for a run without
-    kernels or of CPU operators (no GPU to place under a roofline)."""
+    """A run with kernels (or the embedded tracer's CPU operators) but no shapes: what it cannot tell and how to
+    get it. Nothing for a run without kernels."""
     summary = run.get("summary") or {}
     formats = sorted({str(src.get("format")) for src in run.get("sources", [])})
-    if not formats or not summary.get("dispatches") or summary.get("cpu_operators"):
+    if not formats or not summary.get("dispatches"):
         return None
-    line = NO_SHAPES_KINETO if "kineto" in formats else NO_SHAPES_KERNELS.format(formats=", ".join(formats))
+    if "kineto" in formats:
+        line = NO_SHAPES_KINETO
+    elif summary.get("cpu_operators"):
+        line = NO_SHAPES_CPU
+    else:
+        line = NO_SHAPES_KERNELS.format(formats=", ".join(formats))
     return Section("Operator efficiency (roofline from shapes)", blocks=[Lines([line], kind="note")],
                    anchor=f"efficiency-{run['label']}")
 
@@ -76,10 +90,16 @@ def section(run: ReportRun, top: int) -> Section | None:
     peak = eff["peak"]
     target = eff["target_fraction"]
     total = eff["kernel_ns"]
+    cpu = bool(eff.get("cpu_operators"))  # the embedded tracer without a GPU: CPU operators are the work
+    unit = "CPU" if cpu else "GPU"
+    timed = ("its CPU time (its own time on its thread and that of the operators without a model it calls; an "
+             "operator that hands its work to one of its own kind, aten::linear to aten::addmm, keeps only its "
+             "own time, listed without a model)" if cpu else "its GPU time (the union of the kernels it launched)")
     lines = [
-        f"From the shapes PyTorch recorded (record_shapes=True): FLOPs and bytes per operator call, its GPU time "
-        f"(the union of the kernels it launched) and its place under the roofline. The model covers "
-        f"{eff['coverage_pct'] if eff['coverage_pct'] is not None else 0:.1f}% of the GPU kernel time "
+        f"From the shapes PyTorch recorded (record_shapes=True): FLOPs and bytes per operator call, {timed} and its "
+        f"place under the roofline. The model covers "
+        f"{eff['coverage_pct'] if eff['coverage_pct'] is not None else 0:.1f}% of the "
+        f"{'CPU operator' if cpu else 'GPU kernel'} time "
         f"({eff['modelled_kernel_ns'] / 1e6:,.3f} of {total / 1e6:,.3f} ms); operators without a model are listed "
         "below with their time.",
         "Ranked by the time saved if each group reached "
@@ -116,7 +136,7 @@ def section(run: ReportRun, top: int) -> Section | None:
     if rows:
         blocks.append(Table(
             [Column("operator"), *process, Column("shapes"), Column("dtype"), Column("calls", "count"),
-             Column("GPU ms", "ms"), Column("TFLOP/s", "number"), Column("TB/s", "number"),
+             Column(f"{unit} ms", "ms"), Column("TFLOP/s", "number"), Column("TB/s", "number"),
              Column("FLOP/byte", "number"), Column("bound"), Column("% of roofline", "pct"),
              Column(f"saved at {target:.0%} (ms)", "ms")],
             table_rows,
@@ -140,7 +160,7 @@ def section(run: ReportRun, top: int) -> Section | None:
     if unmodelled:
         blocks.append(Table(
             [Column("operator without a model"), *process, Column("shapes"), Column("calls", "count"),
-             Column("GPU ms", "ms")],
+             Column(f"{unit} ms", "ms")],
             [[u["op"], *where(u), _shape(u["input_dims"]), u["count"], u["time_ns"]] for u in unmodelled[:top]],
             note=f"{len(unmodelled) - top} more in the JSON." if len(unmodelled) > top else None,
         ))
