@@ -58,7 +58,8 @@ def read_core_map(cpus, sysfs: Path = SYSFS_CPU) -> dict:
 
 def cpu_list(cpus) -> str:
     """Compact Linux cpulist form: [0, 1, 2, 5] -> '0-2,5'."""
-    parts, run = [], []
+    parts: list[str] = []
+    run: list[int] = []
     for cpu in sorted(cpus):
         if run and cpu == run[-1] + 1:
             run.append(cpu)
