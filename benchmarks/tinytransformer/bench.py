@@ -6,7 +6,8 @@
 
 Configs (hidden 512, 8 layers, 8 heads / 4 kv heads, vocab 1000): B8 S128 and B32 S512.
 Under torchrun (`python -m torch.distributed.run --standalone --nproc_per_node 2 bench.py ...`) every rank runs the
-same sequence of runs in one process group (data parallel, the batch size per rank); rank 0 writes the results.
+same sequence of runs in one process group (data parallel, the batch size per rank), each rank bound to its own share
+of the cores (scripts/tinytransformer/tt_affinity.py; TT_CPU_BINDING=off leaves them); rank 0 writes the results.
 Exits non-zero when a run or a gate fails; the targets are reported, not enforced (see README.md)."""
 from __future__ import annotations
 

@@ -81,6 +81,9 @@ def parse_args(argv=None):
     p.add_argument("--validate", action="store_true", help="run the validation gates first; any failure exits 1")
     p.add_argument("--peak-tflops", type=float, default=None, help="peak used for MFU (default: table by GPU name)")
     p.add_argument("--json-out", default=None, help="write the JSON result here")
+    p.add_argument("--cpu-binding", choices=("cores", "off"), default=None,
+                   help="under torchrun, bind each rank to its own share of the cores (tt_affinity; default: "
+                        "$TT_CPU_BINDING, else cores); off leaves the affinity alone; one rank keeps every core")
     args = p.parse_args(argv)
     if args.use_amp:
         args.dtype = "bf16"
@@ -113,6 +116,11 @@ def resolve(args):
             raise HarnessError(f"--{key.replace('_', '-')} must be positive, got {getattr(args, key)}")
     if args.warmup_steps < 0:
         raise HarnessError("--warmup-steps must be >= 0")
+    import tt_affinity
+    try:
+        args.cpu_binding = tt_affinity.resolve_mode(args.cpu_binding)
+    except ValueError as e:
+        raise HarnessError(str(e)) from None
 
 
 def setup_distributed(args):
@@ -122,6 +130,9 @@ def setup_distributed(args):
     if world <= 1:
         return 0, 1, torch.device(args.device)
     import torch.distributed as dist
+
+    import tt_affinity
+    tt_affinity.bind(getattr(args, "cpu_binding", None))  # before the process group starts NCCL's threads
     local = int(os.environ.get("LOCAL_RANK", "0"))
     if dist.is_initialized():
         device = torch.device("cuda", local) if args.device == "cuda" else torch.device("cpu")
@@ -147,6 +158,19 @@ def _gloo_on_loopback_when_single_node(world: int) -> None:
     names = {name for _, name in socket.if_nameindex()}
     if "lo" in names:
         os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+
+
+def _binding_of_every_rank(args, world: int):
+    """tt_affinity's record of this process (binding it now if setup_distributed has not), or under torchrun the list
+    of every rank's record, rank order."""
+    import tt_affinity
+    mine = tt_affinity.bind(args.cpu_binding)
+    if world <= 1:
+        return mine
+    import torch.distributed as dist
+    records: list = [None] * world
+    dist.all_gather_object(records, mine)
+    return records
 
 
 def peak_host_rss_bytes() -> int | None:
@@ -255,7 +279,8 @@ def main(argv=None) -> int:
     settings = {k: v for k, v in vars(args).items()}
     settings.update(tf32_matmuls=spec.tf32 and args.dtype == "fp32" and device.type == "cuda",
                     cuda_graphs_used=graphs, warmup_steps_used=warmup, world_size=world,
-                    model_config=cfg.as_dict())
+                    model_config=cfg.as_dict(), cpu_binding=_binding_of_every_rank(args, world),
+                    nccl_env={k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")})
     say = print if rank == 0 else (lambda *a, **k: None)
     say(f"TinyTransformer {args.version}: {spec.description}")
     say(f"device {device} | dtype {args.dtype} | B{args.batch_size} S{args.seq_len} | hidden {cfg.hidden_dim} "
@@ -303,7 +328,12 @@ def main(argv=None) -> int:
     times, losses, wall = tt_train.timed_run(step, feed, warmup, args.num_steps, device)
 
     median = tt_train.percentile(times, 50)
+    rank_medians = [median]
     if world > 1:  # the slowest rank sets the pace of a synchronous data-parallel step
+        each = torch.zeros(world, dtype=torch.float64, device=device)
+        each[rank] = median
+        dist.all_reduce(each)  # every rank's own median, to see which one waits
+        rank_medians = [float(v) for v in each]
         t = torch.tensor([median, wall], dtype=torch.float64, device=device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         median, wall = float(t[0]), float(t[1])
@@ -331,6 +361,7 @@ def main(argv=None) -> int:
             "performance_line": "tokens_per_second",
             "step_time_ms": {"median": median, "p10": tt_train.percentile(times, 10),
                              "p90": tt_train.percentile(times, 90), "min": min(times), "max": max(times)},
+            "step_time_ms_median_per_rank": rank_medians,
             "samples_per_second": args.batch_size * world / (median / 1e3),
             "peak_memory_allocated_bytes": mem_alloc, "peak_memory_reserved_bytes": mem_reserved,
             "peak_host_rss_bytes": host_rss,

@@ -88,4 +88,22 @@ def test_bench_under_torchrun_runs_every_version_on_two_ranks_with_the_gates(tmp
         gate = res["validation"]["data_parallel_vs_one_rank"]
         assert gate["passed"] and gate["world_size"] == 2
         assert res["settings"]["cuda_graphs_used"] is False  # the CPU: DDP, eager
+        # each rank on its own share of the cores (tt_affinity), both recorded; every rank's own median
+        binding = res["settings"]["cpu_binding"]
+        assert [b["local_rank"] for b in binding] == [0, 1] and {b["mode"] for b in binding} == {"cores"}
+        given = sorted(os.sched_getaffinity(0))
+        if len(given) > 1:
+            shares = [set(_cpus(b["cpus"])) for b in binding]
+            assert not shares[0] & shares[1] and shares[0] | shares[1] == set(given)
+        per_rank = res["metrics"]["step_time_ms_median_per_rank"]
+        assert len(per_rank) == 2 and max(per_rank) == res["metrics"]["step_time_ms"]["median"]
     assert p.stdout.count("##### B8_S128/v1") == 2  # both ranks ran it
+
+
+def _cpus(cpulist: str) -> list[int]:
+    """'0-2,5' -> [0, 1, 2, 5] (Linux cpulist text)."""
+    out: list[int] = []
+    for part in cpulist.split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out

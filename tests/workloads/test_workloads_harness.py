@@ -41,6 +41,11 @@ def test_json_result_and_performance_line(tmp_path, capsys):
     assert m["step_time_ms"]["p90"] == pytest.approx(np.percentile(times, 90))
     assert float(PERF.findall(printed)[0]) == pytest.approx(m["tokens_per_second"], abs=0.006)  # printed %.2f
     assert res["settings"]["batch_size"] == 3 and res["settings"]["version"] == "v2"
+    # one rank: no binding, every CPU the process was given (tt_affinity); its own median is the headline
+    if hasattr(os, "sched_getaffinity"):
+        binding = res["settings"]["cpu_binding"]
+        assert binding["local_world_size"] == 1 and binding["n_cpus"] == len(os.sched_getaffinity(0))
+    assert m["step_time_ms_median_per_rank"] == [m["step_time_ms"]["median"]]
     # end-to-end: wall clock over the timed steps, which holds at least the steps themselves
     assert m["end_to_end_seconds"] >= sum(times) / 1e3
     assert m["tokens_per_second_end_to_end"] == pytest.approx(3 * 12 * 4 / m["end_to_end_seconds"])
