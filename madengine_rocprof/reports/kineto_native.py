@@ -94,7 +94,8 @@ def library() -> ctypes.CDLL | None:
     lib.ks_tail.argtypes, lib.ks_tail.restype = [p, ctypes.POINTER(i64)], p
     lib.ks_count.argtypes, lib.ks_count.restype = [p, i32], i64
     lib.ks_column.argtypes, lib.ks_column.restype = [p, i32, i32], p
-    lib.ks_drop.argtypes, lib.ks_drop.restype = [p, i32, i32], None
+    lib.ks_take.argtypes, lib.ks_take.restype = [p, i32, i32], p
+    lib.ks_release.argtypes, lib.ks_release.restype = [p], None
     lib.ks_strings.argtypes, lib.ks_strings.restype = [p, i32], i64
     lib.ks_string.argtypes, lib.ks_string.restype = [p, i32, i64, ctypes.POINTER(i64)], p
     lib.ks_free.argtypes, lib.ks_free.restype = [p], None
@@ -192,15 +193,25 @@ def _texts(raws: list[bytes]) -> list[str]:
     return [raw[1:-1].decode("utf-8") if b"\\" not in raw else msgspec.json.decode(raw) for raw in raws]
 
 
+class _Owned:
+    """A column's memory, taken from the scanner: numpy (and polars, which does not copy it) read it in place; it
+    is given back when the last array or series using it is gone."""
+
+    def __init__(self, lib: ctypes.CDLL, at: int, n: int, dtype: Any) -> None:
+        self._release, self._at = lib.ks_release, at
+        self.__array_interface__ = {"shape": (n,), "typestr": np.dtype(dtype).str, "data": (at, False),
+                                    "version": 3}
+
+    def __del__(self) -> None:
+        self._release(self._at)
+
+
 def _column(lib: ctypes.CDLL, scanner: int, table: int, index: int, dtype: Any, n: int) -> np.ndarray:
-    """A copy of one of the scanner's columns, whose memory is then given back (peak memory: one column)."""
-    at = lib.ks_column(scanner, table, index)
-    if not n or not at:
+    """One of the scanner's columns as an array, without a copy."""
+    at = lib.ks_take(scanner, table, index)
+    if not at:
         return np.zeros(0, dtype=dtype)
-    ctype = ctypes.c_int32 if dtype is np.int32 else ctypes.c_int64
-    values = np.ctypeslib.as_array((ctype * n).from_address(at)).copy()
-    lib.ks_drop(scanner, table, index)
-    return values
+    return np.asarray(_Owned(lib, at, n, dtype))
 
 
 def _ints(values: np.ndarray) -> pl.Series:

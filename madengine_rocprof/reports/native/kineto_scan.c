@@ -17,6 +17,9 @@ Plain C11.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define KS_MORE 0
 #define KS_FOREIGN 1
@@ -201,6 +204,17 @@ static int string_tok(ks_t *t, cur_t *c, const char **start, int64_t *len, int *
     const unsigned char *p = (const unsigned char *)c->p + 1, *end = (const unsigned char *)c->end;
     *bs = 0;
     for (;;) {
+#ifdef __SSE2__
+        /* 16 bytes at a time: the first quote, backslash, control or non-ASCII byte (signed: < 0x20 or >= 0x80) */
+        const __m128i quote = _mm_set1_epi8('"'), slash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+        while (p + 16 <= end) {
+            __m128i v = _mm_loadu_si128((const __m128i *)p);
+            int mask = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash)),
+                                                      _mm_cmplt_epi8(v, space)));
+            if (mask) { p += __builtin_ctz((unsigned)mask); break; }
+            p += 16;
+        }
+#endif
         while (p < end && CLASS[*p] == 0) p++;
         if (p >= end) return R_MORE;
         int k = CLASS[*p];
@@ -395,9 +409,16 @@ static const char *const ARG_KEYS[A_N] = {"device", "stream", "correlation", "Ex
 
 typedef struct { val_t e[E_N]; val_t a[A_N]; } event_t;
 
-static int key_index(const char *const *keys, int n, const char *s, int64_t len) {
+static int EVENT_LENS[E_N], ARG_LENS[A_N];
+
+static void init_keys(void) {
+    for (int i = 0; i < E_N; i++) EVENT_LENS[i] = (int)strlen(EVENT_KEYS[i]);
+    for (int i = 0; i < A_N; i++) ARG_LENS[i] = (int)strlen(ARG_KEYS[i]);
+}
+
+static inline int key_index(const char *const *keys, const int *lens, int n, const char *s, int64_t len) {
     for (int i = 0; i < n; i++)
-        if ((int64_t)strlen(keys[i]) == len && memcmp(keys[i], s, (size_t)len) == 0) return i;
+        if (lens[i] == len && keys[i][0] == s[0] && memcmp(keys[i], s, (size_t)len) == 0) return i;
     return -1;
 }
 
@@ -418,7 +439,7 @@ static int members(ks_t *t, cur_t *c, const char *const *keys, int nkeys, val_t 
         if (*c->p != ':') return foreign(t, "not JSON (no colon)");
         c->p++;
         if ((r = skip_ws(c)) != R_OK) return r;
-        int which = key_index(keys, nkeys, ks + 1, kn - 2);
+        int which = key_index(keys, keys == EVENT_KEYS ? EVENT_LENS : ARG_LENS, nkeys, ks + 1, kn - 2);
         val_t scratch;
         val_t *v = which >= 0 ? &out[which] : &scratch;
         if (which >= 0 && v->form != V_ABSENT) return foreign(t, "a key given twice");
@@ -649,7 +670,7 @@ static int64_t scan(ks_t *t, const char *buf, int64_t n) {
 /* ------------------------------------------------------------------ the API */
 ks_t *ks_new(const char *kinds, int64_t len) {
     static int ready = 0;
-    if (!ready) { init_class(); ready = 1; }
+    if (!ready) { init_class(); init_keys(); ready = 1; }
     ks_t *t = calloc(1, sizeof *t);
     if (!t) return NULL;
     t->kinds_spec = malloc((size_t)len + 1);
@@ -720,10 +741,19 @@ const char *ks_tail(ks_t *t, int64_t *n) { *n = t->tail_len; return t->tail; }
 int64_t ks_count(ks_t *t, int table) { return t->tables[table].n; }
 void *ks_column(ks_t *t, int table, int col) { return t->tables[table].cols[col].data; }
 
-void ks_drop(ks_t *t, int table, int col) {  /* a column Python has copied: its memory back now */
-    free(t->tables[table].cols[col].data);
-    t->tables[table].cols[col].data = NULL;
+/* A column handed to Python (which frees it with ks_release once no frame uses it), cut to its length. */
+void *ks_take(ks_t *t, int table, int col) {
+    table_t *tb = &t->tables[table];
+    void *data = tb->cols[col].data;
+    tb->cols[col].data = NULL;
+    if (data && tb->n) {
+        void *cut = realloc(data, (size_t)tb->n * (size_t)tb->cols[col].size);
+        if (cut) data = cut;
+    }
+    return data;
 }
+
+void ks_release(void *data) { free(data); }
 
 int64_t ks_strings(ks_t *t, int set) { return t->sets[set].count; }
 
