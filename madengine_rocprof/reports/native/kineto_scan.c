@@ -426,7 +426,7 @@ static inline int key_index(const char *const *keys, const int *lens, int n, con
    args_out, an event's `args` object is read in the same pass, its members into args_out[]. */
 static int members(ks_t *t, cur_t *c, const char *const *keys, int nkeys, val_t *out, int depth, val_t *args_out) {
     int r;
-    for (int i = 0; i < nkeys; i++) out[i].form = V_ABSENT;
+    memset(out, 0, (size_t)nkeys * sizeof *out);  /* all V_ABSENT, no time */
     c->p++;  /* the { */
     if ((r = skip_ws(c)) != R_OK) return r;
     if (*c->p == '}') { c->p++; return R_OK; }
@@ -459,7 +459,7 @@ static int members(ks_t *t, cur_t *c, const char *const *keys, int nkeys, val_t 
 }
 
 static int parse_event(ks_t *t, cur_t *c, event_t *ev) {
-    for (int i = 0; i < A_N; i++) ev->a[i].form = V_ABSENT;
+    memset(ev->a, 0, sizeof ev->a);
     return members(t, c, EVENT_KEYS, E_N, ev->e, 1, ev->a);
 }
 
@@ -684,7 +684,10 @@ ks_t *ks_new(const char *kinds, int64_t len) {
     return t;
 }
 
+#define MAX_EVENT (64 << 20) /* an event this long is read again and again as blocks come: Python's reader reads it */
+
 static int carry_keep(ks_t *t, const char *p, int64_t n) {
+    if (n > MAX_EVENT) { foreign(t, "an event over 64 MiB"); return -1; }
     if (n > t->carry_cap) {
         char *g = malloc((size_t)n);
         if (!g) { nomem(t); return -1; }
