@@ -69,6 +69,7 @@ typedef struct {
     arena_block *arena;
     char *carry; int64_t carry_len, carry_cap;
     char *tail; int64_t tail_len;
+    int32_t last_cat;   /* the category of the last event read, or -1 */
 } ks_t;
 
 static const int COL_SIZES[T_N][H_N] = {
@@ -200,7 +201,7 @@ static inline int hexval(char ch) {
 }
 
 /* A string at c->p (a quote): its span, quotes included; *bs when it holds an escape. */
-static int string_tok(ks_t *t, cur_t *c, const char **start, int64_t *len, int *bs) {
+static inline int string_tok(ks_t *t, cur_t *c, const char **start, int64_t *len, int *bs) {
     const unsigned char *p = (const unsigned char *)c->p + 1, *end = (const unsigned char *)c->end;
     *bs = 0;
     for (;;) {
@@ -265,7 +266,7 @@ typedef struct { int kind; int64_t value; int time_ok; int64_t ns; } num_t;
 
 /* A JSON number: an integer within int64 (N_INT), beyond it (N_BIG), or with a fraction or exponent (N_FLOAT);
    time_ok and ns: it is Kineto's microseconds (no sign or exponent, at most three decimals, within int64 ns), as exact ns. */
-static int number_tok(ks_t *t, cur_t *c, num_t *out) {
+static inline int number_tok(ks_t *t, cur_t *c, num_t *out) {
     const char *p = c->p, *end = c->end;
     int neg = 0;
     if (*p == '-') { neg = 1; p++; }
@@ -565,8 +566,13 @@ static int commit(ks_t *t, const event_t *ev) {
     }
     if (cat->form != V_STR) return R_OK;
     if (cat->bs) return foreign(t, "an escape in a category");
-    int32_t cat_id = intern(t, S_CAT, cat->s, cat->n);
-    if (cat_id < 0) return nomem(t);
+    int32_t cat_id = t->last_cat;  /* most events repeat the category before them */
+    if (cat_id < 0 || t->sets[S_CAT].items[cat_id].len != cat->n ||
+        memcmp(t->sets[S_CAT].items[cat_id].ptr, cat->s, (size_t)cat->n) != 0) {
+        cat_id = intern(t, S_CAT, cat->s, cat->n);
+        if (cat_id < 0) return nomem(t);
+        t->last_cat = cat_id;
+    }
     int kind = kind_of(t, cat_id, cat);
     if (kind < 0) return nomem(t);
     if (kind == K_SKIP) return R_OK;
@@ -677,6 +683,7 @@ ks_t *ks_new(const char *kinds, int64_t len) {
     if (!t->kinds_spec) { free(t); return NULL; }
     memcpy(t->kinds_spec, kinds, (size_t)len);
     t->kinds_len = len;
+    t->last_cat = -1;
     for (int i = 0; i < T_N; i++) {
         t->tables[i].ncols = NCOLS[i];
         for (int j = 0; j < NCOLS[i]; j++) t->tables[i].cols[j].size = COL_SIZES[i][j];
