@@ -121,6 +121,20 @@ def _lookup(codes: array.array, values: list[Any], dtype: Any) -> pl.Series:
     return pl.Series(values, dtype=dtype).gather(_nullable(codes))
 
 
+def _as_text(column: pl.Series) -> pl.Series:
+    """A categorical column as strings, gathered from its few distinct texts: a cast copies each row's text first
+    (5.5M CPU operators with shapes: 0.3 GB more at the peak, and more CPU)."""
+    if column.dtype != pl.Categorical:
+        return column.cast(pl.String)
+    distinct = column.unique().drop_nulls()
+    codes = distinct.to_physical()
+    if not len(codes):
+        return pl.repeat(None, len(column), dtype=pl.String, eager=True).alias(column.name)
+    texts = pl.Series([None], dtype=pl.String).extend_constant(None, int(codes.max()))  # type: ignore[arg-type]
+    texts.scatter(codes, distinct.cast(pl.String))
+    return texts.gather(column.to_physical()).alias(column.name)
+
+
 def _int_or_none(value: Any) -> int | None:
     return value if type(value) is int and -(2**63) <= value < 2**63 else None
 
@@ -160,10 +174,9 @@ def from_kineto(path: Path, read: kineto_reader.Read) -> TraceTables:
         if not frame.height:
             return empty(wanted).with_columns(pl.lit(None, dtype=pl.String).alias("cat"))
         start, end = _times_of(frame, base)
-        return frame.select(
-            *[(start if key == "start" else end) if key in ("start", "end") else
-              pl.col(key).cast(pl.String) if key in _STRING_COLUMNS else pl.col(key) for key in wanted],
-            pl.col("cat").cast(pl.String))
+        out = frame.select(*[(start if key == "start" else end) if key in ("start", "end") else pl.col(key)
+                             for key in wanted], pl.col("cat"))
+        return out.with_columns([_as_text(out[key]) for key in out.columns if key in _STRING_COLUMNS])
 
     frames = got.host_frames or {}
     info = read.distributed
