@@ -178,6 +178,8 @@ def from_kineto(path: Path, read: kineto_reader.Read) -> TraceTables:
                              for key in wanted], pl.col("cat"))
         return out.with_columns([_as_text(out[key]) for key in out.columns if key in _STRING_COLUMNS])
 
+    # each host frame is handed over once, when its table is built: the reader's copy (categorical names, relative
+    # times) is then freed, not kept beside the table for the rest of the report
     frames = got.host_frames or {}
     info = read.distributed
     world = info.get("world_size")
@@ -185,8 +187,8 @@ def from_kineto(path: Path, read: kineto_reader.Read) -> TraceTables:
         path, kineto_reader.FORMAT, read.rank, world if type(world) is int and world > 0 else None,
         distributed=info, device_properties=read.device_properties,
         kernels=lambda: gpu(got.kernels), copies=lambda: gpu(got.copies),
-        runtime=lambda: host(frames["runtime"], RUNTIME_COLUMNS), cpu_ops=lambda: host(frames["cpu"], CPU_COLUMNS),
-        comms=lambda: host(frames["comms"], COMM_COLUMNS),
+        runtime=lambda: host(frames.pop("runtime"), RUNTIME_COLUMNS),
+        cpu_ops=lambda: host(frames.pop("cpu"), CPU_COLUMNS), comms=lambda: host(frames.pop("comms"), COMM_COLUMNS),
         steps=[Iteration(n, base + s, base + e) for n, (s, e) in sorted(got.steps.items())],
     )
 

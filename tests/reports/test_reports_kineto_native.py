@@ -36,11 +36,12 @@ def _read(path: Path, native: bool, monkeypatch) -> tuple[dict, str]:
     monkeypatch.setenv(kineto_native.ENV_SWITCH, "1" if native else "0")
     read = kineto_reader._read(path, tables=True)
     why_not = kineto_native.why_not
-    tables = trace_tables.from_kineto(path, read)
     got = read.got
-    out: dict = {key: getattr(tables, key) for key in ("kernels", "copies", "runtime", "cpu_ops", "comms")}
+    out: dict = {}
     for key, frame in (got.host_frames or {}).items():  # as the reader keeps them (categorical names)
         out[f"host {key}"] = frame.with_columns(pl.col(pl.Categorical).cast(pl.String))
+    tables = trace_tables.from_kineto(path, read)  # its tables take the reader's frames over
+    out |= {key: getattr(tables, key) for key in ("kernels", "copies", "runtime", "cpu_ops", "comms")}
     out["steps"] = tables.steps
     out["facts"] = (read.base, read.rank, read.distributed, read.device_properties, got.memory, list(got.names),
                     list(got.devices), [bytes(c) for c in (got.kernels.name, got.kernels.device)])
