@@ -1087,14 +1087,21 @@ def read_kineto(src: TimingSource, tables_of: Callable[[Path, Read], Any]) -> Ti
 def _copy_stats(got: _Collected) -> dict[str, CopyStats]:
     """Per direction as the rocprofv3 reader names them: `Memcpy HtoD (Pinned -> Device)` -> `host to device`."""
     stats: dict[str, CopyStats] = {}
+    if not len(got.copies):
+        return stats
     names = list(got.names)
-    for code, start, end in zip(got.copies.name, got.copies.start, got.copies.end, strict=True):
+    copies = got.copies
+    durations = pl.DataFrame({"code": pl.Series(copies.name, dtype=pl.Int64), "ns": (
+        pl.Series(copies.end, dtype=pl.Int64).cast(pl.Int128) - pl.Series(copies.start, dtype=pl.Int64))})
+    # per name, in the order names first appear (so directions keep the order of their first copy)
+    for code, calls, total in durations.group_by("code", maintain_order=True).agg(
+            pl.len(), pl.col("ns").sum()).iter_rows():
         words = names[code].split()
         direction = "memset" if words and words[0].lower() == "memset" else DIRECTIONS.get(
             words[1] if len(words) > 1 else "", "unknown")
         entry = stats.setdefault(direction, CopyStats())
-        entry.calls += 1
-        entry.total_ns += end - start
+        entry.calls += calls
+        entry.total_ns += total
     return stats
 
 
