@@ -13,6 +13,9 @@ huge numbers...) makes the status KS_FOREIGN: Python's reader then reads the who
 Times are exact integer nanoseconds from the decimal microseconds (at most three decimals: no rounding needed).
 Plain C11.
 */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3") /* the build helper's -O2 is shared; O3 reads ~20% faster here (inlining) */
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
