@@ -224,3 +224,17 @@ def test_the_report_is_identical_both_ways(folder, tmp_path):
     python = _report(run_dir, tmp_path / "python.json", "0")
     assert native == python
     assert native["runs"][0]["summary"]["dispatches"] > 0
+
+
+@pytest.mark.parametrize("events", [
+    [],
+    [{"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "x"}}],
+    [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#7", "pid": 1, "tid": 2, "ts": 10, "dur": 5},
+     {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#7", "pid": 1, "tid": 2, "ts": 20, "dur": 5},
+     {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": "main", "tid": 2, "ts": 11.5, "dur": 1.25,
+      "args": None},
+     {"ph": "X", "cat": "Kernel", "name": "k", "pid": 3, "tid": "stream 7", "ts": 12, "dur": 1}],
+], ids=["no events", "metadata only", "old categories, a repeated step, text pid and tid"])
+def test_small_traces_read_the_same(events, tmp_path, monkeypatch):
+    path = _write(tmp_path, {"schemaVersion": 1, "traceEvents": events, "baseTimeNanoseconds": 1000})
+    _assert_same(path, monkeypatch)
