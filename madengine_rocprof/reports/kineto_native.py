@@ -214,14 +214,6 @@ def _column(lib: ctypes.CDLL, scanner: int, table: int, index: int, dtype: Any, 
     return np.asarray(_Owned(lib, at, n, dtype))
 
 
-def _ints(values: np.ndarray) -> pl.Series:
-    """An Int64 column; the scanner's NULL (no value) becomes null."""
-    series = pl.Series(values, dtype=pl.Int64)
-    if not (values == kr.NULL).any():
-        return series
-    return pl.select(pl.when(series != kr.NULL).then(series)).to_series()
-
-
 def _codes(values: np.ndarray, texts: list[str | None]) -> pl.Series:
     """Categorical column from codes into `texts` (-1: absent, null)."""
     codes = pl.Series(values, dtype=pl.Int32)
@@ -278,7 +270,7 @@ def _host(lib: ctypes.CDLL, scanner: int, table: int, layout: tuple, names: list
     for index, (key, dtype) in enumerate(layout):
         values = _column(lib, scanner, table, index, dtype, n)
         if dtype is np.int64:
-            columns[key] = _ints(values)
+            columns[key] = kr.nullable(values)
         elif key == "name":
             columns[key] = _codes(values, names)  # type: ignore[arg-type]
         elif key == "cat":

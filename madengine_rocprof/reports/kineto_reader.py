@@ -1041,10 +1041,11 @@ def _phases(got: _Collected) -> tuple[dict[str, int] | None, bool]:
     return phases.self_time_per_phase(operators, markers), steps_marked
 
 
-def nullable(values: array.array) -> pl.Series:
-    """An integer column; NULL becomes null."""
+def nullable(values: Any) -> pl.Series:
+    """An integer column (an int64 array.array, or kineto_native's numpy array, read without a copy); NULL becomes
+    null."""
     series = pl.Series(values, dtype=pl.Int64)
-    if NULL not in values:
+    if not (series == NULL).any():
         return series
     return pl.select(pl.when(series != NULL).then(series)).to_series()
 
