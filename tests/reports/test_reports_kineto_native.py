@@ -238,3 +238,17 @@ def test_the_report_is_identical_both_ways(folder, tmp_path):
 def test_small_traces_read_the_same(events, tmp_path, monkeypatch):
     path = _write(tmp_path, {"schemaVersion": 1, "traceEvents": events, "baseTimeNanoseconds": 1000})
     _assert_same(path, monkeypatch)
+
+
+def test_the_input_limit_holds_on_the_native_path(monkeypatch):
+    """MADENGINE_ROCPROF_MAX_INPUT_MB bounds what the trace decompresses to, whichever reader reads it."""
+    from madengine_rocprof import inputs
+
+    monkeypatch.setenv(inputs.LIMIT_ENV, "1")  # the DDP rank trace inflates to about 20 MB
+    errors = []
+    for native in ("1", "0"):
+        monkeypatch.setenv(kineto_native.ENV_SWITCH, native)
+        with pytest.raises(UserError, match="over the limit") as err:
+            kineto_reader._read(DDP, tables=True)
+        errors.append(str(err.value))
+    assert errors[0] == errors[1]
