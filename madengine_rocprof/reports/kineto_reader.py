@@ -1042,8 +1042,7 @@ def _phases(got: _Collected) -> tuple[dict[str, int] | None, bool]:
 
 
 def nullable(values: Any) -> pl.Series:
-    """An integer column (an int64 array.array, or kineto_native's numpy array, read without a copy); NULL becomes
-    null."""
+    """An integer column (an int64 array.array); NULL becomes null."""
     series = pl.Series(values, dtype=pl.Int64)
     if not (series == NULL).any():
         return series

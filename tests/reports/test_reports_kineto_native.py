@@ -2,7 +2,7 @@
 
 Every Kineto trace among the fixtures, and variants written here (compact JSON, escapes, memory events, blocks cut
 in the middle of events), must give the same tables and the same `report --json` both ways; inputs the scanner is
-not sure of must go to the Python reader (same figures, same errors). MADENGINE_ROCPROF_REPORT_NATIVE=0 and a
+not sure of must go to the Python reader (same figures, same errors). MADENGINE_ROCPROF_NATIVE_KINETO=0 and a
 machine without a C compiler select the Python reader.
 """
 
@@ -252,3 +252,15 @@ def test_the_input_limit_holds_on_the_native_path(monkeypatch):
             kineto_reader._read(DDP, tables=True)
         errors.append(str(err.value))
     assert errors[0] == errors[1]
+
+
+def test_the_native_path_needs_no_numpy():
+    """numpy is not a runtime dependency: the columns reach polars through the Arrow C data interface."""
+    code = ("import sys; sys.modules['numpy'] = None; from pathlib import Path; "
+            "from madengine_rocprof.reports import kineto_native as n, kineto_reader as r; "
+            "read = r._read(Path(sys.argv[1]), tables=True); assert n.why_not == '', n.why_not; "
+            "print(len(read.got.kernels), read.got.host_frames['cpu'].height)")
+    done = subprocess.run([sys.executable, "-c", code, str(V1)], cwd=REPO, capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["6210", "34645"]
