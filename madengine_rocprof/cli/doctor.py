@@ -28,6 +28,13 @@ def tracer_probes(env) -> list[str]:
     return [select.describe(env, detect.nvidia_present(env)), api_recorder.describe(env), native_rows.describe(env)]
 
 
+def report_probe(env) -> str:
+    """Which reader `report` uses for a PyTorch profiler trace (reports/kineto_native)."""
+    from madengine_rocprof.reports import kineto_native
+
+    return kineto_native.describe(env)
+
+
 def tracer_settings_error(env) -> str | None:
     """The wrapper's refusal of the user's MADENGINE_ROCPROF_TRACER_* values, or None when they are fine."""
     from madengine_rocprof.wrapper import tracer_settings as settings
@@ -63,10 +70,11 @@ def run(args) -> int:
         chosen["why"] += f"; {probes[0]}"
     torch = select.torch_version()
     settings_error = tracer_settings_error(env)
+    report_reader = report_probe(env)
     if args.json:
         print(json.dumps({"profile": profile, "profile_kind": kind, "found": found, "chosen": chosen, "error": error,
-                          "torch": torch, "python": sys.executable, "tracer_settings_error": settings_error},
-                         indent=2, allow_nan=False))
+                          "torch": torch, "python": sys.executable, "tracer_settings_error": settings_error,
+                          "report_kineto_reader": report_reader}, indent=2, allow_nan=False))
         return code
     for row in found:
         if row["found"]:
@@ -80,6 +88,7 @@ def run(args) -> int:
     print(f"profile: {profile or '(none; inferred per run from the options)'} -> needs {kind}")
     print(f"override: {override or 'none (auto)'}")
     print(f"torch: {torch or 'not installed'} (in {sys.executable})")
+    print(report_reader)
     if chosen:
         print(f"chosen: {chosen['name']} -- {chosen['why']}")
         if chosen["name"] == "embedded" and torch is None:

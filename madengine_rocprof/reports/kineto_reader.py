@@ -210,16 +210,22 @@ class _Stream:
                 if not data:
                     return
 
-    def fill(self) -> bool:
-        """Append the next chunk to the buffer; False at the end of the file."""
+    def next_chunk(self) -> bytes:
+        """The next chunk, b"" at the end of the file (for a reader that keeps no buffer: kineto_native)."""
         if self.eof:
-            return False
+            return b""
         data = self._chunks.get()
         if isinstance(data, UserError):
             self.eof = True
             raise data
         if not data:
             self.eof = True
+        return data
+
+    def fill(self) -> bool:
+        """Append the next chunk to the buffer; False at the end of the file."""
+        data = self.next_chunk()
+        if not data:
             return False
         self.buffer += data
         return True
@@ -283,21 +289,7 @@ def _decode_events(stream: _Stream, handle) -> _Meta:
     between objects inside an event's args) the one before is tried, then a longer buffer. Returns the top-level
     object with an empty event list (its keys may come before or after the events).
     """
-    stream.fill()
-    if stream.buffer[:2] == GZIP_MAGIC:  # only a name without .gz gets here: gzip.open reads the others
-        raise UserError("the file is gzip-compressed", file=str(stream.path), line=1,
-                        fix=f"name it {stream.path.name}.gz (the reader decompresses .json.gz), or decompress it")
-    if stream.buffer.startswith(codecs.BOM_UTF8):
-        stream.consume(len(codecs.BOM_UTF8))  # dropped, as the input layer drops it from every JSON file
-    while True:  # the prefix, up to `"traceEvents": [`
-        match = EVENTS_KEY.search(stream.buffer)
-        if match:
-            break
-        if not stream.fill() or len(stream.buffer) > 8 * CHUNK:
-            raise stream.error('no "traceEvents" list: not a PyTorch profiler trace', 0)
-    _check_head(stream, stream.buffer[:match.end()])
-    head = stream.buffer[:match.end()]
-    stream.consume(match.end())
+    head = _head(stream)
     seen = 0
     while True:
         while not stream.eof and len(stream.buffer) < CHUNK:
@@ -313,6 +305,26 @@ def _decode_events(stream: _Stream, handle) -> _Meta:
         seen += len(events)
         comma = stream.buffer.index(b",", cut)  # the comma between this block's last event and the next one
         stream.consume(comma + 1)
+
+
+def _head(stream: _Stream) -> bytes:
+    """The text up to and including `"traceEvents": [`, checked (_check_head) and consumed from the stream."""
+    stream.fill()
+    if stream.buffer[:2] == GZIP_MAGIC:  # only a name without .gz gets here: gzip.open reads the others
+        raise UserError("the file is gzip-compressed", file=str(stream.path), line=1,
+                        fix=f"name it {stream.path.name}.gz (the reader decompresses .json.gz), or decompress it")
+    if stream.buffer.startswith(codecs.BOM_UTF8):
+        stream.consume(len(codecs.BOM_UTF8))  # dropped, as the input layer drops it from every JSON file
+    while True:  # the prefix, up to `"traceEvents": [`
+        match = EVENTS_KEY.search(stream.buffer)
+        if match:
+            break
+        if not stream.fill() or len(stream.buffer) > 8 * CHUNK:
+            raise stream.error('no "traceEvents" list: not a PyTorch profiler trace', 0)
+    _check_head(stream, stream.buffer[:match.end()])
+    head = stream.buffer[:match.end()]
+    stream.consume(match.end())
+    return head
 
 
 def _check_head(stream: _Stream, head: bytes) -> None:
@@ -704,18 +716,23 @@ class _Tables:
         return False
 
     def _comm(self, row: dict, event: _Event, got: _Collected, all_events: list[_Event], first: int) -> dict:
-        args = _EMPTY_ARGS if event.args is None else event.args
         out: dict[str, Any] = {key: row[key] for key in ("name", "cat", "pid", "tid", "start", "end", "external_id")}
+        try:
+            out.update(self.comm_args(_EMPTY_ARGS if event.args is None else event.args))
+        except _Bad as err:
+            raise got._bad(event, all_events, first, str(err)) from None
+        return out
+
+    def comm_args(self, args: _Args) -> dict:
+        """A collective's parameters from its args (_Bad: Process Group Ranks is not usable JSON)."""
+        out: dict[str, Any] = {}
         for key in _COMM_INTS:
             value = getattr(args, key)
             out[key] = value if type(value) is int and _INT64[0] <= value < _INT64[1] else None
         for key in _COMM_TEXT:
             value = getattr(args, key)
             out[key] = value if type(value) is str else None
-        try:
-            out["ranks"] = None if args.ranks is None else self.compact(args.ranks, strings_as_is=True)
-        except _Bad as err:
-            raise got._bad(event, all_events, first, str(err)) from None
+        out["ranks"] = None if args.ranks is None else self.compact(args.ranks, strings_as_is=True)
         return out
 
     def frames(self) -> dict[str, pl.DataFrame]:
@@ -929,7 +946,16 @@ class Read:
 
 
 def _read(path: Path, *, want_tracks: bool = False, tables: bool = False) -> Read:
-    """The events' columns, baseTimeNanoseconds (0 when absent) and the rank (None when not distributed)."""
+    """The events' columns, baseTimeNanoseconds (0 when absent) and the rank (None when not distributed).
+
+    With tables, the native reader (kineto_native) first: it gives the same Read, or None for a file it is not sure
+    of, which this module's reader then reads whole (its errors and refusals)."""
+    if tables and not want_tracks:
+        from madengine_rocprof.reports import kineto_native  # it builds on this module's classes
+
+        read = kineto_native.read(path)
+        if read is not None:
+            return read
     stream = _Stream(path)
     got = _Collected(path, want_tracks=want_tracks, tables=tables)
     try:
@@ -939,6 +965,11 @@ def _read(path: Path, *, want_tracks: bool = False, tables: bool = False) -> Rea
     if got.tables is not None:
         got.host_frames = got.tables.frames()
         got.tables = None  # the blocks, now concatenated
+    return finish(path, got, meta)
+
+
+def finish(path: Path, got: _Collected, meta: _Meta) -> Read:
+    """The Read of collected events and the keys around them (checked: base, rank, every time within uint64)."""
     base = meta.baseTimeNanoseconds
     if base is None:
         base = 0
@@ -1010,10 +1041,10 @@ def _phases(got: _Collected) -> tuple[dict[str, int] | None, bool]:
     return phases.self_time_per_phase(operators, markers), steps_marked
 
 
-def nullable(values: array.array) -> pl.Series:
-    """An integer column; NULL becomes null."""
+def nullable(values: Any) -> pl.Series:
+    """An integer column (an int64 array.array); NULL becomes null."""
     series = pl.Series(values, dtype=pl.Int64)
-    if NULL not in values:
+    if not (series == NULL).any():
         return series
     return pl.select(pl.when(series != NULL).then(series)).to_series()
 
@@ -1056,14 +1087,21 @@ def read_kineto(src: TimingSource, tables_of: Callable[[Path, Read], Any]) -> Ti
 def _copy_stats(got: _Collected) -> dict[str, CopyStats]:
     """Per direction as the rocprofv3 reader names them: `Memcpy HtoD (Pinned -> Device)` -> `host to device`."""
     stats: dict[str, CopyStats] = {}
+    if not len(got.copies):
+        return stats
     names = list(got.names)
-    for code, start, end in zip(got.copies.name, got.copies.start, got.copies.end, strict=True):
+    copies = got.copies
+    durations = pl.DataFrame({"code": pl.Series(copies.name, dtype=pl.Int64), "ns": (
+        pl.Series(copies.end, dtype=pl.Int64).cast(pl.Int128) - pl.Series(copies.start, dtype=pl.Int64))})
+    # per name, in the order names first appear (so directions keep the order of their first copy)
+    for code, calls, total in durations.group_by("code", maintain_order=True).agg(
+            pl.len(), pl.col("ns").sum()).iter_rows():
         words = names[code].split()
         direction = "memset" if words and words[0].lower() == "memset" else DIRECTIONS.get(
             words[1] if len(words) > 1 else "", "unknown")
         entry = stats.setdefault(direction, CopyStats())
-        entry.calls += 1
-        entry.total_ns += end - start
+        entry.calls += calls
+        entry.total_ns += total
     return stats
 
 
