@@ -184,7 +184,7 @@ begin = time.process_time()
 from madengine_rocprof import cli
 from madengine_rocprof.cli import report as cli_report
 from madengine_rocprof.reports import analysis, dispatches, kineto_reader, multinode, trace_tables
-from madengine_rocprof.reports.analyses import efficiency, idle, launch
+from madengine_rocprof.reports.analyses import efficiency, idle, launch, run_efficiency
 
 imported = time.process_time()
 for owner, name, label in (
@@ -194,7 +194,7 @@ for owner, name, label in (
         (dispatches, "aggregate", "aggregate: dispatches.aggregate"),
         (analysis, "timeline_rows", "analysis: timeline_rows"),
         (analysis, "collectives_of_run", "analysis: collectives"),
-        (efficiency, "for_run", "analysis: efficiency"),
+        (run_efficiency, "for_run", "analysis: efficiency"),
         (idle, "analyze_run", "analysis: idle"),
         (launch, "analyze_run", "analysis: launch"),
         (analysis, "per_rank", "analysis: per_rank"),

@@ -13,7 +13,7 @@ from typing import Any
 
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import kineto_reader, multinode, phases
-from madengine_rocprof.reports.analyses import efficiency, idle, launch
+from madengine_rocprof.reports.analyses import idle, launch, run_efficiency
 from madengine_rocprof.reports.analyses.collectives import of_run as collectives_of_run
 from madengine_rocprof.reports.analyses.ranks import per_rank, rank_of
 from madengine_rocprof.reports.categories import CATEGORIES, classify
@@ -438,7 +438,7 @@ def analyze_run(run: RunData, steady_state: bool = False, definitions: str = "ou
         "per_rank": per_rank(run, timeline),
         "collectives": collectives,
         "multi_node": multinode.analyze(run, collectives),
-        "efficiency": efficiency.for_run(run),
+        "efficiency": run_efficiency.for_run(run),
         "idle_causes": idle.analyze_run(run, timeline),
         "launch": launch.analyze_run(run, timeline),
     }

@@ -20,6 +20,7 @@ from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import (
     csv_readers,
     json_reader,
+    kineto_native,
     kineto_reader,
     pftrace_reader,
     rocpd_reader,
@@ -287,7 +288,7 @@ def _read_timing(source: TimingSource, copy_files: list[Path]) -> None:
     elif source.fmt == "rocprofv3-pftrace":
         pftrace_reader.read_pftrace(source)
     elif source.fmt == kineto_reader.FORMAT:
-        kineto_reader.read_kineto(source, trace_tables.from_kineto)
+        kineto_reader.read_kineto(source, trace_tables.from_kineto, kineto_native.read)
 
 
 def iter_dispatches(source: TimingSource):

@@ -9,19 +9,18 @@ source version with the system's C compiler (tracer/api_recorder.build, as the t
 The scanner takes only the layout torch.profiler writes. For anything else (a duplicate key, a number given as text,
 a time with an exponent, an escape in a key...) `read` returns None and the Python reader reads the whole file, so
 its errors, refusals and figures are the ones a user sees. So does any error this path meets (the Python reader then
-meets it, or not, on its own). MADENGINE_ROCPROF_REPORT_NATIVE=0 forces the Python reader; so does a machine without
+meets it, or not, on its own). MADENGINE_ROCPROF_NATIVE_KINETO=0 forces the Python reader; so does a machine without
 a C compiler. tests/reports/test_reports_kineto_native.py checks both give equal tables and reports.
 """
 
 from __future__ import annotations
 
+import array
 import ctypes
 import os
 from pathlib import Path
-from typing import Any
 
 import msgspec
-import numpy as np
 import polars as pl
 
 from madengine_rocprof import inputs
@@ -30,19 +29,16 @@ from madengine_rocprof.reports import kineto_reader as kr
 from madengine_rocprof.tracer import api_recorder
 
 SOURCE = Path(__file__).with_name("native") / "kineto_scan.c"
-ENV_SWITCH = "MADENGINE_ROCPROF_REPORT_NATIVE"
+ENV_SWITCH = "MADENGINE_ROCPROF_NATIVE_KINETO"
 KS_MORE, KS_FOREIGN, KS_NOMEM, KS_DONE = 0, 1, 2, 3
 T_KERNEL, T_COPY, T_HOST, T_RUNTIME, T_COMM, T_MEMORY, T_DEVICE = range(7)
 S_GPU, S_HOST, S_CAT, S_SHAPE, S_COMM = range(5)
-# column order of each table in kineto_scan.c, and its C type
-GPU_COLUMNS = (("name", np.int32), ("device", np.int32), ("start", np.int64), ("end", np.int64),
-               ("stream", np.int64), ("correlation", np.int64), ("external_id", np.int64))
-HOST_COLUMNS = (("name", np.int32), ("cat", np.int32), ("pid", np.int64), ("tid", np.int64), ("start", np.int64),
-                ("end", np.int64), ("external_id", np.int64), ("seq", np.int64), ("fwd_tid", np.int64),
-                ("input_dims", np.int32), ("input_types", np.int32), ("input_strides", np.int32),
-                ("concrete_inputs", np.int32))
-RUNTIME_COLUMNS = (("name", np.int32), ("cat", np.int32), ("pid", np.int64), ("tid", np.int64),
-                   ("start", np.int64), ("end", np.int64), ("correlation", np.int64), ("external_id", np.int64))
+# column order of each table in kineto_scan.c (the names: int32 codes into interned texts; the rest int64)
+GPU_COLUMNS = ("name", "device", "start", "end", "stream", "correlation", "external_id")
+HOST_COLUMNS = ("name", "cat", "pid", "tid", "start", "end", "external_id", "seq", "fwd_tid", "input_dims",
+                "input_types", "input_strides", "concrete_inputs")
+RUNTIME_COLUMNS = ("name", "cat", "pid", "tid", "start", "end", "correlation", "external_id")
+SHAPES = ("input_dims", "input_types", "input_strides", "concrete_inputs")
 _KIND_CODES = {kr._KERNEL: 1, kr._COPY: 2, kr._CPU: 3, kr._ANNOTATION: 3}
 _ARGS = msgspec.json.Decoder(kr._Args, float_hook=str)
 _lib: ctypes.CDLL | None = None
@@ -54,7 +50,7 @@ class _Foreign(Exception):
 
 
 def enabled(env=None) -> bool:
-    """MADENGINE_ROCPROF_REPORT_NATIVE as on/off (default on); a bad value is the input layer's error (exit 2)."""
+    """MADENGINE_ROCPROF_NATIVE_KINETO as on/off (default on); a bad value is the input layer's error (exit 2)."""
     return inputs.env_flag(os.environ if env is None else env, ENV_SWITCH, True)
 
 
@@ -94,8 +90,9 @@ def library() -> ctypes.CDLL | None:
     lib.ks_tail.argtypes, lib.ks_tail.restype = [p, ctypes.POINTER(i64)], p
     lib.ks_count.argtypes, lib.ks_count.restype = [p, i32], i64
     lib.ks_column.argtypes, lib.ks_column.restype = [p, i32, i32], p
-    lib.ks_take.argtypes, lib.ks_take.restype = [p, i32, i32], p
-    lib.ks_release.argtypes, lib.ks_release.restype = [p], None
+    lib.ks_export.argtypes, lib.ks_export.restype = [p, i32, i32, p, p], i32
+    lib.ks_copy_i64.argtypes, lib.ks_copy_i64.restype = [p, i32, i32, p], None
+    lib.ks_release_array.argtypes, lib.ks_release_array.restype = [p], None
     lib.ks_strings.argtypes, lib.ks_strings.restype = [p, i32], i64
     lib.ks_string.argtypes, lib.ks_string.restype = [p, i32, i64, ctypes.POINTER(i64)], p
     lib.ks_free.argtypes, lib.ks_free.restype = [p], None
@@ -193,32 +190,49 @@ def _texts(raws: list[bytes]) -> list[str]:
     return [raw[1:-1].decode("utf-8") if b"\\" not in raw else msgspec.json.decode(raw) for raw in raws]
 
 
-class _Owned:
-    """A column's memory, taken from the scanner: numpy (and polars, which does not copy it) read it in place; it
-    is given back when the last array or series using it is gone."""
-
-    def __init__(self, lib: ctypes.CDLL, at: int, n: int, dtype: Any) -> None:
-        self._release, self._at = lib.ks_release, at
-        self.__array_interface__ = {"shape": (n,), "typestr": np.dtype(dtype).str, "data": (at, False),
-                                    "version": 3}
-
-    def __del__(self) -> None:
-        self._release(self._at)
+class _ArrowSchema(ctypes.Structure):
+    _fields_ = [("format", ctypes.c_char_p), ("name", ctypes.c_char_p), ("metadata", ctypes.c_char_p),
+                ("flags", ctypes.c_int64), ("n_children", ctypes.c_int64), ("children", ctypes.c_void_p),
+                ("dictionary", ctypes.c_void_p), ("release", ctypes.c_void_p), ("private_data", ctypes.c_void_p)]
 
 
-def _column(lib: ctypes.CDLL, scanner: int, table: int, index: int, dtype: Any, n: int) -> np.ndarray:
-    """One of the scanner's columns as an array, without a copy."""
-    at = lib.ks_take(scanner, table, index)
-    if not at:
-        return np.zeros(0, dtype=dtype)
-    return np.asarray(_Owned(lib, at, n, dtype))
+class _ArrowArray(ctypes.Structure):
+    _fields_ = [("length", ctypes.c_int64), ("null_count", ctypes.c_int64), ("offset", ctypes.c_int64),
+                ("n_buffers", ctypes.c_int64), ("n_children", ctypes.c_int64), ("buffers", ctypes.c_void_p),
+                ("children", ctypes.c_void_p), ("dictionary", ctypes.c_void_p), ("release", ctypes.c_void_p),
+                ("private_data", ctypes.c_void_p)]
 
 
-def _codes(values: np.ndarray, texts: list[str | None]) -> pl.Series:
-    """Categorical column from codes into `texts` (-1: absent, null)."""
-    codes = pl.Series(values, dtype=pl.Int32)
-    if (values < 0).any():
-        codes = pl.select(pl.when(codes >= 0).then(codes)).to_series()
+_capsule = ctypes.pythonapi.PyCapsule_New
+_capsule.restype, _capsule.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_SCHEMA_CAPSULE, _ARRAY_CAPSULE = b"arrow_schema", b"arrow_array"  # kept alive: the capsules point at them
+
+
+class _Exported:
+    """One of the scanner's columns as an Arrow array (the PyCapsule interface): polars takes its memory over
+    without a copy, nulls already marked (the scanner's NULL, a negative code)."""
+
+    def __init__(self, lib: ctypes.CDLL, scanner: int, table: int, index: int) -> None:
+        self._lib = lib
+        self.schema, self.array = _ArrowSchema(), _ArrowArray()
+        if lib.ks_export(scanner, table, index, ctypes.byref(self.schema), ctypes.byref(self.array)):
+            raise MemoryError("the native Kineto scanner's column")
+
+    def __arrow_c_array__(self, requested_schema: object = None) -> tuple[object, object]:
+        return (_capsule(ctypes.addressof(self.schema), _SCHEMA_CAPSULE, None),
+                _capsule(ctypes.addressof(self.array), _ARRAY_CAPSULE, None))
+
+    def __del__(self) -> None:  # polars moved the array out (release is then NULL), or it is released here
+        self._lib.ks_release_array(ctypes.byref(self.array))
+
+
+def _column(lib: ctypes.CDLL, scanner: int, table: int, index: int) -> pl.Series:
+    """One of the scanner's columns as a series (Int64, or Int32 codes), without a copy."""
+    return pl.Series(_Exported(lib, scanner, table, index))
+
+
+def _codes(codes: pl.Series, texts: list[str | None]) -> pl.Series:
+    """Categorical column from codes into `texts` (a null code: absent)."""
     return pl.Series(texts, dtype=pl.Categorical).gather(codes)
 
 
@@ -230,13 +244,13 @@ def _collected(lib: ctypes.CDLL, scanner: int, path: Path) -> kr._Collected:
     got.names = {name: i for i, name in enumerate(gpu_names)}
     if len(got.names) != len(gpu_names):
         raise _Foreign("two spellings of one kernel name")
-    devices = _column(lib, scanner, T_DEVICE, 0, np.int64, lib.ks_count(scanner, T_DEVICE)).tolist()
-    got.devices = {None if d == kr.NULL else d: i for i, d in enumerate(devices)}
+    got.devices = {d: i for i, d in enumerate(_column(lib, scanner, T_DEVICE, 0).to_list())}
     for table, columns in ((T_KERNEL, got.kernels), (T_COPY, got.copies)):
         n = lib.ks_count(scanner, table)
-        for index, (key, dtype) in enumerate(GPU_COLUMNS):
-            values = _column(lib, scanner, table, index, dtype, n)
-            getattr(columns, "name" if key == "name" else key).frombytes(values.astype(np.int64).tobytes())
+        for index, key in enumerate(GPU_COLUMNS):  # the Python reader's int64 arrays, NULL for no value
+            values = array.array("q", bytes(8 * n))
+            lib.ks_copy_i64(scanner, table, index, values.buffer_info()[0])
+            setattr(columns, key, values)
     cats = _texts(_strings(lib, scanner, S_CAT))
     host_names = _texts(_strings(lib, scanner, S_HOST))
     if any(b"\\" in raw and _is_comm(name) for raw, name in zip(_strings(lib, scanner, S_HOST), host_names,
@@ -267,16 +281,16 @@ def _host(lib: ctypes.CDLL, scanner: int, table: int, layout: tuple, names: list
     if not n:
         return pl.DataFrame(schema=schema)
     columns: dict[str, pl.Series] = {}
-    for index, (key, dtype) in enumerate(layout):
-        values = _column(lib, scanner, table, index, dtype, n)
-        if dtype is np.int64:
-            columns[key] = kr.nullable(values)
-        elif key == "name":
+    for index, key in enumerate(layout):
+        values = _column(lib, scanner, table, index)
+        if key == "name":
             columns[key] = _codes(values, names)  # type: ignore[arg-type]
         elif key == "cat":
             columns[key] = _codes(values, cats)  # type: ignore[arg-type]
-        else:
+        elif key in SHAPES:
             columns[key] = _codes(values, shapes)
+        else:
+            columns[key] = values
     return pl.DataFrame(columns).select(list(schema))
 
 
@@ -285,14 +299,14 @@ def _comms(lib: ctypes.CDLL, scanner: int, cpu: pl.DataFrame, tables: kr._Tables
     n = lib.ks_count(scanner, T_COMM)
     if not n:
         return pl.DataFrame(schema=kr._COMM_SCHEMA)
-    rows = _column(lib, scanner, T_COMM, 0, np.int64, n)
-    args_ids = _column(lib, scanner, T_COMM, 1, np.int32, n)
+    rows = _column(lib, scanner, T_COMM, 0)
+    args_ids = _column(lib, scanner, T_COMM, 1).to_list()  # None: the event has no args object
     raws = _strings(lib, scanner, S_COMM)
-    picked = cpu[rows.tolist()].select("name", "cat", "pid", "tid", "start", "end", "external_id").rows(named=True)
+    picked = cpu[rows.to_list()].select("name", "cat", "pid", "tid", "start", "end", "external_id").rows(named=True)
     out = []
-    for row, args_id in zip(picked, args_ids.tolist(), strict=True):
+    for row, args_id in zip(picked, args_ids, strict=True):
         try:
-            args = kr._EMPTY_ARGS if args_id < 0 else _ARGS.decode(raws[args_id])
+            args = kr._EMPTY_ARGS if args_id is None else _ARGS.decode(raws[args_id])
             out.append(row | tables.comm_args(args))
         except (msgspec.DecodeError, msgspec.ValidationError, kr._Bad) as err:
             raise _Foreign(f"a collective's args: {err}") from None
@@ -320,8 +334,6 @@ def _memory(lib: ctypes.CDLL, scanner: int, got: kr._Collected) -> None:
     n = lib.ks_count(scanner, T_MEMORY)
     if not n:
         return
-    allocs, types, ids = (_column(lib, scanner, T_MEMORY, i, np.int64, n).tolist() for i in range(3))
-    for allocated, device_type, device_id in zip(allocs, types, ids, strict=True):
-        args = kr._Args(total_allocated=allocated, device_type=None if device_type == kr.NULL else device_type,
-                        device_id=None if device_id == kr.NULL else device_id)
-        kr._memory(args, got.memory)
+    allocs, types, ids = (_column(lib, scanner, T_MEMORY, i).to_list() for i in range(3))
+    for allocated, device_type, device_id in zip(allocs, types, ids, strict=True):  # None: not given
+        kr._memory(kr._Args(total_allocated=allocated, device_type=device_type, device_id=device_id), got.memory)

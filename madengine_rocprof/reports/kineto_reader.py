@@ -945,15 +945,15 @@ class Read:
             props, list) else []
 
 
-def _read(path: Path, *, want_tracks: bool = False, tables: bool = False) -> Read:
+def _read(path: Path, *, want_tracks: bool = False, tables: bool = False,
+          native: Callable[[Path], Read | None] | None = None) -> Read:
     """The events' columns, baseTimeNanoseconds (0 when absent) and the rank (None when not distributed).
 
-    With tables, the native reader (kineto_native) first: it gives the same Read, or None for a file it is not sure
-    of, which this module's reader then reads whole (its errors and refusals)."""
-    if tables and not want_tracks:
-        from madengine_rocprof.reports import kineto_native  # it builds on this module's classes
-
-        read = kineto_native.read(path)
+    With tables, `native` (kineto_native.read, given by the caller: it builds on this module's classes) first: it
+    gives the same Read, or None for a file it is not sure of, which this module's reader then reads whole (its
+    errors and refusals)."""
+    if tables and not want_tracks and native is not None:
+        read = native(path)
         if read is not None:
             return read
     stream = _Stream(path)
@@ -1042,20 +1042,20 @@ def _phases(got: _Collected) -> tuple[dict[str, int] | None, bool]:
 
 
 def nullable(values: Any) -> pl.Series:
-    """An integer column (an int64 array.array, or kineto_native's numpy array, read without a copy); NULL becomes
-    null."""
+    """An integer column (an int64 array.array); NULL becomes null."""
     series = pl.Series(values, dtype=pl.Int64)
     if not (series == NULL).any():
         return series
     return pl.select(pl.when(series != NULL).then(series)).to_series()
 
 
-def read_kineto(src: TimingSource, tables_of: Callable[[Path, Read], Any]) -> TimingSource:
+def read_kineto(src: TimingSource, tables_of: Callable[[Path, Read], Any],
+                native: Callable[[Path], Read | None] | None = None) -> TimingSource:
     """Fill src from one Kineto trace: kernels (or CPU operators when there are none), copies, steps, memory.
 
     The trace tables are collected in the same pass; `tables_of` (trace_tables.from_kineto, given by the caller:
-    trace_tables reads through this module) turns them into frames, kept on src.tables."""
-    read = _read(src.path, tables=True)
+    trace_tables reads through this module) turns them into frames, kept on src.tables; `native` as in _read."""
+    read = _read(src.path, tables=True, native=native)
     got, base, src.rank = read.got, read.base, read.rank
     # aggregate computes device time per iteration: the iterations go in first
     src.iterations = [Iteration(n, base + start, base + end) for n, (start, end) in sorted(got.steps.items())]

@@ -23,7 +23,7 @@ from typing import Any
 import polars as pl
 
 from madengine_rocprof import inputs
-from madengine_rocprof.reports import csv_readers, dispatches, kineto_reader
+from madengine_rocprof.reports import csv_readers, dispatches, kineto_native, kineto_reader
 from madengine_rocprof.reports.csv_tables import open_table, parse_int, parse_time
 from madengine_rocprof.reports.kineto_reader import nullable as _nullable
 from madengine_rocprof.reports.model import Iteration, TimingSource
@@ -107,7 +107,7 @@ def load_tables(src: TimingSource) -> TraceTables | None:
     if not src.path.is_file():  # a source built in memory by a caller of build_report: no file to read tables from
         return None
     if src.fmt == kineto_reader.FORMAT:
-        src.tables = from_kineto(src.path, kineto_reader._read(src.path, tables=True))
+        src.tables = from_kineto(src.path, kineto_reader._read(src.path, tables=True, native=kineto_native.read))
     elif src.fmt == "rocprofv3-csv" and not src.cpu_operators:
         src.tables = from_rocprofv3_csv(src.path)
     return src.tables

@@ -101,6 +101,7 @@ class WorkloadMetrics(TypedDict, total=False):
     timing: str
     timing_end_to_end: str
     memory: str
+    step_time_ms_median_per_rank: list[float]  # several ranks: each rank's own median step time, by rank
 
 
 class _WorkloadResultRequired(TypedDict):

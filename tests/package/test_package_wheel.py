@@ -65,12 +65,13 @@ def test_the_installed_wheel_builds_the_native_api_recorder_and_buffers(installe
     base, _, _ = installed
     code = "import sys; from pathlib import Path; from madengine_rocprof.tracer import api_recorder as a, " \
            "cupti_backend as c, cupti_json as j, native_rows as k; " \
-           "from madengine_rocprof.reports import csv_native as r; [print(a.build(s, folder=Path(sys.argv[1]))) " \
-           "for s in (a.SOURCE, c.BUFFERS_SOURCE, j.SOURCE, k.SOURCE, r.SOURCE)]"
+           "from madengine_rocprof.reports import csv_native as r, kineto_native as q; " \
+           "[print(a.build(s, folder=Path(sys.argv[1]))) for s in (a.SOURCE, c.BUFFERS_SOURCE, j.SOURCE, k.SOURCE, " \
+           "r.SOURCE, q.SOURCE)]"
     out = sh([base / "venv" / "bin" / "python", "-c", code, tmp_path / "cache"], cwd=tmp_path).stdout.split()
     built = [Path(p) for p in out]
     assert [p.name.split("-")[0] for p in built] == ["api_recorder", "cupti_buffers", "cupti_json", "kineto_rows",
-                                                       "csv_columns"]
+                                                       "csv_columns", "kineto_scan"]
     assert all(p.parent == tmp_path / "cache" and p.stat().st_size > 0 for p in built)
 
 

@@ -2,7 +2,7 @@
 
 Every Kineto trace among the fixtures, and variants written here (compact JSON, escapes, memory events, blocks cut
 in the middle of events), must give the same tables and the same `report --json` both ways; inputs the scanner is
-not sure of must go to the Python reader (same figures, same errors). MADENGINE_ROCPROF_REPORT_NATIVE=0 and a
+not sure of must go to the Python reader (same figures, same errors). MADENGINE_ROCPROF_NATIVE_KINETO=0 and a
 machine without a C compiler select the Python reader.
 """
 
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.skipif(api_recorder.compiler() is None, reason="no C co
 def _read(path: Path, native: bool, monkeypatch) -> tuple[dict, str]:
     """Everything the report takes from a trace's read: the tables and the facts around them."""
     monkeypatch.setenv(kineto_native.ENV_SWITCH, "1" if native else "0")
-    read = kineto_reader._read(path, tables=True)
+    read = kineto_reader._read(path, tables=True, native=kineto_native.read)
     why_not = kineto_native.why_not
     got = read.got
     out: dict = {}
@@ -160,11 +160,11 @@ def test_invalid_utf8_goes_to_the_python_reader(tmp_path, monkeypatch):
     # the Python reader's own refusal (a UnicodeDecodeError the CLI reports as unreadable input, exit 2)
     monkeypatch.setenv(kineto_native.ENV_SWITCH, "1")
     with pytest.raises((UserError, UnicodeDecodeError)) as native:
-        kineto_reader._read(path, tables=True)
+        kineto_reader._read(path, tables=True, native=kineto_native.read)
     assert "invalid UTF-8" in kineto_native.why_not
     monkeypatch.setenv(kineto_native.ENV_SWITCH, "0")
     with pytest.raises((UserError, UnicodeDecodeError)) as python:
-        kineto_reader._read(path, tables=True)
+        kineto_reader._read(path, tables=True, native=kineto_native.read)
     assert (type(native.value), str(native.value)) == (type(python.value), str(python.value))
 
 
@@ -177,7 +177,7 @@ def test_a_truncated_trace_is_the_python_readers_error(tmp_path, monkeypatch):
     for native in ("1", "0"):
         monkeypatch.setenv(kineto_native.ENV_SWITCH, native)
         with pytest.raises(UserError) as err:
-            kineto_reader._read(path, tables=True)
+            kineto_reader._read(path, tables=True, native=kineto_native.read)
         errors.append(str(err.value))
     assert errors[0] == errors[1] and "not valid JSON" in errors[0]
 
@@ -187,7 +187,7 @@ def test_the_switch_and_a_missing_compiler_select_the_python_reader(monkeypatch)
     assert kineto_native.read(V1) is None and kineto_native.why_not == f"{kineto_native.ENV_SWITCH}=0"
     monkeypatch.setenv(kineto_native.ENV_SWITCH, "sometimes")
     with pytest.raises(UserError, match="not on or off"):
-        kineto_reader._read(V1, tables=True)
+        kineto_reader._read(V1, tables=True, native=kineto_native.read)
     monkeypatch.setenv(kineto_native.ENV_SWITCH, "1")
     monkeypatch.setattr(kineto_native, "_lib", None)
 
@@ -195,7 +195,7 @@ def test_the_switch_and_a_missing_compiler_select_the_python_reader(monkeypatch)
         raise api_recorder.Unavailable("no C compiler (cc, gcc or clang) to build the native kineto_scan")
 
     monkeypatch.setattr(api_recorder, "build", no_compiler)
-    read = kineto_reader._read(V1, tables=True)
+    read = kineto_reader._read(V1, tables=True, native=kineto_native.read)
     assert "no C compiler" in kineto_native.why_not and len(read.got.kernels) == 6210
 
 
@@ -226,6 +226,25 @@ def test_the_report_is_identical_both_ways(folder, tmp_path):
     assert native["runs"][0]["summary"]["dispatches"] > 0
 
 
+def test_the_report_reads_through_the_native_scanner(tmp_path, monkeypatch):
+    """`report` (discovery's single pass) asks the native reader, which reads the trace (not the Python reader)."""
+    from madengine_rocprof.cli import main
+
+    calls = []
+    real = kineto_native.read
+
+    def counted(path):
+        read = real(path)
+        calls.append((path.name, read is not None))
+        return read
+
+    monkeypatch.setattr(kineto_native, "read", counted)
+    monkeypatch.setenv(kineto_native.ENV_SWITCH, "1")
+    assert main(["report", str(FIXTURES / "kineto" / "ours_h100_ddp_v1_2rank"), "--json", str(tmp_path / "r.json"),
+                 "-q"]) == 0
+    assert calls and all(native for _, native in calls), calls
+
+
 @pytest.mark.parametrize("events", [
     [],
     [{"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "x"}}],
@@ -249,6 +268,18 @@ def test_the_input_limit_holds_on_the_native_path(monkeypatch):
     for native in ("1", "0"):
         monkeypatch.setenv(kineto_native.ENV_SWITCH, native)
         with pytest.raises(UserError, match="over the limit") as err:
-            kineto_reader._read(DDP, tables=True)
+            kineto_reader._read(DDP, tables=True, native=kineto_native.read)
         errors.append(str(err.value))
     assert errors[0] == errors[1]
+
+
+def test_the_native_path_needs_no_numpy():
+    """numpy is not a runtime dependency: the columns reach polars through the Arrow C data interface."""
+    code = ("import sys; sys.modules['numpy'] = None; from pathlib import Path; "
+            "from madengine_rocprof.reports import kineto_native as n, kineto_reader as r; "
+            "read = r._read(Path(sys.argv[1]), tables=True, native=n.read); assert n.why_not == '', n.why_not; "
+            "print(len(read.got.kernels), read.got.host_frames['cpu'].height)")
+    done = subprocess.run([sys.executable, "-c", code, str(V1)], cwd=REPO, capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["6210", "34645"]

@@ -26,9 +26,8 @@ from typing import Any
 
 import polars as pl
 
-from madengine_rocprof.insights.peaks import Peak, device_peak
+from madengine_rocprof.insights.peaks import Peak
 from madengine_rocprof.reports.analyses import nesting, op_models
-from madengine_rocprof.reports.model import RunData
 
 DEFAULT_TARGET = 0.8  # the fraction of the roofline a tuned kernel is taken to reach when ranking what to fix first
 # an fp32 GEMM/convolution kernel that ran on tensor cores as TF32 (cuBLAS/CUTLASS name it so; hipBLASLt says xf32)
@@ -305,8 +304,8 @@ def analyse(cpu_ops: pl.DataFrame, runtime: pl.DataFrame, kernels: pl.DataFrame,
             continue
         modelled_kernel_ns += g["kernel_ns"]
         rows.append(_row(name, dims, types, strides, concrete, found, g, peak, target))
-    rows.sort(key=_row_order)
-    unmodelled.sort(key=_unmodelled_order)
+    rows.sort(key=row_order)
+    unmodelled.sort(key=unmodelled_order)
     return {
         "device": device,
         "peak": None if peak is None else {
@@ -371,7 +370,7 @@ def configure(peak_tflops: float | None = None, peak_bandwidth: float | None = N
     OPTIONS.update(peak_tflops=peak_tflops, peak_bandwidth=peak_bandwidth, target=target)
 
 
-def _device_name(device_properties: list[dict], kernels: pl.DataFrame, fallback: str | None) -> str | None:
+def device_name(device_properties: list[dict], kernels: pl.DataFrame, fallback: str | None) -> str | None:
     """The trace's GPU name (Kineto deviceProperties: the one the most kernels ran on), else the run's device."""
     # deviceProperties come as the trace wrote them: only an integer id and a text name are used
     names = {p["id"]: p["name"] for p in device_properties if isinstance(p, dict) and isinstance(p.get("id"), int)
@@ -385,57 +384,12 @@ def _device_name(device_properties: list[dict], kernels: pl.DataFrame, fallback:
     return first or fallback
 
 
-def _row_order(row: dict) -> tuple:
+def row_order(row: dict) -> tuple:
     """Most time saved first; ties broken by everything that tells rows apart, so the order never depends on the
     order polars' group_by happened to produce."""
     return (-(row["saved_ns"] or 0), -row["time_ns"], row["op"], str(row.get("input_dims")), str(row.get("dtypes")),
             str(row.get("input_strides")), str(row.get("concrete_inputs")), row.get("origin", ""))
 
 
-def _unmodelled_order(row: dict) -> tuple:
+def unmodelled_order(row: dict) -> tuple:
     return (-row["time_ns"], row["op"], str(row.get("input_dims")), str(row.get("dtypes")), row.get("origin", ""))
-
-
-def for_run(run: RunData) -> dict | None:
-    """The efficiency analysis of every trace of a run that recorded shapes, as one table (None when none did)."""
-    device = run.workload.get("device") if run.workload else None
-    fallback = next((v for v in (device.get("name"), device.get("arch")) if isinstance(v, str) and v), None) \
-        if isinstance(device, dict) else None
-    parts = []
-    from madengine_rocprof.reports.analyses import tracer_shapes  # it builds on this module
-
-    for src in run.timing:
-        # shapes come only with CPU operators, which only Kineto traces carry: a Kineto source's own (read in the
-        # report's pass), or the one the embedded tracer kept beside its CSV
-        tables = tracer_shapes.shape_tables(run, src)
-        if tables is None:
-            continue
-        if src.cpu_operators:  # the embedded tracer without a GPU: the operators are the work
-            peak = device_peak("CPU", OPTIONS["peak_bandwidth"], compute_tflops=OPTIONS["peak_tflops"])
-            result = tracer_shapes.analyse_cpu(tables.cpu_ops, peak, "CPU", OPTIONS["target"] or DEFAULT_TARGET)
-            if result is not None:
-                parts.append((src.process, result))
-            continue
-        name = _device_name(tables.device_properties, tables.kernels, fallback)
-        peak = device_peak(name, OPTIONS["peak_bandwidth"], compute_tflops=OPTIONS["peak_tflops"])
-        result = analyse(tables.cpu_ops, tables.runtime, tables.kernels, peak, name,
-                         OPTIONS["target"] or DEFAULT_TARGET)
-        if result is not None:
-            parts.append((src.process, result))
-    if not parts:
-        return None
-    if len(parts) == 1:
-        return parts[0][1]
-    merged = dict(parts[0][1])
-    for key in ("kernel_ns", "modelled_kernel_ns", "unlinked_kernel_ns", "graph_kernel_ns"):
-        merged[key] = sum(p[key] for _, p in parts)
-    merged["coverage_pct"] = (round(100 * merged["modelled_kernel_ns"] / merged["kernel_ns"], 3)
-                              if merged["kernel_ns"] else None)
-    merged["rows"] = sorted((dict(r, origin=o) for o, p in parts for r in p["rows"]), key=_row_order)
-    merged["unmodelled"] = sorted((dict(u, origin=o) for o, p in parts for u in p["unmodelled"]),
-                                  key=_unmodelled_order)
-    merged["unlinked_kernels"] = sorted((dict(u, origin=o) for o, p in parts for u in p["unlinked_kernels"]),
-                                        key=lambda u: (-u["time_ns"], u["name"], u["origin"]))[:UNLINKED_LISTED]
-    merged["origins"] = [{"origin": o, "device": p["device"], "kernel_ns": p["kernel_ns"],
-                          "coverage_pct": p["coverage_pct"]} for o, p in parts]
-    return merged

@@ -766,7 +766,72 @@ void *ks_take(ks_t *t, int table, int col) {
     return data;
 }
 
-void ks_release(void *data) { free(data); }
+/* The Arrow C data interface (arrow.apache.org/docs/format/CDataInterface.html): polars takes a column so, without
+   a copy, and frees it through release_array once no frame uses it. */
+struct ArrowSchema {
+    const char *format, *name, *metadata;
+    int64_t flags, n_children;
+    struct ArrowSchema **children, *dictionary;
+    void (*release)(struct ArrowSchema *);
+    void *private_data;
+};
+struct ArrowArray {
+    int64_t length, null_count, offset, n_buffers, n_children;
+    const void **buffers;
+    struct ArrowArray **children, *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+
+static void release_schema(struct ArrowSchema *schema) { schema->release = NULL; }
+
+static void release_array(struct ArrowArray *array) {
+    free((void *)array->buffers[0]);
+    free((void *)array->buffers[1]);
+    free(array->buffers);
+    array->release = NULL;
+}
+
+/* A column as an Arrow array, taken from the scanner: int64 (NUL64 is null) or int32 (a negative code is null).
+   0, or -1 on no memory (the column is then freed). */
+int ks_export(ks_t *t, int table, int col, struct ArrowSchema *schema, struct ArrowArray *array) {
+    table_t *tb = &t->tables[table];
+    int64_t n = tb->n;
+    int wide = tb->cols[col].size == 8;
+    void *data = ks_take(t, table, col);
+    if (!data) data = malloc(8);
+    const void **buffers = malloc(2 * sizeof *buffers);
+    if (!data || !buffers) { free(data); free(buffers); return -1; }
+    int64_t nulls = 0;
+    for (int64_t i = 0; i < n; i++) nulls += wide ? ((int64_t *)data)[i] == NUL64 : ((int32_t *)data)[i] < 0;
+    uint8_t *valid = NULL;
+    if (nulls) {
+        valid = calloc((size_t)(n + 7) / 8, 1);
+        if (!valid) { free(data); free(buffers); return -1; }
+        for (int64_t i = 0; i < n; i++)
+            if (wide ? ((int64_t *)data)[i] != NUL64 : ((int32_t *)data)[i] >= 0) valid[i >> 3] |= (uint8_t)(1u << (i & 7));
+    }
+    buffers[0] = valid;
+    buffers[1] = data;
+    *schema = (struct ArrowSchema){wide ? "l" : "i", "", NULL, 2 /* nullable */, 0, NULL, NULL, release_schema, NULL};
+    *array = (struct ArrowArray){n, nulls, 0, 2, 0, buffers, NULL, NULL, release_array, NULL};
+    return 0;
+}
+
+/* A GPU column widened to int64 into `out` (the Python reader's array.array columns), then freed. */
+void ks_copy_i64(ks_t *t, int table, int col, int64_t *out) {
+    table_t *tb = &t->tables[table];
+    void *data = ks_take(t, table, col);
+    if (!data) return;
+    for (int64_t i = 0; i < tb->n; i++)
+        out[i] = tb->cols[col].size == 8 ? ((int64_t *)data)[i] : ((int32_t *)data)[i];
+    free(data);
+}
+
+/* Release an exported array Python did not hand to polars. */
+void ks_release_array(struct ArrowArray *array) {
+    if (array->release) array->release(array);
+}
 
 int64_t ks_strings(ks_t *t, int set) { return t->sets[set].count; }
 
