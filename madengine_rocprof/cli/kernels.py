@@ -59,7 +59,10 @@ def _classify(args: argparse.Namespace) -> int:
         from madengine_rocprof.reports.analysis import merge_kernels
 
         for run in load_runs(args.run):
-            names += [n for n in merge_kernels(run) if n not in names]
+            # the run's kernels by total time, longest first (ties by name): the same order every time
+            merged = merge_kernels(run)
+            ranked = sorted(merged, key=lambda n: (-merged[n].total_ns, n))
+            names += [n for n in ranked if n not in names]
     if not names:
         raise UserError("nothing to classify", where="kernels classify", fix="give kernel names or --run RUN")
     rows = [

@@ -360,7 +360,15 @@ def _decode_block(stream: _Stream, seen: int) -> tuple[list[_Event] | None, int]
             raise _validation(stream, err, seen) from None
     if len(stream.buffer) > 8 * CHUNK:
         pos = _decode_error_pos(error) if error else None
-        raise stream.error(f"not valid JSON: {error or 'no end of an event'}", None if pos is None else max(0, pos - 1))
+        if error is None:  # no event ends within the bound: one event (or the space between two) is larger than it
+            bound = 8 * CHUNK
+            size = f"{bound >> 20} MiB" if bound >= 1 << 20 else f"{bound:,} bytes"
+            error = stream.error(f"no event ends within {size}: an event (or the blank space between two) is larger"
+                                 f" than the reader's bound of {size} per event", None)
+            error.fix = ("torch.profiler writes events of a few KB: check that this file is the trace it exported,"
+                         " not one built or edited by another tool")
+            raise error
+        raise stream.error(f"not valid JSON: {error}", None if pos is None else max(0, pos - 1))
     return None, 0
 
 
@@ -868,7 +876,7 @@ class _Collected:
     def _out_of_range(self, event: _Event, events: list[_Event], first: int) -> UserError:
         index = first + next(i for i, e in enumerate(events) if e is event)
         return UserError(f"{event.cat} event {event.name!r}: ts {event.ts!r} / dur {event.dur!r} are out of range "
-                         f"(a time must lie in [0, 2^64) ns)", file=str(self.path),
+                         f"(a time, relative to the trace's base, must lie in [0, 2^63) ns)", file=str(self.path),
                          where=f"$.traceEvents[{index}]", fix=FIX)
 
     def _times(self, event: _Event, events: list[_Event], first: int) -> tuple[int, int]:

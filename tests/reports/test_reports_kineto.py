@@ -339,6 +339,21 @@ def test_kernels_classify_run_on_a_kineto_trace(tmp_path, capsys):
     assert sum(line.startswith("| Cijk_") for line in out.splitlines()) == sum(n.startswith("Cijk_") for n in names)
 
 
+
+def test_kernels_classify_run_lists_the_longest_kernels_first(capsys):
+    """`kernels classify --run --json` in the run's order of total kernel time (ties by name), the same every time."""
+    import json as _json
+
+    from madengine_rocprof.reports import load_runs
+    from madengine_rocprof.reports.analysis import merge_kernels
+
+    run_dir = FIXTURES / "tracelens_mi300_falconsai"
+    assert main(["kernels", "classify", "--run", str(run_dir), "--json"]) == 0
+    listed = [row["name"] for row in _json.loads(capsys.readouterr().out)]
+    (run,) = load_runs([run_dir])
+    totals = merge_kernels(run)
+    assert listed == sorted(totals, key=lambda n: (-totals[n].total_ns, n))
+
 # --- strict reading: bad input is exit 2 with the file and the place --------------------------------------------------
 
 def write(path: Path, trace, *, text: str | None = None) -> Path:

@@ -69,6 +69,17 @@ def test_kernel_names_holding_brace_comma_brace_read_whole(tmp_path, capsys, mon
     assert data["runs"][0]["summary"]["dispatches"] == 400
 
 
+
+def test_an_event_larger_than_the_bound_is_named_as_such(tmp_path, capsys, monkeypatch):
+    """One event past the per-event bound (8 blocks; blocks kept small here, the Python reader forced): the message
+    names the bound, not a truncated or corrupt file (red team, native readers' pass)."""
+    monkeypatch.setattr(kineto_reader, "CHUNK", 2048)
+    monkeypatch.setenv("MADENGINE_ROCPROF_NATIVE_KINETO", "0")
+    events = [kernel("k", "1.000", "0.500"), kernel("G" * 40_000, "2.000", "0.500"), kernel("k", "3.000", "0.500")]
+    write(tmp_path / "run" / "t.pt.trace.json", events)
+    err = refused(tmp_path / "run", capsys)
+    assert "no event ends within 16,384 bytes" in err and "bound" in err and "truncated" not in err, err
+
 def test_escaped_quotes_do_not_fool_the_splitter(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(kineto_reader, "CHUNK", 1024)
     events = [kernel('k\\"' + '}, {"name": "\\\\"' * 20 + f'{i % 5}', f"{i}.000", "0.500") for i in range(300)]
