@@ -8,7 +8,8 @@ shapes, idle time, launch latency): /work/coord/TABLES.md is the interface, docs
   `*kernel_trace.csv`, host API calls from the same process's `*hip_api_trace.csv`, copies from its
   `*memory_copy_trace.csv`, read through the CSV layer (csv_tables: the same number rules and errors as the report).
 
-Times are absolute nanoseconds (Int64, Int128 where a value passes 2^63). Links: a kernel's `correlation` equals its
+Times are absolute nanoseconds (Int64, Int128 where a value passes 2^63). Text columns: Categorical in a Kineto trace's
+kernels, copies, runtime and cpu_ops (millions of rows, few distinct texts), String in comms and CSV tables. Links: a kernel's `correlation` equals its
 launching runtime call's `correlation`; a runtime call's `external_id` equals its enclosing CPU operator's.
 """
 
