@@ -751,7 +751,7 @@ def narrow_ids(frame: pl.DataFrame) -> pl.DataFrame:
     for key in ("pid", "tid", "seq", "fwd_tid"):
         column = frame[key]
         low, high = column.min(), column.max()
-        if frame.height and (low is None or -(2**31) <= low and high < 2**31):  # type: ignore[operator]
+        if frame.height and (low is None or low >= -(2**31) and high < 2**31):  # type: ignore[operator]
             frame = frame.with_columns(column.cast(pl.Int32))
             del column
     return frame

@@ -8,9 +8,11 @@ shapes, idle time, launch latency): /work/coord/TABLES.md is the interface, docs
   `*kernel_trace.csv`, host API calls from the same process's `*hip_api_trace.csv`, copies from its
   `*memory_copy_trace.csv`, read through the CSV layer (csv_tables: the same number rules and errors as the report).
 
-Times are absolute nanoseconds (Int64, Int128 where a value passes 2^63). Text columns: Categorical in a Kineto trace's
-kernels, copies, runtime and cpu_ops (millions of rows, few distinct texts), String in comms and CSV tables. Links: a kernel's `correlation` equals its
-launching runtime call's `correlation`; a runtime call's `external_id` equals its enclosing CPU operator's.
+Times are absolute nanoseconds (Int64, Int128 where a value passes 2^63). Text columns: Categorical in a Kineto
+trace's kernels, copies, runtime and cpu_ops (millions of rows, few distinct texts), String in comms and CSV tables;
+cpu_ops' pid/tid/seq/fwd_tid Int32 where every value fits (kineto_reader.narrow_ids). Links: a kernel's
+`correlation` equals its launching runtime call's `correlation`; a runtime call's `external_id` equals its enclosing
+CPU operator's.
 """
 
 from __future__ import annotations
@@ -192,7 +194,8 @@ def from_kineto(path: Path, read: kineto_reader.Read) -> TraceTables:
         distributed=info, device_properties=read.device_properties,
         kernels=lambda: gpu(got.kernels), copies=lambda: gpu(got.copies),
         runtime=lambda: host(frames.pop("runtime"), RUNTIME_COLUMNS),
-        cpu_ops=lambda: host(frames.pop("cpu"), CPU_COLUMNS), comms=lambda: host(frames.pop("comms"), COMM_COLUMNS, pl.String),
+        cpu_ops=lambda: host(frames.pop("cpu"), CPU_COLUMNS),
+        comms=lambda: host(frames.pop("comms"), COMM_COLUMNS, pl.String),
         steps=[Iteration(n, base + s, base + e) for n, (s, e) in sorted(got.steps.items())],
     )
 
