@@ -8,8 +8,11 @@ shapes, idle time, launch latency): /work/coord/TABLES.md is the interface, docs
   `*kernel_trace.csv`, host API calls from the same process's `*hip_api_trace.csv`, copies from its
   `*memory_copy_trace.csv`, read through the CSV layer (csv_tables: the same number rules and errors as the report).
 
-Times are absolute nanoseconds (Int64, Int128 where a value passes 2^63). Links: a kernel's `correlation` equals its
-launching runtime call's `correlation`; a runtime call's `external_id` equals its enclosing CPU operator's.
+Times are absolute nanoseconds (Int64, Int128 where a value passes 2^63). Text columns: Categorical in a Kineto
+trace's kernels, copies, runtime and cpu_ops (millions of rows, few distinct texts), String in comms and CSV tables;
+cpu_ops' pid/tid/seq/fwd_tid Int32 where every value fits (kineto_reader.narrow_ids). Links: a kernel's
+`correlation` equals its launching runtime call's `correlation`; a runtime call's `external_id` equals its enclosing
+CPU operator's.
 """
 
 from __future__ import annotations
@@ -95,8 +98,8 @@ class TraceTables:
         return self._frame("comms")
 
 
-def empty(columns: tuple[str, ...]) -> pl.DataFrame:
-    return pl.DataFrame(schema={c: pl.String if c in _STRING_COLUMNS else pl.Int64 for c in columns})
+def empty(columns: tuple[str, ...], text: Any = pl.String) -> pl.DataFrame:
+    return pl.DataFrame(schema={c: text if c in _STRING_COLUMNS else pl.Int64 for c in columns})
 
 
 def load_tables(src: TimingSource) -> TraceTables | None:
@@ -161,22 +164,25 @@ def from_kineto(path: Path, read: kineto_reader.Read) -> TraceTables:
 
     def gpu(columns: kineto_reader._Columns) -> pl.DataFrame:
         if not len(columns):
-            return empty(GPU_COLUMNS)
+            return empty(GPU_COLUMNS, pl.Categorical)
         start, end = _times(columns.start, columns.end, base)
         return pl.DataFrame({
-            "name": _lookup(columns.name, names, pl.String), "device": _lookup(columns.device, devices, pl.Int64),
+            "name": _lookup(columns.name, names, pl.Categorical), "device": _lookup(columns.device, devices, pl.Int64),
             "stream": _nullable(columns.stream), "start": start, "end": end,
             "correlation": _nullable(columns.correlation), "external_id": _nullable(columns.external_id),
         })
 
-    def host(frame: pl.DataFrame, wanted: tuple[str, ...]) -> pl.DataFrame:
-        """A host table: the reader's frame with names and texts as strings, times absolute."""
+    def host(frame: pl.DataFrame, wanted: tuple[str, ...], text: Any = pl.Categorical) -> pl.DataFrame:
+        """A host table: the reader's frame with times absolute. Names and texts stay Categorical (the reader's
+        codes: millions of CPU operators' names and shapes as String would take ~0.4 GB more); the few collectives'
+        texts become String."""
         if not frame.height:
-            return empty(wanted).with_columns(pl.lit(None, dtype=pl.String).alias("cat"))
+            return empty(wanted, text).with_columns(pl.lit(None, dtype=text).alias("cat"))
         start, end = _times_of(frame, base)
         out = frame.select(*[(start if key == "start" else end) if key in ("start", "end") else pl.col(key)
                              for key in wanted], pl.col("cat"))
-        return out.with_columns([_as_text(out[key]) for key in out.columns if key in _STRING_COLUMNS])
+        return out.with_columns([_as_text(out[key]) if text is pl.String else out[key].cast(pl.Categorical)
+                                 for key in out.columns if key in _STRING_COLUMNS])
 
     # each host frame is handed over once, when its table is built: the reader's copy (categorical names, relative
     # times) is then freed, not kept beside the table for the rest of the report
@@ -188,7 +194,8 @@ def from_kineto(path: Path, read: kineto_reader.Read) -> TraceTables:
         distributed=info, device_properties=read.device_properties,
         kernels=lambda: gpu(got.kernels), copies=lambda: gpu(got.copies),
         runtime=lambda: host(frames.pop("runtime"), RUNTIME_COLUMNS),
-        cpu_ops=lambda: host(frames.pop("cpu"), CPU_COLUMNS), comms=lambda: host(frames.pop("comms"), COMM_COLUMNS),
+        cpu_ops=lambda: host(frames.pop("cpu"), CPU_COLUMNS),
+        comms=lambda: host(frames.pop("comms"), COMM_COLUMNS, pl.String),
         steps=[Iteration(n, base + s, base + e) for n, (s, e) in sorted(got.steps.items())],
     )
 
