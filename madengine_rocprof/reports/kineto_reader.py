@@ -114,8 +114,6 @@ class _Args(msgspec.Struct, gc=False):
     stream: int | str | None = None
     correlation: Any = None
     external_id: Any = msgspec.field(default=None, name="External id")
-    sequence: Any = msgspec.field(default=None, name="Sequence number")
-    fwd_tid: Any = msgspec.field(default=None, name="Fwd thread id")
     input_dims: msgspec.Raw = msgspec.field(default=None, name="Input Dims")  # type: ignore[assignment]
     input_types: msgspec.Raw = msgspec.field(default=None, name="Input type")  # type: ignore[assignment]
     input_strides: msgspec.Raw = msgspec.field(default=None, name="Input Strides")  # type: ignore[assignment]
@@ -597,8 +595,7 @@ _COMM_INTS = ("in_nelems", "out_nelems", "group_size", "seq")
 _COMM_TEXT = ("collective", "dtype", "pg_name", "pg_desc")
 _EMPTY_ARGS = _Args()
 _NAME, _TS, _DUR, _CAT, _PID, _TID, _ARGS = map(operator.attrgetter, ("name", "ts", "dur", "cat", "pid", "tid", "args"))
-_CORRELATION, _EXTERNAL_ID, _SEQUENCE, _FWD_TID = map(operator.attrgetter, (
-    "correlation", "external_id", "sequence", "fwd_tid"))
+_CORRELATION, _EXTERNAL_ID = map(operator.attrgetter, ("correlation", "external_id"))
 
 
 def _int_column(values: list) -> pl.Series:
@@ -686,8 +683,6 @@ class _Tables:
         if runtime:
             self.runtime.append(pl.DataFrame(columns))
             return
-        columns["seq"] = _int_column(list(map(_SEQUENCE, args)))
-        columns["fwd_tid"] = _int_column(list(map(_FWD_TID, args)))
         for key, attr in _SHAPES:
             raws = list(map(operator.attrgetter(attr), args))
             if raws.count(None) == len(raws):
@@ -754,9 +749,10 @@ class _Tables:
 
 
 def narrow_ids(frame: pl.DataFrame) -> pl.DataFrame:
-    """The CPU operators' pid, tid, seq and fwd_tid as Int32 where every value fits (millions of rows: 4 bytes a
-    value less each), Int64 otherwise; a column at a time, so only one column is held twice."""
-    for key in ("pid", "tid", "seq", "fwd_tid"):
+    """A host frame's pid, tid and external_id as Int32 where every value fits (millions of rows: 4 bytes a value
+    less each), Int64 otherwise; a column at a time, so only one column is held twice. Join keys that meet the GPU
+    tables' Int64 ids (a runtime call's correlation) keep their width."""
+    for key in ("pid", "tid", "external_id"):
         column = frame[key]
         low, high = column.min(), column.max()
         if frame.height and (low is None or low >= -(2**31) and high < 2**31):  # type: ignore[operator]
@@ -769,7 +765,7 @@ _UNSEEN = object()
 _HOST_SCHEMA = {"name": pl.Categorical, "cat": pl.Categorical, "pid": pl.Int64, "tid": pl.Int64, "start": pl.Int64,
                 "end": pl.Int64}
 _RUNTIME_SCHEMA = _HOST_SCHEMA | {"correlation": pl.Int64, "external_id": pl.Int64}
-_CPU_SCHEMA = _HOST_SCHEMA | {"external_id": pl.Int64, "seq": pl.Int64, "fwd_tid": pl.Int64} | {
+_CPU_SCHEMA = _HOST_SCHEMA | {"external_id": pl.Int64} | {
     key: pl.Categorical for key, _ in _SHAPES}
 _COMM_SCHEMA = _HOST_SCHEMA | {"external_id": pl.Int64} | {key: pl.Int64 for key in _COMM_INTS} | {
     key: pl.String for key in (*_COMM_TEXT, "ranks")}
@@ -974,8 +970,7 @@ def _read(path: Path, *, want_tracks: bool = False, tables: bool = False,
     errors and refusals)."""
     if tables and not want_tracks and native is not None:
         read = native(path)
-        if read is not None:
-            _narrow_cpu(read.got)
+        if read is not None:  # its host frames already narrowed (narrow_ids)
             return read
     stream = _Stream(path)
     got = _Collected(path, want_tracks=want_tracks, tables=tables)
@@ -986,14 +981,16 @@ def _read(path: Path, *, want_tracks: bool = False, tables: bool = False,
     if got.tables is not None:
         got.host_frames = got.tables.frames()
         got.tables = None  # the blocks, now concatenated
-        _narrow_cpu(got)
+        _narrow_host(got)
     return finish(path, got, meta)
 
 
-def _narrow_cpu(got: _Collected) -> None:
-    """The CPU operators' frame with narrow ids (narrow_ids), once the reader's own buffers are freed."""
+def _narrow_host(got: _Collected) -> None:
+    """The CPU operators' and runtime calls' frames with narrow ids (narrow_ids), once the reader's own buffers are
+    freed."""
     if got.host_frames is not None:
-        got.host_frames["cpu"] = narrow_ids(got.host_frames["cpu"])
+        for key in ("cpu", "runtime"):
+            got.host_frames[key] = narrow_ids(got.host_frames[key])
 
 
 def finish(path: Path, got: _Collected, meta: _Meta) -> Read:

@@ -10,7 +10,7 @@ shapes, idle time, launch latency): /work/coord/TABLES.md is the interface, docs
 
 Times are absolute nanoseconds (Int64, Int128 where a value passes 2^63). Text columns: Categorical in a Kineto
 trace's kernels, copies, runtime and cpu_ops (millions of rows, few distinct texts), String in comms and CSV tables;
-cpu_ops' pid/tid/seq/fwd_tid Int32 where every value fits (kineto_reader.narrow_ids). Links: a kernel's
+cpu_ops' and runtime's pid/tid/external_id Int32 where every value fits (kineto_reader.narrow_ids). Links: a kernel's
 `correlation` equals its launching runtime call's `correlation`; a runtime call's `external_id` equals its enclosing
 CPU operator's.
 """
@@ -37,8 +37,8 @@ AGENT_NUMBER = re.compile(r"(\d+)\s*$")  # "Agent 4" (rocprofv3 7.x), "4" (6.x):
 
 GPU_COLUMNS = ("name", "device", "stream", "start", "end", "correlation", "external_id")
 RUNTIME_COLUMNS = ("name", "pid", "tid", "start", "end", "correlation", "external_id")
-CPU_COLUMNS = ("name", "pid", "tid", "start", "end", "external_id", "seq", "fwd_tid", "input_dims", "input_types",
-               "input_strides", "concrete_inputs")
+CPU_COLUMNS = ("name", "pid", "tid", "start", "end", "external_id", "input_dims", "input_types", "input_strides",
+               "concrete_inputs")
 COMM_COLUMNS = ("name", "pid", "tid", "start", "end", "external_id", "collective", "in_nelems", "out_nelems",
                 "dtype", "group_size", "pg_name", "pg_desc", "seq", "ranks")
 _STRING_COLUMNS = {"name", "cat", "input_dims", "input_types", "input_strides", "concrete_inputs", "collective",

@@ -70,7 +70,6 @@ def expected(trace: dict) -> dict[str, list[tuple]]:
         elif cat in ("cpu_op", "user_annotation"):
             out["cpu_ops"].append((
                 e["name"], integer(e.get("pid")), integer(e.get("tid")), start, end, integer(args.get("External id")),
-                integer(args.get("Sequence number")), integer(args.get("Fwd thread id")),
                 compact(args.get("Input Dims")), compact(args.get("Input type")),
                 compact(args.get("Input Strides")), compact(args.get("Concrete Inputs"))))
             if e["name"] == "record_param_comms" or e["name"].startswith("nccl:"):

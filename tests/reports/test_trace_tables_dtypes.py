@@ -36,13 +36,16 @@ def test_texts_are_categorical_and_small_ids_int32(native, monkeypatch):
     for key in ("input_dims", "input_types", "input_strides", "concrete_inputs"):
         assert tables.cpu_ops.schema[key] == pl.Categorical
     assert tables.comms.schema["name"] == pl.String
-    assert [tables.cpu_ops.schema[k] for k in ("pid", "tid", "seq", "fwd_tid")] == [pl.Int32] * 4
+    for key in ("cpu_ops", "runtime"):
+        assert [tables._frame(key).schema[k] for k in ("pid", "tid", "external_id")] == [pl.Int32] * 3, key
+    assert tables.runtime.schema["correlation"] == pl.Int64  # joined with the kernels' Int64 ids
+    assert "seq" not in tables.cpu_ops.columns and "fwd_tid" not in tables.cpu_ops.columns  # read by no analysis
     with gzip.open(DDP, "rt", encoding="utf-8") as fh:
         ops = _cpu_ops(json.load(fh))
     assert sorted(tables.cpu_ops["name"].cast(pl.String).to_list()) == sorted(e["name"] for e in ops)
     assert sorted(tables.cpu_ops["tid"].to_list()) == sorted(e["tid"] for e in ops)
-    seqs = [e.get("args", {}).get("Sequence number") for e in ops]
-    assert sorted(tables.cpu_ops["seq"].drop_nulls().to_list()) == sorted(s for s in seqs if s is not None)
+    ids = [e.get("args", {}).get("External id") for e in ops]
+    assert sorted(tables.cpu_ops["external_id"].drop_nulls().to_list()) == sorted(i for i in ids if i is not None)
 
 
 @pytest.mark.parametrize("native", READERS)
