@@ -39,8 +39,7 @@ Plain C11.
 /* tables and their columns (kineto_native.py names them) */
 enum { T_KERNEL, T_COPY, T_HOST, T_RUNTIME, T_COMM, T_MEMORY, T_DEVICE, T_N };
 enum { G_NAME, G_DEVICE, G_START, G_END, G_STREAM, G_CORR, G_EXT, G_N };
-enum { H_NAME, H_CAT, H_PID, H_TID, H_START, H_END, H_EXT, H_SEQ, H_FWD, H_DIMS, H_TYPES, H_STRIDES, H_CONCRETE,
-       H_N };
+enum { H_NAME, H_CAT, H_PID, H_TID, H_START, H_END, H_EXT, H_DIMS, H_TYPES, H_STRIDES, H_CONCRETE, H_N };
 enum { R_NAME, R_CAT, R_PID, R_TID, R_START, R_END, R_CORR, R_EXT, RT_N };
 enum { C_ROW, C_ARGS, C_N };
 enum { M_ALLOC, M_TYPE, M_ID, M_N };
@@ -78,7 +77,7 @@ typedef struct {
 static const int COL_SIZES[T_N][H_N] = {
     [T_KERNEL] = {4, 4, 8, 8, 8, 8, 8},
     [T_COPY] = {4, 4, 8, 8, 8, 8, 8},
-    [T_HOST] = {4, 4, 8, 8, 8, 8, 8, 8, 8, 4, 4, 4, 4},
+    [T_HOST] = {4, 4, 8, 8, 8, 8, 8, 4, 4, 4, 4},
     [T_RUNTIME] = {4, 4, 8, 8, 8, 8, 8, 8},
     [T_COMM] = {8, 4},
     [T_MEMORY] = {8, 8, 8},
@@ -180,20 +179,36 @@ static int64_t add_row(table_t *tb) {
 /* ------------------------------------------------------------------ lexing (RFC 8259, minus what Kineto never writes) */
 typedef struct { const char *p, *end; } cur_t;
 
-static inline int skip_ws(cur_t *c) {  /* R_MORE at the end of the buffer */
-    while (c->p < c->end) {
-        char ch = *c->p;
-        if (ch != ' ' && ch != '\n' && ch != '\t' && ch != '\r') return R_OK;
-        c->p++;
-    }
-    return R_MORE;
-}
-
 static int8_t CLASS[256];  /* 0 plain, 1 quote, 2 backslash, 3 control, 4 non-ASCII */
+static uint8_t WS[256];    /* JSON's four whitespace bytes */
 
 static void init_class(void) {
     for (int i = 0; i < 256; i++) CLASS[i] = i < 0x20 ? 3 : i >= 0x80 ? 4 : 0;
     CLASS['"'] = 1; CLASS['\\'] = 2;
+    WS[' '] = WS['\n'] = WS['\t'] = WS['\r'] = 1;
+}
+
+static inline int skip_ws(cur_t *c) {  /* R_MORE at the end of the buffer */
+    const char *p = c->p, *end = c->end;
+    /* most tokens follow no blank or a single space (every blank is <= 0x20, as are the control bytes refused) */
+    if (p < end && (unsigned char)*p > ' ') return R_OK;
+    if (p + 1 < end && *p == ' ' && (unsigned char)p[1] > ' ') { c->p = p + 1; return R_OK; }
+#ifdef __SSE2__
+    /* Kineto indents its events: runs of blanks, 16 bytes at a time */
+    const __m128i sp = _mm_set1_epi8(' '), nl = _mm_set1_epi8('\n'), tab = _mm_set1_epi8('\t'),
+                  cr = _mm_set1_epi8('\r');
+    while (p + 16 <= end) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        __m128i ws = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, sp), _mm_cmpeq_epi8(v, nl)),
+                                  _mm_or_si128(_mm_cmpeq_epi8(v, tab), _mm_cmpeq_epi8(v, cr)));
+        unsigned other = ~(unsigned)_mm_movemask_epi8(ws) & 0xFFFFu;
+        if (other) { c->p = p + __builtin_ctz(other); return R_OK; }
+        p += 16;
+    }
+#endif
+    while (p < end && WS[(unsigned char)*p]) p++;
+    c->p = p;
+    return p < end ? R_OK : R_MORE;
 }
 
 static inline int hexval(char ch) {
@@ -213,9 +228,15 @@ static inline int string_tok(ks_t *t, cur_t *c, const char **start, int64_t *len
         const __m128i quote = _mm_set1_epi8('"'), slash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
         while (p + 16 <= end) {
             __m128i v = _mm_loadu_si128((const __m128i *)p);
-            int mask = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash)),
-                                                      _mm_cmplt_epi8(v, space)));
-            if (mask) { p += __builtin_ctz((unsigned)mask); break; }
+            __m128i q = _mm_cmpeq_epi8(v, quote);
+            unsigned mask = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(q, _mm_cmpeq_epi8(v, slash)),
+                                                                      _mm_cmplt_epi8(v, space)));
+            if (mask) {
+                unsigned first = mask & -mask;
+                p += __builtin_ctz(mask);
+                if (first & (unsigned)_mm_movemask_epi8(q)) goto closed;  /* the closing quote: no byte to reload */
+                break;
+            }
             p += 16;
         }
 #endif
@@ -258,6 +279,9 @@ static inline int string_tok(ks_t *t, cur_t *c, const char **start, int64_t *len
             return foreign(t, "invalid UTF-8");
         p += n;
     }
+#ifdef __SSE2__
+closed:
+#endif
     *start = c->p;
     *len = (const char *)p + 1 - c->p;
     c->p = (const char *)p + 1;
@@ -267,14 +291,35 @@ static inline int string_tok(ks_t *t, cur_t *c, const char **start, int64_t *len
 enum { N_INT, N_BIG, N_FLOAT };
 typedef struct { int kind; int64_t value; int time_ok; int64_t ns; } num_t;
 
+/* How many ASCII digits start at p (up to end) */
+static inline int64_t digit_run(const char *p, const char *end) {
+    const char *q = p;
+    while (q + 8 <= end) {  /* 8 bytes at a time: after x ^ '0', a digit byte is 0-9, so neither x nor x + 6 has a
+                               high nibble (a carry only leaves a byte that is already not a digit) */
+        uint64_t x; memcpy(&x, q, 8);
+        x ^= 0x3030303030303030ULL;
+        uint64_t other = ((x + 0x0606060606060606ULL) | x) & 0xF0F0F0F0F0F0F0F0ULL;
+        if (other) return q - p + (__builtin_ctzll(other) >> 3);
+        q += 8;
+    }
+    while (q < end && (unsigned char)(*q - '0') < 10) q++;
+    return q - p;
+}
+
 /* A JSON number: an integer within int64 (N_INT), beyond it (N_BIG), or with a fraction or exponent (N_FLOAT);
-   time_ok and ns: it is Kineto's microseconds (no sign or exponent, at most three decimals, within int64 ns), as exact ns. */
+   time_ok and ns: it is Kineto's microseconds (no sign or exponent, at most three decimals, within int64 ns), as exact ns.
+   With out NULL the number is only checked (a skipped value). */
 static inline int number_tok(ks_t *t, cur_t *c, num_t *out) {
     const char *p = c->p, *end = c->end;
     int neg = 0;
     if (*p == '-') { neg = 1; p++; }
     const char *digits = p;
-    while (p < end && *p >= '0' && *p <= '9') p++;
+    uint64_t v = 0;  /* the integer part, exact up to 19 digits (< 2^64); a longer one is N_BIG whatever v wraps to */
+    if (out) {
+        while (p < end && (unsigned char)(*p - '0') < 10) { v = v * 10 + (uint64_t)(*p - '0'); p++; }
+    } else {
+        p += digit_run(p, end);
+    }
     if (p >= end) return R_MORE;
     int64_t nd = p - digits;
     if (nd == 0 || (nd > 1 && *digits == '0')) return foreign(t, "not a JSON number");
@@ -282,7 +327,7 @@ static inline int number_tok(ks_t *t, cur_t *c, num_t *out) {
     const char *frac = NULL; int64_t nf = 0;
     if (*p == '.') {
         frac = ++p;
-        while (p < end && *p >= '0' && *p <= '9') p++;
+        p += digit_run(p, end);
         if (p >= end) return R_MORE;
         nf = p - frac;
         if (nf == 0) return foreign(t, "not a JSON number");
@@ -299,28 +344,23 @@ static inline int number_tok(ks_t *t, cur_t *c, num_t *out) {
         if (p == ed) return foreign(t, "not a JSON number");
         if (p - ed > 4) return foreign(t, "a number too long");
     }
-    out->time_ok = 0;
-    if (!frac && !exp) {
-        uint64_t v = 0; int big = nd > 19;
-        for (const char *d = digits; !big && d < digits + nd; d++) {
-            if (v > (UINT64_MAX - 9) / 10) big = 1;
-            else v = v * 10 + (uint64_t)(*d - '0');
+    if (!out && neg && nd == 19)  /* a skipped number's value matters only here */
+        for (const char *d = digits; d < digits + nd; d++) v = v * 10 + (uint64_t)(*d - '0');
+    int big = nd > 19 || v > (uint64_t)INT64_MAX;  /* -2^63 too: the readers differ on it, see below */
+    if (!frac && !exp && big && neg && nd <= 19 && v == (uint64_t)INT64_MAX + 1) return foreign(t, "-2^63");
+    if (out) {
+        out->time_ok = 0;
+        if (!frac && !exp) {
+            if (big) out->kind = N_BIG;
+            else { out->kind = N_INT; out->value = neg ? -(int64_t)v : (int64_t)v; }
+        } else {
+            out->kind = N_FLOAT;
         }
-        if (!big && v > (uint64_t)INT64_MAX) big = 1;  /* -2^63 too: the readers differ on it, see below */
-        if (big && neg && nd <= 19 && v == (uint64_t)INT64_MAX + 1) return foreign(t, "-2^63");
-        if (big) out->kind = N_BIG;
-        else { out->kind = N_INT; out->value = neg ? -(int64_t)v : (int64_t)v; }
-    } else {
-        out->kind = N_FLOAT;
-    }
-    if (!neg && !exp && nd <= 16 && nf <= 3) {
-        int64_t v = 0;
-        for (const char *d = digits; d < digits + nd; d++) v = v * 10 + (*d - '0');
-        int64_t f = 0;
-        for (int i = 0; i < 3; i++) f = f * 10 + (i < nf ? frac[i] - '0' : 0);
-        if (v <= (INT64_MAX - 999) / 1000) {
+        if (!neg && !exp && nd <= 16 && nf <= 3 && v <= (uint64_t)(INT64_MAX - 999) / 1000) {
+            int64_t f = 0;
+            for (int i = 0; i < 3; i++) f = f * 10 + (i < nf ? frac[i] - '0' : 0);
             out->time_ok = 1;
-            out->ns = v * 1000 + f;
+            out->ns = (int64_t)v * 1000 + f;
         }
     }
     c->p = p;
@@ -338,7 +378,19 @@ static int literal(ks_t *t, cur_t *c, const char *word, int n) {
 enum { V_ABSENT, V_NULL, V_INT, V_BIG, V_FLOAT, V_STR, V_BOOL, V_LIST, V_OBJ };
 typedef struct { int form; int64_t value; const char *s; int64_t n; int bs; int time_ok; int64_t ns; } val_t;
 
-static int value(ks_t *t, cur_t *c, val_t *v, int depth);
+static int skip_container(ks_t *t, cur_t *c, int depth);
+
+/* Any JSON value at c->p (no whitespace before it), checked as value() checks it and passed over. */
+static inline int skip_value(ks_t *t, cur_t *c, int depth) {
+    char ch = *c->p;
+    if (ch == '"') { const char *s; int64_t n; int bs; return string_tok(t, c, &s, &n, &bs); }
+    if (ch == '-' || (ch >= '0' && ch <= '9')) return number_tok(t, c, NULL);
+    if (ch == '[' || ch == '{') return skip_container(t, c, depth);
+    if (ch == 'n') return literal(t, c, "null", 4);
+    if (ch == 't') return literal(t, c, "true", 4);
+    if (ch == 'f') return literal(t, c, "false", 5);
+    return foreign(t, "not a JSON value");
+}
 
 static int skip_container(ks_t *t, cur_t *c, int depth) {
     char close = *c->p == '[' ? ']' : '}';
@@ -348,7 +400,6 @@ static int skip_container(ks_t *t, cur_t *c, int depth) {
     int r = skip_ws(c); if (r != R_OK) return r;
     if (*c->p == close) { c->p++; return R_OK; }
     for (;;) {
-        val_t v;
         if (object) {
             const char *ks; int64_t kn; int bs;
             if (*c->p != '"') return foreign(t, "not JSON (a key)");
@@ -358,7 +409,7 @@ static int skip_container(ks_t *t, cur_t *c, int depth) {
             c->p++;
             if ((r = skip_ws(c)) != R_OK) return r;
         }
-        if ((r = value(t, c, &v, depth + 1)) != R_OK) return r;
+        if ((r = skip_value(t, c, depth + 1)) != R_OK) return r;
         if ((r = skip_ws(c)) != R_OK) return r;
         if (*c->p == close) { c->p++; return R_OK; }
         if (*c->p != ',') return foreign(t, "not JSON (no comma)");
@@ -369,7 +420,7 @@ static int skip_container(ks_t *t, cur_t *c, int depth) {
 
 /* Any JSON value at c->p (no whitespace before it): its form, its number, or its span (strings: quotes included;
    lists and objects: the whole text). */
-static int value(ks_t *t, cur_t *c, val_t *v, int depth) {
+static inline int value(ks_t *t, cur_t *c, val_t *v, int depth) {
     const char *start = c->p;
     int r;
     char ch = *c->p;
@@ -404,33 +455,47 @@ static int value(ks_t *t, cur_t *c, val_t *v, int depth) {
 
 /* ------------------------------------------------------------------ one event */
 enum { E_PH, E_CAT, E_NAME, E_PID, E_TID, E_TS, E_DUR, E_ARGS, E_N };
-static const char *const EVENT_KEYS[E_N] = {"ph", "cat", "name", "pid", "tid", "ts", "dur", "args"};
-enum { A_DEVICE, A_STREAM, A_CORR, A_EXT, A_SEQ, A_FWD, A_DIMS, A_TYPES, A_STRIDES, A_CONCRETE, A_ALLOC, A_DTYPE,
-       A_DID, A_N };
-static const char *const ARG_KEYS[A_N] = {"device", "stream", "correlation", "External id", "Sequence number",
-                                          "Fwd thread id", "Input Dims", "Input type", "Input Strides",
-                                          "Concrete Inputs", "Total Allocated", "Device Type", "Device Id"};
+/* the args read; the others (Sequence number, Fwd thread id... which no table keeps) are checked and skipped */
+enum { A_DEVICE, A_STREAM, A_CORR, A_EXT, A_DIMS, A_TYPES, A_STRIDES, A_CONCRETE, A_ALLOC, A_DTYPE, A_DID, A_N };
 
 typedef struct { val_t e[E_N]; val_t a[A_N]; } event_t;
 
-static int EVENT_LENS[E_N], ARG_LENS[A_N];
+#define IS(s, word) (memcmp((s), word, sizeof word - 1) == 0) /* s (of the length of word) is the word */
 
-static void init_keys(void) {
-    for (int i = 0; i < E_N; i++) EVENT_LENS[i] = (int)strlen(EVENT_KEYS[i]);
-    for (int i = 0; i < A_N; i++) ARG_LENS[i] = (int)strlen(ARG_KEYS[i]);
+/* Which of E_* the key s[0:n] (quotes excluded) is, or -1: a switch on the length, then one comparison. */
+static inline int event_key(const char *s, int64_t n) {
+    switch (n) {
+    case 2: return IS(s, "ph") ? E_PH : IS(s, "ts") ? E_TS : -1;
+    case 3:
+        switch (s[0]) {
+        case 'c': return IS(s, "cat") ? E_CAT : -1;
+        case 'p': return IS(s, "pid") ? E_PID : -1;
+        case 't': return IS(s, "tid") ? E_TID : -1;
+        case 'd': return IS(s, "dur") ? E_DUR : -1;
+        default: return -1;
+        }
+    case 4: return IS(s, "name") ? E_NAME : IS(s, "args") ? E_ARGS : -1;
+    default: return -1;
+    }
 }
 
-static inline int key_index(const char *const *keys, const int *lens, int n, const char *s, int64_t len) {
-    for (int i = 0; i < n; i++)
-        if (lens[i] == len && keys[i][0] == s[0] && memcmp(keys[i], s, (size_t)len) == 0) return i;
-    return -1;
+static inline int arg_key(const char *s, int64_t n) {
+    switch (n) {
+    case 6: return IS(s, "device") ? A_DEVICE : IS(s, "stream") ? A_STREAM : -1;
+    case 9: return IS(s, "Device Id") ? A_DID : -1;
+    case 10: return IS(s, "Input Dims") ? A_DIMS : IS(s, "Input type") ? A_TYPES : -1;
+    case 11: return IS(s, "correlation") ? A_CORR : IS(s, "External id") ? A_EXT : IS(s, "Device Type") ? A_DTYPE : -1;
+    case 13: return IS(s, "Input Strides") ? A_STRIDES : -1;
+    case 15: return IS(s, "Concrete Inputs") ? A_CONCRETE : IS(s, "Total Allocated") ? A_ALLOC : -1;
+    default: return -1;
+    }
 }
 
-/* An object's members: those named in `keys` into out[] (each at most once), the others checked and skipped; with
-   args_out, an event's `args` object is read in the same pass, its members into args_out[]. */
-static int members(ks_t *t, cur_t *c, const char *const *keys, int nkeys, val_t *out, int depth, val_t *args_out) {
+/* An object's members: the event's (args_out NULL: the args') keys into out[] (each at most once), the others
+   checked and skipped; an event's `args` object is read in the same pass, its members into args_out[]. */
+static int members(ks_t *t, cur_t *c, val_t *out, int nkeys, int depth, val_t *args_out) {
     int r;
-    memset(out, 0, (size_t)nkeys * sizeof *out);  /* all V_ABSENT, no time */
+    for (int i = 0; i < nkeys; i++) { out[i].form = V_ABSENT; out[i].time_ok = 0; }  /* all absent, no time */
     c->p++;  /* the { */
     if ((r = skip_ws(c)) != R_OK) return r;
     if (*c->p == '}') { c->p++; return R_OK; }
@@ -443,17 +508,21 @@ static int members(ks_t *t, cur_t *c, const char *const *keys, int nkeys, val_t 
         if (*c->p != ':') return foreign(t, "not JSON (no colon)");
         c->p++;
         if ((r = skip_ws(c)) != R_OK) return r;
-        int which = key_index(keys, keys == EVENT_KEYS ? EVENT_LENS : ARG_LENS, nkeys, ks + 1, kn - 2);
-        val_t scratch;
-        val_t *v = which >= 0 ? &out[which] : &scratch;
-        if (which >= 0 && v->form != V_ABSENT) return foreign(t, "a key given twice");
-        if (args_out && which == E_ARGS && *c->p == '{') {
-            const char *s = c->p;
-            if ((r = members(t, c, ARG_KEYS, A_N, args_out, depth + 1, NULL)) != R_OK) return r;
-            v->form = V_OBJ; v->s = s; v->n = c->p - s;
-        } else if ((r = value(t, c, v, depth)) != R_OK) {
-            return r;
+        int which = args_out ? event_key(ks + 1, kn - 2) : arg_key(ks + 1, kn - 2);
+        if (which < 0) {
+            r = skip_value(t, c, depth);
+        } else {
+            val_t *v = &out[which];
+            if (v->form != V_ABSENT) return foreign(t, "a key given twice");
+            if (args_out && which == E_ARGS && *c->p == '{') {
+                const char *s = c->p;
+                r = members(t, c, args_out, A_N, depth + 1, NULL);
+                v->form = V_OBJ; v->s = s; v->n = c->p - s;
+            } else {
+                r = value(t, c, v, depth);
+            }
         }
+        if (r != R_OK) return r;
         if ((r = skip_ws(c)) != R_OK) return r;
         if (*c->p == '}') { c->p++; return R_OK; }
         if (*c->p != ',') return foreign(t, "not JSON (no comma)");
@@ -463,8 +532,8 @@ static int members(ks_t *t, cur_t *c, const char *const *keys, int nkeys, val_t 
 }
 
 static int parse_event(ks_t *t, cur_t *c, event_t *ev) {
-    memset(ev->a, 0, sizeof ev->a);
-    return members(t, c, EVENT_KEYS, E_N, ev->e, 1, ev->a);
+    for (int i = 0; i < A_N; i++) { ev->a[i].form = V_ABSENT; ev->a[i].time_ok = 0; }
+    return members(t, c, ev->e, E_N, 1, ev->a);
 }
 
 static int is_str(const val_t *v, const char *s) {
@@ -619,7 +688,7 @@ static int commit(ks_t *t, const event_t *ev) {
         return R_OK;
     }
     table_t *tb = &t->tables[T_HOST];
-    int64_t ext = id_of(&a[A_EXT], &ok, 0), seq = id_of(&a[A_SEQ], &ok, 0), fwd = id_of(&a[A_FWD], &ok, 0);
+    int64_t ext = id_of(&a[A_EXT], &ok, 0);
     if (!ok) return foreign(t, "an id not an integer");
     int32_t shapes[4];
     for (int i = 0; i < 4; i++) {
@@ -634,7 +703,7 @@ static int commit(ks_t *t, const event_t *ev) {
     if (row < 0) return nomem(t);
     I32(tb, H_NAME, row) = nid; I32(tb, H_CAT, row) = cat_id;
     I64(tb, H_PID, row) = p; I64(tb, H_TID, row) = th; I64(tb, H_START, row) = start; I64(tb, H_END, row) = end;
-    I64(tb, H_EXT, row) = ext; I64(tb, H_SEQ, row) = seq; I64(tb, H_FWD, row) = fwd;
+    I64(tb, H_EXT, row) = ext;
     for (int i = 0; i < 4; i++) I32(tb, H_DIMS + i, row) = shapes[i];
     if (comm) {
         table_t *ct = &t->tables[T_COMM];
@@ -679,7 +748,7 @@ static int64_t scan(ks_t *t, const char *buf, int64_t n) {
 /* ------------------------------------------------------------------ the API */
 ks_t *ks_new(const char *kinds, int64_t len) {
     static int ready = 0;
-    if (!ready) { init_class(); init_keys(); ready = 1; }
+    if (!ready) { init_class(); ready = 1; }
     ks_t *t = calloc(1, sizeof *t);
     if (!t) return NULL;
     t->kinds_spec = malloc((size_t)len + 1);
