@@ -177,7 +177,18 @@ static int64_t add_row(table_t *tb) {
 #define I32(tb, col, row) (((int32_t *)(tb)->cols[col].data)[row])
 
 /* ------------------------------------------------------------------ lexing (RFC 8259, minus what Kineto never writes) */
-typedef struct { const char *p, *end; } cur_t;
+/* The cursor; where SSE2 is, with masks of the 64 bytes at sbase (computed once for them): the end of a string or of
+   blanks is then a shift of a mask, not loads and compares on every token's critical path. */
+typedef struct { const char *p, *end; uintptr_t sbase; uint64_t special, quotes, blank; } cur_t;
+
+/* The lexing functions always inlined, their cursor a local of the function reading an object: its pointer then
+   stays in a register (a cursor in memory puts a store and a reload on every token's path, which dominated). A call
+   that cannot be inlined (a nested object or list) gets a copy. */
+#if defined(__GNUC__)
+#define HOT static inline __attribute__((always_inline))
+#else
+#define HOT static inline
+#endif
 
 static int8_t CLASS[256];  /* 0 plain, 1 quote, 2 backslash, 3 control, 4 non-ASCII */
 static uint8_t WS[256];    /* JSON's four whitespace bytes */
@@ -188,22 +199,48 @@ static void init_class(void) {
     WS[' '] = WS['\n'] = WS['\t'] = WS['\r'] = 1;
 }
 
-static inline int skip_ws(cur_t *c) {  /* R_MORE at the end of the buffer */
+#ifdef __SSE2__
+/* the masks of the 64 bytes at s (s + 64 <= end): quotes; every byte that ends a string's plain run (a quote, a
+   backslash, a control or non-ASCII byte: < 0x20 or >= 0x80 signed); blanks */
+HOT void classify(cur_t *c, const unsigned char *s) {
+    const __m128i quote = _mm_set1_epi8('"'), slash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+    const __m128i nl = _mm_set1_epi8('\n'), tab = _mm_set1_epi8('\t'), cr = _mm_set1_epi8('\r');
+    uint64_t special = 0, quotes = 0, blank = 0;
+    for (int i = 0; i < 4; i++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(s + 16 * i));
+        __m128i q = _mm_cmpeq_epi8(v, quote);
+        __m128i x = _mm_or_si128(_mm_or_si128(q, _mm_cmpeq_epi8(v, slash)), _mm_cmplt_epi8(v, space));
+        __m128i w = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, space), _mm_cmpeq_epi8(v, nl)),
+                                 _mm_or_si128(_mm_cmpeq_epi8(v, tab), _mm_cmpeq_epi8(v, cr)));
+        special |= (uint64_t)(unsigned)_mm_movemask_epi8(x) << (16 * i);
+        quotes |= (uint64_t)(unsigned)_mm_movemask_epi8(q) << (16 * i);
+        blank |= (uint64_t)(unsigned)_mm_movemask_epi8(w) << (16 * i);
+    }
+    c->sbase = (uintptr_t)s; c->special = special; c->quotes = quotes; c->blank = blank;
+}
+
+/* the cursor's masks cover p (computed there if they did not); 0 near the end of the buffer */
+HOT int covered(cur_t *c, const char *p, uint64_t *off) {
+    *off = (uintptr_t)p - c->sbase;
+    if (*off < 64) return 1;
+    if (c->end - p < 64) return 0;
+    classify(c, (const unsigned char *)p);
+    *off = 0;
+    return 1;
+}
+#endif
+
+HOT int skip_ws(cur_t *c) {  /* R_MORE at the end of the buffer */
     const char *p = c->p, *end = c->end;
     /* most tokens follow no blank or a single space (every blank is <= 0x20, as are the control bytes refused) */
     if (p < end && (unsigned char)*p > ' ') return R_OK;
     if (p + 1 < end && *p == ' ' && (unsigned char)p[1] > ' ') { c->p = p + 1; return R_OK; }
 #ifdef __SSE2__
-    /* Kineto indents its events: runs of blanks, 16 bytes at a time */
-    const __m128i sp = _mm_set1_epi8(' '), nl = _mm_set1_epi8('\n'), tab = _mm_set1_epi8('\t'),
-                  cr = _mm_set1_epi8('\r');
-    while (p + 16 <= end) {
-        __m128i v = _mm_loadu_si128((const __m128i *)p);
-        __m128i ws = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, sp), _mm_cmpeq_epi8(v, nl)),
-                                  _mm_or_si128(_mm_cmpeq_epi8(v, tab), _mm_cmpeq_epi8(v, cr)));
-        unsigned other = ~(unsigned)_mm_movemask_epi8(ws) & 0xFFFFu;
-        if (other) { c->p = p + __builtin_ctz(other); return R_OK; }
-        p += 16;
+    uint64_t off;
+    while (covered(c, p, &off)) {  /* Kineto indents its events: runs of blanks */
+        uint64_t other = ~c->blank >> off;
+        if (other) { c->p = p + __builtin_ctzll(other); return R_OK; }
+        p = (const char *)c->sbase + 64;
     }
 #endif
     while (p < end && WS[(unsigned char)*p]) p++;
@@ -218,12 +255,27 @@ static inline int hexval(char ch) {
     return -1;
 }
 
+
 /* A string at c->p (a quote): its span, quotes included; *bs when it holds an escape. */
-static inline int string_tok(ks_t *t, cur_t *c, const char **start, int64_t *len, int *bs) {
+HOT int string_tok(ks_t *t, cur_t *c, const char **start, int64_t *len, int *bs) {
     const unsigned char *p = (const unsigned char *)c->p + 1, *end = (const unsigned char *)c->end;
     *bs = 0;
     for (;;) {
 #ifdef __SSE2__
+        for (;;) {  /* the first byte that ends the plain run, by the masks */
+            uint64_t off = (uintptr_t)p - c->sbase;
+            if (off < 64) {
+                uint64_t bits = c->special >> off;
+                if (bits) {
+                    p += __builtin_ctzll(bits);
+                    if ((c->quotes >> off) & bits & -bits) goto closed;  /* the closing quote */
+                    break;
+                }
+                p = (const unsigned char *)c->sbase + 64;
+            }
+            if (end - p < 64) break;
+            classify(c, p);
+        }
         /* 16 bytes at a time: the first quote, backslash, control or non-ASCII byte (signed: < 0x20 or >= 0x80) */
         const __m128i quote = _mm_set1_epi8('"'), slash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
         while (p + 16 <= end) {
@@ -291,11 +343,10 @@ closed:
 enum { N_INT, N_BIG, N_FLOAT };
 typedef struct { int kind; int64_t value; int time_ok; int64_t ns; } num_t;
 
-/* How many ASCII digits start at p (up to end) */
-static inline int64_t digit_run(const char *p, const char *end) {
-    const char *q = p;
-    while (q + 8 <= end) {  /* 8 bytes at a time: after x ^ '0', a digit byte is 0-9, so neither x nor x + 6 has a
-                               high nibble (a carry only leaves a byte that is already not a digit) */
+/* How many ASCII digits start at p (up to the end of the buffer) */
+HOT int64_t digit_run(cur_t *c, const char *p) {
+    const char *q = p, *end = c->end;
+    while (q + 8 <= end) {
         uint64_t x; memcpy(&x, q, 8);
         x ^= 0x3030303030303030ULL;
         uint64_t other = ((x + 0x0606060606060606ULL) | x) & 0xF0F0F0F0F0F0F0F0ULL;
@@ -309,7 +360,7 @@ static inline int64_t digit_run(const char *p, const char *end) {
 /* A JSON number: an integer within int64 (N_INT), beyond it (N_BIG), or with a fraction or exponent (N_FLOAT);
    time_ok and ns: it is Kineto's microseconds (no sign or exponent, at most three decimals, within int64 ns), as exact ns.
    With out NULL the number is only checked (a skipped value). */
-static inline int number_tok(ks_t *t, cur_t *c, num_t *out) {
+HOT int number_tok(ks_t *t, cur_t *c, num_t *out) {
     const char *p = c->p, *end = c->end;
     int neg = 0;
     if (*p == '-') { neg = 1; p++; }
@@ -318,7 +369,7 @@ static inline int number_tok(ks_t *t, cur_t *c, num_t *out) {
     if (out) {
         while (p < end && (unsigned char)(*p - '0') < 10) { v = v * 10 + (uint64_t)(*p - '0'); p++; }
     } else {
-        p += digit_run(p, end);
+        p += digit_run(c, p);
     }
     if (p >= end) return R_MORE;
     int64_t nd = p - digits;
@@ -327,7 +378,7 @@ static inline int number_tok(ks_t *t, cur_t *c, num_t *out) {
     const char *frac = NULL; int64_t nf = 0;
     if (*p == '.') {
         frac = ++p;
-        p += digit_run(p, end);
+        p += digit_run(c, p);
         if (p >= end) return R_MORE;
         nf = p - frac;
         if (nf == 0) return foreign(t, "not a JSON number");
@@ -367,7 +418,7 @@ static inline int number_tok(ks_t *t, cur_t *c, num_t *out) {
     return R_OK;
 }
 
-static int literal(ks_t *t, cur_t *c, const char *word, int n) {
+HOT int literal(ks_t *t, cur_t *c, const char *word, int n) {
     if (c->end - c->p < n) return memcmp(c->p, word, (size_t)(c->end - c->p)) == 0 ? R_MORE : foreign(t, "bad literal");
     if (memcmp(c->p, word, (size_t)n) != 0) return foreign(t, "not JSON");
     c->p += n;
@@ -378,49 +429,72 @@ static int literal(ks_t *t, cur_t *c, const char *word, int n) {
 enum { V_ABSENT, V_NULL, V_INT, V_BIG, V_FLOAT, V_STR, V_BOOL, V_LIST, V_OBJ };
 typedef struct { int form; int64_t value; const char *s; int64_t n; int bs; int time_ok; int64_t ns; } val_t;
 
-static int skip_container(ks_t *t, cur_t *c, int depth);
-
-/* Any JSON value at c->p (no whitespace before it), checked as value() checks it and passed over. */
-static inline int skip_value(ks_t *t, cur_t *c, int depth) {
+/* A JSON value other than a list or an object at c->p, checked as value() checks it and passed over. */
+HOT int skip_scalar(ks_t *t, cur_t *c) {
     char ch = *c->p;
     if (ch == '"') { const char *s; int64_t n; int bs; return string_tok(t, c, &s, &n, &bs); }
     if (ch == '-' || (ch >= '0' && ch <= '9')) return number_tok(t, c, NULL);
-    if (ch == '[' || ch == '{') return skip_container(t, c, depth);
     if (ch == 'n') return literal(t, c, "null", 4);
     if (ch == 't') return literal(t, c, "true", 4);
     if (ch == 'f') return literal(t, c, "false", 5);
     return foreign(t, "not a JSON value");
 }
 
-static int skip_container(ks_t *t, cur_t *c, int depth) {
-    char close = *c->p == '[' ? ']' : '}';
-    int object = close == '}';
-    if (depth >= MAX_DEPTH) return foreign(t, "nested too deeply");
-    c->p++;
-    int r = skip_ws(c); if (r != R_OK) return r;
-    if (*c->p == close) { c->p++; return R_OK; }
+/* The list or object at c->p (at `depth`), checked and passed over; nested ones in the same loop (a bit per level
+   says list or object), so a shape's inner lists cost no call. */
+static int skip_container(ks_t *t, cur_t *cp, int depth) {
+    cur_t c = *cp;
+    uint64_t objects = 0;  /* bit i: the container open at level i is an object */
+    int level = 0, r;
+open:  /* c.p at a [ or { */
+    if (depth + level >= MAX_DEPTH) { r = foreign(t, "nested too deeply"); goto out; }
+    if (*c.p == '{') objects |= 1ULL << level; else objects &= ~(1ULL << level);
+    level++;
+    c.p++;
+    if ((r = skip_ws(&c)) != R_OK) goto out;
+    if (*c.p == (objects >> (level - 1) & 1 ? '}' : ']')) { c.p++; goto closed; }
     for (;;) {
-        if (object) {
+        if (objects >> (level - 1) & 1) {
             const char *ks; int64_t kn; int bs;
-            if (*c->p != '"') return foreign(t, "not JSON (a key)");
-            if ((r = string_tok(t, c, &ks, &kn, &bs)) != R_OK) return r;
-            if ((r = skip_ws(c)) != R_OK) return r;
-            if (*c->p != ':') return foreign(t, "not JSON (no colon)");
-            c->p++;
-            if ((r = skip_ws(c)) != R_OK) return r;
+            if (*c.p != '"') { r = foreign(t, "not JSON (a key)"); goto out; }
+            if ((r = string_tok(t, &c, &ks, &kn, &bs)) != R_OK) goto out;
+            if ((r = skip_ws(&c)) != R_OK) goto out;
+            if (*c.p != ':') { r = foreign(t, "not JSON (no colon)"); goto out; }
+            c.p++;
+            if ((r = skip_ws(&c)) != R_OK) goto out;
         }
-        if ((r = skip_value(t, c, depth + 1)) != R_OK) return r;
-        if ((r = skip_ws(c)) != R_OK) return r;
-        if (*c->p == close) { c->p++; return R_OK; }
-        if (*c->p != ',') return foreign(t, "not JSON (no comma)");
-        c->p++;
-        if ((r = skip_ws(c)) != R_OK) return r;
+        if (*c.p == '[' || *c.p == '{') goto open;
+        if ((r = skip_scalar(t, &c)) != R_OK) goto out;
+    next:  /* after a member */
+        if ((r = skip_ws(&c)) != R_OK) goto out;
+        if (*c.p == (objects >> (level - 1) & 1 ? '}' : ']')) { c.p++; goto closed; }
+        if (*c.p != ',') { r = foreign(t, "not JSON (no comma)"); goto out; }
+        c.p++;
+        if ((r = skip_ws(&c)) != R_OK) goto out;
+        continue;
+    closed:
+        if (--level == 0) { r = R_OK; goto out; }
+        goto next;
     }
+out:
+    *cp = c;
+    return r;
+}
+
+/* Any JSON value at c->p (no whitespace before it), checked as value() checks it and passed over. */
+HOT int skip_value(ks_t *t, cur_t *c, int depth) {
+    if (*c->p == '[' || *c->p == '{') {
+        cur_t sub = *c;
+        int r = skip_container(t, &sub, depth);
+        *c = sub;
+        return r;
+    }
+    return skip_scalar(t, c);
 }
 
 /* Any JSON value at c->p (no whitespace before it): its form, its number, or its span (strings: quotes included;
    lists and objects: the whole text). */
-static inline int value(ks_t *t, cur_t *c, val_t *v, int depth) {
+HOT int value(ks_t *t, cur_t *c, val_t *v, int depth) {
     const char *start = c->p;
     int r;
     char ch = *c->p;
@@ -435,7 +509,10 @@ static inline int value(ks_t *t, cur_t *c, val_t *v, int depth) {
         v->form = num.kind == N_INT ? V_INT : num.kind == N_BIG ? V_BIG : V_FLOAT;
         v->value = num.value; v->time_ok = num.time_ok; v->ns = num.ns;
     } else if (ch == '[' || ch == '{') {
-        if ((r = skip_container(t, c, depth)) != R_OK) return r;
+        cur_t sub = *c;
+        r = skip_container(t, &sub, depth);
+        *c = sub;
+        if (r != R_OK) return r;
         v->form = ch == '[' ? V_LIST : V_OBJ;
     } else if (ch == 'n') {
         if ((r = literal(t, c, "null", 4)) != R_OK) return r;
@@ -493,7 +570,9 @@ static inline int arg_key(const char *s, int64_t n) {
 
 /* An object's members: the event's (args_out NULL: the args') keys into out[] (each at most once), the others
    checked and skipped; an event's `args` object is read in the same pass, its members into args_out[]. */
-static int members(ks_t *t, cur_t *c, val_t *out, int nkeys, int depth, val_t *args_out) {
+static int members(ks_t *t, cur_t *cp, val_t *out, int nkeys, int depth, val_t *args_out);
+
+HOT int members_in(ks_t *t, cur_t *c, val_t *out, int nkeys, int depth, val_t *args_out) {
     int r;
     for (int i = 0; i < nkeys; i++) { out[i].form = V_ABSENT; out[i].time_ok = 0; }  /* all absent, no time */
     c->p++;  /* the { */
@@ -516,7 +595,9 @@ static int members(ks_t *t, cur_t *c, val_t *out, int nkeys, int depth, val_t *a
             if (v->form != V_ABSENT) return foreign(t, "a key given twice");
             if (args_out && which == E_ARGS && *c->p == '{') {
                 const char *s = c->p;
-                r = members(t, c, args_out, A_N, depth + 1, NULL);
+                cur_t sub = *c;
+                r = members(t, &sub, args_out, A_N, depth + 1, NULL);
+                *c = sub;
                 v->form = V_OBJ; v->s = s; v->n = c->p - s;
             } else {
                 r = value(t, c, v, depth);
@@ -529,6 +610,13 @@ static int members(ks_t *t, cur_t *c, val_t *out, int nkeys, int depth, val_t *a
         c->p++;
         if ((r = skip_ws(c)) != R_OK) return r;
     }
+}
+
+static int members(ks_t *t, cur_t *cp, val_t *out, int nkeys, int depth, val_t *args_out) {
+    cur_t c = *cp;
+    int r = members_in(t, &c, out, nkeys, depth, args_out);
+    *cp = c;
+    return r;
 }
 
 static int parse_event(ks_t *t, cur_t *c, event_t *ev) {
@@ -717,8 +805,9 @@ static int commit(ks_t *t, const event_t *ev) {
 /* The events in buf[0:n]: how many bytes were consumed (whole events); the status says foreign or done. */
 static int64_t scan(ks_t *t, const char *buf, int64_t n) {
     int64_t done = 0;
+    cur_t c = {buf, buf + n, 0, 0, 0, 0};
     for (;;) {
-        cur_t c = {buf + done, buf + n};
+        c.p = buf + done;
         if (skip_ws(&c) != R_OK) return done;
         if (*c.p == ']') {
             c.p++;
