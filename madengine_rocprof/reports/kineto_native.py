@@ -35,7 +35,8 @@ ENV_SWITCH = "MADENGINE_ROCPROF_NATIVE_KINETO"
 KS_MORE, KS_FOREIGN, KS_NOMEM, KS_DONE = 0, 1, 2, 3
 T_KERNEL, T_COPY, T_HOST, T_RUNTIME, T_COMM, T_MEMORY, T_DEVICE = range(7)
 S_GPU, S_HOST, S_CAT, S_SHAPE, S_COMM = range(5)
-# column order of each table in kineto_scan.c (the names: int32 codes into interned texts; the rest int64)
+# column order of each table in kineto_scan.c (the names: int32 codes into interned texts; a host pid, tid and
+# External id: int32 while every value fits, as narrow_ids would make them; the rest int64)
 GPU_COLUMNS = ("name", "device", "start", "end", "stream", "correlation", "external_id")
 HOST_COLUMNS = ("name", "cat", "pid", "tid", "start", "end", "external_id", "input_dims", "input_types",
                 "input_strides", "concrete_inputs")
@@ -126,14 +127,14 @@ def read(path: Path) -> kr.Read | None:
         why_not = f"error: {err}"
         return None
     why_not = ""
-    kr._narrow_host(got.got)
+    kr._narrow_host(got.got)  # the scanner's ids are int32 already, unless a value did not fit
     _return_freed_memory()
     return got
 
 
 def _return_freed_memory() -> None:
-    """Give the C heap's free pages back to the system (glibc's malloc_trim). The scanner's columns and the Int64
-    ids narrowing replaced were freed by glibc, which keeps such pages: ~0.2 GB of a 1M-kernel trace's report
+    """Give the C heap's free pages back to the system (glibc's malloc_trim). The scanner's columns (and any Int64
+    ids narrowing replaced) were freed by glibc, which keeps such pages: ~0.2 GB of a 1M-kernel trace's report
     peak that nothing after the read would reuse (polars allocates from its own heap)."""
     global _trim
     if _trim is None:

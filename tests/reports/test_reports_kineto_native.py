@@ -134,6 +134,27 @@ def test_any_sequence_number_reads_natively_as_python_reads_it(seq, tmp_path, mo
     _assert_same(_write(tmp_path, changed), monkeypatch)
 
 
+@pytest.mark.parametrize("field, value, wide", [
+    ('"tid": ', 2**31, True), ('"pid": ', -(2**31), False), ('"External id": ', 2**40, True),
+    ('"External id": ', -(2**31) + 1, False), ('"tid": ', -(2**31) - 1, True)])
+def test_host_ids_beyond_int32_widen_as_the_python_reader_does(field, value, wide, tmp_path, monkeypatch):
+    """The scanner keeps a host pid, tid and External id as int32 until a value does not fit (int32's least value
+    included: it marks no value there), then widens the column as it is: the same values and types as the Python
+    reader's narrow_ids (here the value comes after thousands of rows)."""
+    with gzip.open(DDP, "rt", encoding="utf-8") as fh:
+        text = fh.read()
+    at = text.rindex('"cat": "cpu_op"')  # the last CPU operator: the column is widened in place
+    start = text.index(field, at) + len(field)
+    end = start + len(text[start:].split(",", 1)[0])
+    changed = text[:start] + str(value) + text[end:]
+    path = _write(tmp_path, changed)
+    _assert_same(path, monkeypatch)
+    native, _ = _read(path, True, monkeypatch)
+    column = {'"tid": ': "tid", '"pid": ': "pid"}.get(field, "external_id")
+    assert native["host cpu"][column].dtype == (pl.Int64 if wide else pl.Int32)
+    assert value in native["host cpu"][column].to_list()
+
+
 def test_long_strings_blanks_and_nested_args_read_the_same(tmp_path, monkeypatch):
     """Strings, blank runs and skipped nested values longer than the scanner's 64-byte blocks, with escapes and
     non-ASCII text at every offset: the same tables both ways, on the native path."""

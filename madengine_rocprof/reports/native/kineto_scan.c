@@ -48,7 +48,9 @@ enum { S_GPU, S_HOST, S_CAT, S_SHAPE, S_COMM, S_N };
 /* what a category is read as (kinds given by Python at ks_new) */
 enum { K_SKIP = 0, K_KERNEL = 1, K_COPY = 2, K_HOST = 3, K_RUNTIME = 4 };
 
-typedef struct { void *data; int size; } col_t;
+/* size: 4 or 8 bytes a value; ids: a host pid, tid or External id, int32 (INT32_MIN: no value) while every value
+   fits, then int64 (the Python reader's narrow_ids gives the same types; no narrowing copy is then needed) */
+typedef struct { void *data; int size, ids; } col_t;
 typedef struct { col_t cols[H_N]; int ncols; int64_t n, cap; } table_t;
 
 typedef struct { const char *ptr; int64_t len; uint64_t hash; } str_t;
@@ -77,8 +79,8 @@ typedef struct {
 static const int COL_SIZES[T_N][H_N] = {
     [T_KERNEL] = {4, 4, 8, 8, 8, 8, 8},
     [T_COPY] = {4, 4, 8, 8, 8, 8, 8},
-    [T_HOST] = {4, 4, 8, 8, 8, 8, 8, 4, 4, 4, 4},
-    [T_RUNTIME] = {4, 4, 8, 8, 8, 8, 8, 8},
+    [T_HOST] = {4, 4, 4, 4, 8, 8, 4, 4, 4, 4, 4},
+    [T_RUNTIME] = {4, 4, 4, 4, 8, 8, 8, 4},
     [T_COMM] = {8, 4},
     [T_MEMORY] = {8, 8, 8},
     [T_DEVICE] = {8},
@@ -175,6 +177,25 @@ static int64_t add_row(table_t *tb) {
 
 #define I64(tb, col, row) (((int64_t *)(tb)->cols[col].data)[row])
 #define I32(tb, col, row) (((int32_t *)(tb)->cols[col].data)[row])
+
+/* An id into an ids column (NUL64: no value); a value int32 cannot hold (INT32_MIN included, the mark of no value)
+   widens the column to int64 first. 0, or -1 on no memory. */
+static int put_id(table_t *tb, int col, int64_t row, int64_t v) {
+    col_t *cl = &tb->cols[col];
+    if (cl->size == 8) { I64(tb, col, row) = v; return 0; }
+    if (v == NUL64) { I32(tb, col, row) = INT32_MIN; return 0; }
+    if (v > INT32_MIN && v <= INT32_MAX) { I32(tb, col, row) = (int32_t)v; return 0; }
+    char *g = realloc(cl->data, (size_t)tb->cap * 8);
+    if (!g) return -1;
+    for (int64_t i = row; i-- > 0;) {  /* in place, from the end: value i moves to bytes 8i.., past every value < i */
+        int32_t narrow; memcpy(&narrow, g + 4 * i, 4);
+        int64_t wide = narrow == INT32_MIN ? NUL64 : narrow;
+        memcpy(g + 8 * i, &wide, 8);
+    }
+    cl->data = g; cl->size = 8;
+    I64(tb, col, row) = v;
+    return 0;
+}
 
 /* ------------------------------------------------------------------ lexing (RFC 8259, minus what Kineto never writes) */
 /* The cursor; where SSE2 is, with masks of the 64 bytes at sbase (computed once for them): the end of a string or of
@@ -771,8 +792,8 @@ static int commit(ks_t *t, const event_t *ev) {
         int64_t row = add_row(tb);
         if (row < 0) return nomem(t);
         I32(tb, R_NAME, row) = nid; I32(tb, R_CAT, row) = cat_id;
-        I64(tb, R_PID, row) = p; I64(tb, R_TID, row) = th; I64(tb, R_START, row) = start; I64(tb, R_END, row) = end;
-        I64(tb, R_CORR, row) = corr; I64(tb, R_EXT, row) = ext;
+        I64(tb, R_START, row) = start; I64(tb, R_END, row) = end; I64(tb, R_CORR, row) = corr;
+        if (put_id(tb, R_PID, row, p) || put_id(tb, R_TID, row, th) || put_id(tb, R_EXT, row, ext)) return nomem(t);
         return R_OK;
     }
     table_t *tb = &t->tables[T_HOST];
@@ -790,8 +811,8 @@ static int commit(ks_t *t, const event_t *ev) {
     int64_t row = add_row(tb);
     if (row < 0) return nomem(t);
     I32(tb, H_NAME, row) = nid; I32(tb, H_CAT, row) = cat_id;
-    I64(tb, H_PID, row) = p; I64(tb, H_TID, row) = th; I64(tb, H_START, row) = start; I64(tb, H_END, row) = end;
-    I64(tb, H_EXT, row) = ext;
+    I64(tb, H_START, row) = start; I64(tb, H_END, row) = end;
+    if (put_id(tb, H_PID, row, p) || put_id(tb, H_TID, row, th) || put_id(tb, H_EXT, row, ext)) return nomem(t);
     for (int i = 0; i < 4; i++) I32(tb, H_DIMS + i, row) = shapes[i];
     if (comm) {
         table_t *ct = &t->tables[T_COMM];
@@ -849,6 +870,9 @@ ks_t *ks_new(const char *kinds, int64_t len) {
         t->tables[i].ncols = NCOLS[i];
         for (int j = 0; j < NCOLS[i]; j++) t->tables[i].cols[j].size = COL_SIZES[i][j];
     }
+    col_t *host = t->tables[T_HOST].cols, *runtime = t->tables[T_RUNTIME].cols;
+    host[H_PID].ids = host[H_TID].ids = host[H_EXT].ids = 1;
+    runtime[R_PID].ids = runtime[R_TID].ids = runtime[R_EXT].ids = 1;
     return t;
 }
 
@@ -950,24 +974,26 @@ static void release_array(struct ArrowArray *array) {
     array->release = NULL;
 }
 
-/* A column as an Arrow array, taken from the scanner: int64 (NUL64 is null) or int32 (a negative code is null).
+/* A column as an Arrow array, taken from the scanner: int64 (NUL64 is null), int32 ids (INT32_MIN is null) or int32
+   codes (a negative code is null).
    0, or -1 on no memory (the column is then freed). */
 int ks_export(ks_t *t, int table, int col, struct ArrowSchema *schema, struct ArrowArray *array) {
     table_t *tb = &t->tables[table];
     int64_t n = tb->n;
     int wide = tb->cols[col].size == 8;
+    int32_t low = tb->cols[col].ids ? INT32_MIN + 1 : 0;  /* the least int32 that is a value */
     void *data = ks_take(t, table, col);
     if (!data) data = malloc(8);
     const void **buffers = malloc(2 * sizeof *buffers);
     if (!data || !buffers) { free(data); free(buffers); return -1; }
     int64_t nulls = 0;
-    for (int64_t i = 0; i < n; i++) nulls += wide ? ((int64_t *)data)[i] == NUL64 : ((int32_t *)data)[i] < 0;
+    for (int64_t i = 0; i < n; i++) nulls += wide ? ((int64_t *)data)[i] == NUL64 : ((int32_t *)data)[i] < low;
     uint8_t *valid = NULL;
     if (nulls) {
         valid = calloc((size_t)(n + 7) / 8, 1);
         if (!valid) { free(data); free(buffers); return -1; }
         for (int64_t i = 0; i < n; i++)
-            if (wide ? ((int64_t *)data)[i] != NUL64 : ((int32_t *)data)[i] >= 0) valid[i >> 3] |= (uint8_t)(1u << (i & 7));
+            if (wide ? ((int64_t *)data)[i] != NUL64 : ((int32_t *)data)[i] >= low) valid[i >> 3] |= (uint8_t)(1u << (i & 7));
     }
     buffers[0] = valid;
     buffers[1] = data;
