@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from madengine_rocprof.inputs import INT64_MAX
+from madengine_rocprof.reports import id_lookup
 from madengine_rocprof.reports.categories import categorize
 from madengine_rocprof.reports.model import BusyTime, DeviceTime, IterationTime, KernelStats, TimingSource
 
@@ -92,7 +93,7 @@ def busy_time(part: pl.DataFrame, into: BusyTime) -> None:
             return 0
         if selected == total:  # one group only (the common single-GPU case): no copy of the table
             return busy
-        sub = part.filter(mask)
+        sub = part.select("start", "end").filter(mask)  # only the columns the union reads are copied
         return union_ns(sub["start"], sub["end"])
 
     into.busy_ns = busy
@@ -166,8 +167,8 @@ def _iterations(part: pl.DataFrame, src: TimingSource) -> list[IterationTime]:
     if not (lo.is_sorted() and hi.is_sorted()):
         return [_window(part, it) for it in its]
     base = win_lo[0] if its else 0
-    cut = (
-        part.with_columns(
+    cut = (  # lazy: polars drops each column once no later step reads it (a 1M-kernel trace: ~0.1 GB less)
+        part.lazy().with_columns(
             first=hi.search_sorted(part["start"], side="right"),  # the first window that ends after the start
             last=lo.search_sorted(part["end"], side="left").cast(pl.Int64) - 1,  # the last that starts before the end
         )
@@ -184,16 +185,18 @@ def _iterations(part: pl.DataFrame, src: TimingSource) -> list[IterationTime]:
         )
         .select("it", "s", "e", "ours", "hta", "counted", "duration")
         .sort(["it", "s"], maintain_order=True)
+        .collect()
     )
 
     def union(mask: pl.Expr) -> dict[int, int]:
         covered = (
-            cut.filter(mask)
+            cut.lazy().filter(mask).select("it", "s", "e")
             .with_columns(latest=pl.col("e").cum_max().shift(1).over("it"))
             .select("it", (pl.col("e") - pl.max_horizontal("s", pl.col("latest").fill_null(pl.col("s"))))
                     .clip(lower_bound=0).cast(pl.Int128).alias("covered"))
             .group_by("it")
             .agg(pl.col("covered").sum())
+            .collect()
         )
         return {int(i): int(c) for i, c in covered.iter_rows()}
 
@@ -242,11 +245,10 @@ def _window(part: pl.DataFrame, it) -> IterationTime:
 
 def launch_times(gpu: pl.DataFrame, runtime: pl.DataFrame) -> pl.Series:
     """Per GPU row (column `correlation`), the start of the runtime call with the same correlation id, null where
-    none (runtime correlation ids are unique within a process; a CUDA graph's kernels share their cudaGraphLaunch's).
-    """
-    joined = gpu.select("correlation").join(_launch_calls(runtime, gpu.schema["correlation"]), on="correlation",
-                                            how="left", maintain_order="left")
-    return joined["launch"]
+    none (runtime correlation ids are unique within a process; a CUDA graph's kernels share their cudaGraphLaunch's;
+    where a trace repeats an id, its first call counts)."""
+    return id_lookup.lookup(_launch_calls(runtime, gpu.schema["correlation"]), "correlation",
+                            gpu["correlation"])["launch"]
 
 
 # the last runtime table's calls by correlation id: the reader asks for its kernels' and copies' launches and the idle
@@ -255,15 +257,12 @@ _LAUNCH_CALLS: dict[str, Any] = {"frame": None, "dtype": None, "calls": None}
 
 
 def _launch_calls(runtime: pl.DataFrame, dtype: Any) -> pl.DataFrame:
-    """correlation -> launch (the call's start), the first call of each correlation id."""
+    """correlation (sorted, each id once: id_lookup.index) -> launch (the start of the id's first call)."""
     cached = _LAUNCH_CALLS["frame"]
     if cached is not None and cached() is runtime and _LAUNCH_CALLS["dtype"] == dtype:
         return _LAUNCH_CALLS["calls"]
-    calls = (
-        runtime.filter(pl.col("correlation").is_not_null())
-        .select(pl.col("correlation").cast(dtype), pl.col("start").alias("launch"))
-        .unique(subset="correlation", keep="first")
-    )
+    calls = id_lookup.index(runtime.select(pl.col("correlation").cast(dtype), pl.col("start").alias("launch")),
+                            "correlation")
     _LAUNCH_CALLS.update(frame=weakref.ref(runtime), dtype=dtype, calls=calls)
     return calls
 
@@ -340,13 +339,14 @@ def aggregate(src: TimingSource, table: pl.DataFrame, copies: pl.DataFrame | Non
         part = part.drop("device")
         if not part["start"].is_sorted():  # traces are mostly written in start order: skip the sort then
             part = part.sort("start")
-        kernels = part.filter(~pl.col("copy_engine")) if copies is not None else part
+        kernel_count, kernel_ns = part.select((~pl.col("copy_engine")).sum(),
+                                              duration.filter(~pl.col("copy_engine")).sum()).row(0)
         row = DeviceTime(
             device=str(device),
-            dispatches=kernels.height,
-            copies=part.height - kernels.height,
+            dispatches=kernel_count,
+            copies=part.height - kernel_count,
             span_ns=int(part["end"].max() - part["start"][0]),
-            kernel_time_sum_ns=int((kernels["end"] - kernels["start"]).cast(pl.Int128).sum()),
+            kernel_time_sum_ns=int(kernel_ns or 0),
         )
         busy_time(part, row)
         if src.iterations:
