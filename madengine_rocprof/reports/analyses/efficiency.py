@@ -174,29 +174,30 @@ def _owners(ops: pl.DataFrame, launchers: pl.Series, modelled: list[bool], compo
     found = nesting.tree(ops)
     if found is None or (found.height and found["depth"].max() >= CHAIN_LIMIT):  # type: ignore[operator]
         return _owners_by_walk(ops, launchers, modelled, composite)
-    flags = pl.DataFrame({"key": range(len(modelled)), "_cost": modelled, "_fused": composite},
-                         schema={"key": ops.schema["key"], "_cost": pl.Boolean, "_fused": pl.Boolean})
-    found = found.join(ops.select("op", "key").join(flags, on="key", how="left"), on="op", how="left")
-    # top down, a level at a time: an op takes its parent's innermost modelled op and outermost composite
-    levels = found.partition_by("depth", as_dict=True, include_key=False)
-    done: list[pl.DataFrame] = []
-    above: pl.DataFrame | None = None
-    for depth in sorted(key[0] for key in levels):
-        level = levels[(depth,)]
-        if above is None:
-            inherited = level.with_columns(pl.lit(None, pl.UInt32).alias("_inner"), pl.lit(None, pl.UInt32)
-                                           .alias("_outer"))
-        else:
-            inherited = level.join(above.select(pl.col("op").alias("parent"), pl.col("inner").alias("_inner"),
-                                                pl.col("outer").alias("_outer")),
-                                   on="parent", how="left")
-        above = inherited.select(
-            "op", pl.when(pl.col("_cost")).then(pl.col("op")).otherwise(pl.col("_inner")).alias("inner"),
-            pl.coalesce(pl.col("_outer"), pl.when(pl.col("_fused")).then(pl.col("op"))).alias("outer"))
-        done.append(above)
-    if not done:  # no op: no launching op either
+    # by position in the tree's (sweep) order: each op's flags and its parent's position (id_lookup, no joins)
+    n = found.height
+    if not n:  # no op: no launching op either
         return pl.DataFrame(schema={"op": ops.schema["op"], "owner": ops.schema["op"]})
-    every = pl.concat(done)
+    key = id_lookup.lookup(id_lookup.index(ops.select("op", "key"), "op"), "op", found["op"])["key"]
+    cost = pl.Series(modelled, dtype=pl.Boolean).gather(key)
+    fused = pl.Series(composite, dtype=pl.Boolean).gather(key)
+    positions = found.select("op", pl.int_range(n, dtype=pl.UInt32).alias("pos"))
+    parent = id_lookup.lookup(id_lookup.index(positions, "op"), "op", found["parent"].cast(pl.Int64))["pos"]
+    op = found["op"]
+    inner = pl.select(pl.when(pl.lit(cost)).then(pl.lit(op))).to_series()
+    outer = pl.select(pl.when(pl.lit(fused)).then(pl.lit(op))).to_series()
+    # top down, a level at a time: an op takes its parent's innermost modelled op and outermost composite
+    by_depth = found.select(pl.int_range(n, dtype=pl.UInt32).alias("row"), "depth").sort("depth", maintain_order=True)
+    depths = by_depth["depth"]
+    bounds = depths.search_sorted(pl.Series(range(int(depths[-1]) + 2), dtype=depths.dtype), side="left").to_list()
+    for depth in range(1, int(depths[-1]) + 1):
+        rows = by_depth["row"].slice(bounds[depth], bounds[depth + 1] - bounds[depth])
+        if not rows.len():
+            continue
+        up = parent.gather(rows)
+        inner.scatter(rows, inner.gather(rows).fill_null(inner.gather(up)))
+        outer.scatter(rows, outer.gather(up).fill_null(outer.gather(rows)))
+    every = pl.DataFrame({"op": op, "inner": inner, "outer": outer}).gather(by_depth["row"])
     return (every.filter(pl.col("op").is_in(launchers.implode()))
             .select("op", pl.coalesce("outer", "inner", "op").alias("owner")))
 
