@@ -167,26 +167,32 @@ def _iterations(part: pl.DataFrame, src: TimingSource) -> list[IterationTime]:
     if not (lo.is_sorted() and hi.is_sorted()):
         return [_window(part, it) for it in its]
     base = win_lo[0] if its else 0
-    cut = (  # lazy: polars drops each column once no later step reads it (a 1M-kernel trace: ~0.1 GB less)
-        part.lazy().with_columns(
-            first=hi.search_sorted(part["start"], side="right"),  # the first window that ends after the start
-            last=lo.search_sorted(part["end"], side="left").cast(pl.Int64) - 1,  # the last that starts before the end
-        )
-        .filter(pl.col("first") <= pl.col("last"))
-        .with_columns(it=pl.int_ranges("first", pl.col("last") + 1))
-        .explode("it")
-        .with_columns(lo=pl.lit(lo).gather(pl.col("it")), hi=pl.lit(hi).gather(pl.col("it")))
+    first = hi.search_sorted(part["start"], side="right").cast(pl.Int64)  # the first window that ends after the start
+    last = lo.search_sorted(part["end"], side="left").cast(pl.Int64) - 1  # the last that starts before the end
+    # most traces put each interval in one window at most: it is then that window, with no row repeated, and rows
+    # sorted by start stay sorted by (window, start in it); lazy, so each column is dropped once no step reads it
+    single = bool((last <= first).all())
+    cut_q = part.lazy().with_columns(first=first, last=last).filter(pl.col("first") <= pl.col("last"))
+    cut_q = cut_q.with_columns(it=pl.col("first")) if single else cut_q.with_columns(
+        it=pl.int_ranges("first", pl.col("last") + 1)).explode("it")
+    del first, last
+    cut = (
+        cut_q.with_columns(lo=pl.lit(lo).gather(pl.col("it")), hi=pl.lit(hi).gather(pl.col("it")))
         .with_columns(
             # in the window: relative to the first window's start, so Int64 whatever the timestamps' width
             s=(pl.max_horizontal("start", "lo") - base).cast(pl.Int64),
             e=(pl.min_horizontal("end", "hi") - base).cast(pl.Int64),
             counted=(pl.col("start") >= pl.col("lo")) & ~pl.col("copy_engine"),
-            duration=(pl.col("end") - pl.col("start")).cast(pl.Int128),
         )
-        .select("it", "s", "e", "ours", "hta", "counted", "duration")
-        .sort(["it", "s"], maintain_order=True)
+        # the kernels' own time per window, read below only where no launch links say which window owns a kernel
+        .with_columns(*([] if by_launch is not None else [(pl.col("end") - pl.col("start")).cast(pl.Int128)
+                                                          .alias("duration")]))
+        .select("it", "s", "e", "ours", "hta", "counted", *([] if by_launch is not None else ["duration"]))
         .collect()
     )
+    if not (single and cut.select(((pl.col("it").diff() > 0) | (pl.col("it").diff() == 0) & (pl.col("s").diff() >= 0))
+                                  .fill_null(True).all()).item()):
+        cut = cut.sort(["it", "s"], maintain_order=True)
 
     def union(mask: pl.Expr) -> dict[int, int]:
         covered = (
