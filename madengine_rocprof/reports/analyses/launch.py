@@ -87,19 +87,19 @@ def _queue(part: pl.DataFrame) -> pl.DataFrame:
     """One stream's queue length after all events of each timestamp (ts, length): its +1/-1 events sorted by time,
     summed, and the last value of each timestamp kept. Lazy, so only the two columns of the answer are held at the
     end (a 1M-launch stream: 2M events)."""
-    return (pl.concat([part.lazy().select(pl.col("call_start").alias("ts"), pl.lit(1, dtype=pl.Int64).alias("d")),
-                       part.lazy().select(pl.col("start").alias("ts"), pl.lit(-1, dtype=pl.Int64).alias("d"))])
+    return (pl.concat([part.lazy().select(pl.col("call_start").alias("ts"), pl.lit(1, dtype=pl.Int8).alias("d")),
+                       part.lazy().select(pl.col("start").alias("ts"), pl.lit(-1, dtype=pl.Int8).alias("d"))])
             .sort("ts")
-            .with_columns(length=pl.col("d").cum_sum())
+            .with_columns(length=pl.col("d").cast(pl.Int64).cum_sum())
             .filter(pl.col("ts") != pl.col("ts").shift(-1, fill_value=None).fill_null(pl.col("ts") + 1))
             .select("ts", "length")
             .collect())
 
 
-def _streams(launched: pl.DataFrame):
-    """(device, stream, its launches' call_start and start), in the order streams first appear."""
-    return launched.select("device", "stream", "call_start", "start").group_by("device", "stream",
-                                                                               maintain_order=True)
+def _streams(launched: pl.DataFrame) -> list:
+    """((device, stream), its launches' call_start and start), in the order streams first appear."""
+    return list(launched.select("device", "stream", "call_start", "start").group_by("device", "stream",
+                                                                                    maintain_order=True))
 
 
 def queue_series(launched: pl.DataFrame) -> pl.DataFrame:
@@ -139,10 +139,7 @@ def analyze(kernels: pl.DataFrame, copies: pl.DataFrame, runtime: pl.DataFrame) 
     launched = launches(kernels, copies, runtime)
     if launched.height == 0:
         return None
-    streams = []
-    for (device, stream), part in _streams(launched):  # a stream's series is summarised, then freed
-        streams.append({"device": device, "stream": stream} | _stream_summary(_queue(part)))
-    return {
+    out = {
         "launches": launched.height,
         "delay": distribution(launched["delay"]),
         "delay_histogram": log_histogram.histogram(launched["delay"]),
@@ -150,8 +147,12 @@ def analyze(kernels: pl.DataFrame, copies: pl.DataFrame, runtime: pl.DataFrame) 
         "long_calls": int((launched["cpu_duration"] > RUNTIME_CUTOFF_NS).sum()),
         "long_delays": int((launched["delay"] > LAUNCH_DELAY_CUTOFF_NS).sum()),
         "by_call": {str(n): int(c) for n, c in launched.group_by("call").len().sort("call").iter_rows()},
-        "streams": streams,
     }
+    streams = _streams(launched)
+    del launched  # only the columns of the queues are kept while their series are built
+    out["streams"] = [{"device": device, "stream": stream} | _stream_summary(_queue(part))
+                      for (device, stream), part in streams]  # a stream's series is summarised, then freed
+    return out
 
 
 def source_tables(src: TimingSource) -> TraceTables | None:
