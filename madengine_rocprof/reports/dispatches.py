@@ -314,11 +314,15 @@ def aggregate(src: TimingSource, table: pl.DataFrame, copies: pl.DataFrame | Non
     if not table.height and copies is None:
         return src
     launches = any("launch" in t.columns for t in (table, copies) if t is not None)
+    # device labels as the readers give them (a Kineto trace's are Categorical: 4 bytes a row), String where the
+    # two tables differ
+    device = pl.col("device") if copies is None or copies.schema["device"] == table.schema["device"] else pl.col(
+        "device").cast(pl.String)
     parts = [
         table.select(
             "start",
             "end",
-            pl.col("device").cast(pl.String),
+            device,
             _group_column(list(src.kernels), lambda n: OUR_GROUP.get(categorize(n), COMPUTE)).alias("ours"),
             _group_column(list(src.kernels), _hta_group).alias("hta"),
             pl.lit(False).alias("copy_engine"),
@@ -330,7 +334,7 @@ def aggregate(src: TimingSource, table: pl.DataFrame, copies: pl.DataFrame | Non
             copies.select(
                 "start",
                 "end",
-                pl.col("device").cast(pl.String),
+                device,
                 pl.lit(COPY, dtype=pl.Int8).alias("ours"),
                 pl.lit(COPY, dtype=pl.Int8).alias("hta"),
                 pl.lit(True).alias("copy_engine"),
