@@ -126,14 +126,14 @@ def _launch_windows(part: pl.DataFrame, its: list) -> tuple[list[int], list[int]
         return None
     key = part.select(pl.coalesce("launch", "start").alias("key"), "end").sort("key")
     latest = key["end"].cum_max()  # last end of the work launched up to each key
-
-    def ended_by(t: int) -> int:
-        """The later of t and the last end of the work launched before t."""
-        n = int(key["key"].search_sorted(t, side="left"))
-        return t if n == 0 else max(t, int(latest[n - 1]))
-
-    device_lo = [lo[0]] + [ended_by(t) for t in lo[1:]]
-    device_hi = [ended_by(t) for t in hi]
+    # for every window edge t at once: the later of t and the last end of the work launched before t
+    edges = lo[1:] + hi
+    before = key["key"].search_sorted(pl.Series(edges, dtype=key.schema["key"]), side="left").to_list()
+    ended = latest.gather([max(n - 1, 0) for n in before]).to_list() if key.height else []
+    ended_by = [t if n == 0 else max(t, int(e)) for t, n, e in zip(edges, before, ended or [0] * len(edges),
+                                                                  strict=True)]
+    device_lo = [lo[0]] + ended_by[:len(lo) - 1]
+    device_hi = ended_by[len(lo) - 1:]
     starts = pl.Series("lo", lo, dtype=part.schema["start"])
     ends = pl.Series("hi", hi, dtype=part.schema["start"])
     keys = part.select(pl.coalesce("launch", "start")).to_series()
