@@ -37,9 +37,8 @@ T_KERNEL, T_COPY, T_HOST, T_RUNTIME, T_COMM, T_MEMORY, T_DEVICE = range(7)
 S_GPU, S_HOST, S_CAT, S_SHAPE, S_COMM = range(5)
 # column order of each table in kineto_scan.c (the names: int32 codes into interned texts; the rest int64)
 GPU_COLUMNS = ("name", "device", "start", "end", "stream", "correlation", "external_id")
-HOST_COLUMNS = ("name", "cat", "pid", "tid", "start", "end", "external_id", "seq", "fwd_tid", "input_dims",
-                "input_types", "input_strides", "concrete_inputs")
-UNUSED = {"seq", "fwd_tid"}  # read and checked as the Python reader does, but no table keeps them
+HOST_COLUMNS = ("name", "cat", "pid", "tid", "start", "end", "external_id", "input_dims", "input_types",
+                "input_strides", "concrete_inputs")
 RUNTIME_COLUMNS = ("name", "cat", "pid", "tid", "start", "end", "correlation", "external_id")
 SHAPES = ("input_dims", "input_types", "input_strides", "concrete_inputs")
 _KIND_CODES = {kr._KERNEL: 1, kr._COPY: 2, kr._CPU: 3, kr._ANNOTATION: 3}
@@ -302,8 +301,6 @@ def _host(lib: ctypes.CDLL, scanner: int, table: int, layout: tuple, names: list
         return pl.DataFrame(schema=schema)
     columns: dict[str, pl.Series] = {}
     for index, key in enumerate(layout):
-        if key in UNUSED:
-            continue
         values = _column(lib, scanner, table, index)
         if key == "name":
             columns[key] = _codes(values, names)  # type: ignore[arg-type]

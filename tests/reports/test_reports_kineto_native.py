@@ -122,6 +122,39 @@ def test_compact_json_with_escapes_and_memory_events_reads_the_same(tmp_path, mo
     assert 'a "quoted" kernel \u00e9\u4e2d' in native["kernels"]["name"].to_list()
 
 
+@pytest.mark.parametrize("seq", ['"7"', "1.5", "null", "[1, [2]]", '{"a": 1}', "7, \"Sequence number\": 8", "-3"])
+def test_any_sequence_number_reads_natively_as_python_reads_it(seq, tmp_path, monkeypatch):
+    """No table keeps Sequence number or Fwd thread id: the Python reader skips them whatever they hold (text, a
+    float, a list, twice), and so does the scanner, without sending the file to the Python reader."""
+    with gzip.open(DDP, "rt", encoding="utf-8") as fh:
+        text = fh.read()
+    changed = text.replace('"Sequence number": ', f'"Sequence number": {seq}, "Seq0": ', 3)
+    changed = changed.replace('"Fwd thread id": ', f'"Fwd thread id": {seq}, "Fwd0": ', 3)
+    assert changed.count(seq) >= 6
+    _assert_same(_write(tmp_path, changed), monkeypatch)
+
+
+def test_long_strings_blanks_and_nested_args_read_the_same(tmp_path, monkeypatch):
+    """Strings, blank runs and skipped nested values longer than the scanner's 64-byte blocks, with escapes and
+    non-ASCII text at every offset: the same tables both ways, on the native path."""
+    trace = _trace(V1)
+    events = trace["traceEvents"]
+    kernel = next(e for e in events if e.get("cat") == "kernel")
+    cpu = next(e for e in events if e.get("cat") == "cpu_op")
+    for i in range(70):
+        name = "k" * i + '\\"\u00e9\t' + "\u4e2d" * (i % 5) + "x" * (140 - i)
+        events.append({**kernel, "name": name, "ts": kernel["ts"] + i})
+        nested = {"a": [[1, 2.5, -3e2], {"b": ["s" * i, None, True, False, {}], "c": []}], "d": "\u00e9" * i}
+        events.append({**cpu, "name": f"op{i}", "args": {**cpu["args"], "Ev Idx": nested,
+                                                          "Input Dims": [[i, 1024 + i], [], [[1, [2]]]]}})
+    text = json.dumps(trace, indent=4, ensure_ascii=i % 2 == 0)
+    text = text.replace('"ph": "X",', '"ph": "X",' + " " * 150 + "\n" * 3 + "\t" * 70, 50)
+    path = _write(tmp_path, text)
+    _assert_same(path, monkeypatch)
+    native, _ = _read(path, True, monkeypatch)
+    assert any(name.startswith("k" * 69 + '\\"') for name in native["kernels"]["name"].to_list())
+
+
 @pytest.mark.parametrize("change, why", [
     (lambda t: t.replace('"dur": ', '"dur": 1, "dur": ', 1), "a key given twice"),
     (lambda t: t.replace('"ts": 4', '"ts": "4', 1).replace('.602, "dur"', '.602", "dur"', 1),

@@ -39,8 +39,7 @@ Plain C11.
 /* tables and their columns (kineto_native.py names them) */
 enum { T_KERNEL, T_COPY, T_HOST, T_RUNTIME, T_COMM, T_MEMORY, T_DEVICE, T_N };
 enum { G_NAME, G_DEVICE, G_START, G_END, G_STREAM, G_CORR, G_EXT, G_N };
-enum { H_NAME, H_CAT, H_PID, H_TID, H_START, H_END, H_EXT, H_SEQ, H_FWD, H_DIMS, H_TYPES, H_STRIDES, H_CONCRETE,
-       H_N };
+enum { H_NAME, H_CAT, H_PID, H_TID, H_START, H_END, H_EXT, H_DIMS, H_TYPES, H_STRIDES, H_CONCRETE, H_N };
 enum { R_NAME, R_CAT, R_PID, R_TID, R_START, R_END, R_CORR, R_EXT, RT_N };
 enum { C_ROW, C_ARGS, C_N };
 enum { M_ALLOC, M_TYPE, M_ID, M_N };
@@ -78,7 +77,7 @@ typedef struct {
 static const int COL_SIZES[T_N][H_N] = {
     [T_KERNEL] = {4, 4, 8, 8, 8, 8, 8},
     [T_COPY] = {4, 4, 8, 8, 8, 8, 8},
-    [T_HOST] = {4, 4, 8, 8, 8, 8, 8, 8, 8, 4, 4, 4, 4},
+    [T_HOST] = {4, 4, 8, 8, 8, 8, 8, 4, 4, 4, 4},
     [T_RUNTIME] = {4, 4, 8, 8, 8, 8, 8, 8},
     [T_COMM] = {8, 4},
     [T_MEMORY] = {8, 8, 8},
@@ -178,22 +177,75 @@ static int64_t add_row(table_t *tb) {
 #define I32(tb, col, row) (((int32_t *)(tb)->cols[col].data)[row])
 
 /* ------------------------------------------------------------------ lexing (RFC 8259, minus what Kineto never writes) */
-typedef struct { const char *p, *end; } cur_t;
+/* The cursor; where SSE2 is, with masks of the 64 bytes at sbase (computed once for them): the end of a string or of
+   blanks is then a shift of a mask, not loads and compares on every token's critical path. */
+typedef struct { const char *p, *end; uintptr_t sbase; uint64_t special, quotes, blank; } cur_t;
 
-static inline int skip_ws(cur_t *c) {  /* R_MORE at the end of the buffer */
-    while (c->p < c->end) {
-        char ch = *c->p;
-        if (ch != ' ' && ch != '\n' && ch != '\t' && ch != '\r') return R_OK;
-        c->p++;
-    }
-    return R_MORE;
-}
+/* The lexing functions always inlined, their cursor a local of the function reading an object: its pointer then
+   stays in a register (a cursor in memory puts a store and a reload on every token's path, which dominated). A call
+   that cannot be inlined (a nested object or list) gets a copy. */
+#if defined(__GNUC__)
+#define HOT static inline __attribute__((always_inline))
+#else
+#define HOT static inline
+#endif
 
 static int8_t CLASS[256];  /* 0 plain, 1 quote, 2 backslash, 3 control, 4 non-ASCII */
+static uint8_t WS[256];    /* JSON's four whitespace bytes */
 
 static void init_class(void) {
     for (int i = 0; i < 256; i++) CLASS[i] = i < 0x20 ? 3 : i >= 0x80 ? 4 : 0;
     CLASS['"'] = 1; CLASS['\\'] = 2;
+    WS[' '] = WS['\n'] = WS['\t'] = WS['\r'] = 1;
+}
+
+#ifdef __SSE2__
+/* the masks of the 64 bytes at s (s + 64 <= end): quotes; every byte that ends a string's plain run (a quote, a
+   backslash, a control or non-ASCII byte: < 0x20 or >= 0x80 signed); blanks */
+HOT void classify(cur_t *c, const unsigned char *s) {
+    const __m128i quote = _mm_set1_epi8('"'), slash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+    const __m128i nl = _mm_set1_epi8('\n'), tab = _mm_set1_epi8('\t'), cr = _mm_set1_epi8('\r');
+    uint64_t special = 0, quotes = 0, blank = 0;
+    for (int i = 0; i < 4; i++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(s + 16 * i));
+        __m128i q = _mm_cmpeq_epi8(v, quote);
+        __m128i x = _mm_or_si128(_mm_or_si128(q, _mm_cmpeq_epi8(v, slash)), _mm_cmplt_epi8(v, space));
+        __m128i w = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, space), _mm_cmpeq_epi8(v, nl)),
+                                 _mm_or_si128(_mm_cmpeq_epi8(v, tab), _mm_cmpeq_epi8(v, cr)));
+        special |= (uint64_t)(unsigned)_mm_movemask_epi8(x) << (16 * i);
+        quotes |= (uint64_t)(unsigned)_mm_movemask_epi8(q) << (16 * i);
+        blank |= (uint64_t)(unsigned)_mm_movemask_epi8(w) << (16 * i);
+    }
+    c->sbase = (uintptr_t)s; c->special = special; c->quotes = quotes; c->blank = blank;
+}
+
+/* the cursor's masks cover p (computed there if they did not); 0 near the end of the buffer */
+HOT int covered(cur_t *c, const char *p, uint64_t *off) {
+    *off = (uintptr_t)p - c->sbase;
+    if (*off < 64) return 1;
+    if (c->end - p < 64) return 0;
+    classify(c, (const unsigned char *)p);
+    *off = 0;
+    return 1;
+}
+#endif
+
+HOT int skip_ws(cur_t *c) {  /* R_MORE at the end of the buffer */
+    const char *p = c->p, *end = c->end;
+    /* most tokens follow no blank or a single space (every blank is <= 0x20, as are the control bytes refused) */
+    if (p < end && (unsigned char)*p > ' ') return R_OK;
+    if (p + 1 < end && *p == ' ' && (unsigned char)p[1] > ' ') { c->p = p + 1; return R_OK; }
+#ifdef __SSE2__
+    uint64_t off;
+    while (covered(c, p, &off)) {  /* Kineto indents its events: runs of blanks */
+        uint64_t other = ~c->blank >> off;
+        if (other) { c->p = p + __builtin_ctzll(other); return R_OK; }
+        p = (const char *)c->sbase + 64;
+    }
+#endif
+    while (p < end && WS[(unsigned char)*p]) p++;
+    c->p = p;
+    return p < end ? R_OK : R_MORE;
 }
 
 static inline int hexval(char ch) {
@@ -203,19 +255,40 @@ static inline int hexval(char ch) {
     return -1;
 }
 
+
 /* A string at c->p (a quote): its span, quotes included; *bs when it holds an escape. */
-static inline int string_tok(ks_t *t, cur_t *c, const char **start, int64_t *len, int *bs) {
+HOT int string_tok(ks_t *t, cur_t *c, const char **start, int64_t *len, int *bs) {
     const unsigned char *p = (const unsigned char *)c->p + 1, *end = (const unsigned char *)c->end;
     *bs = 0;
     for (;;) {
 #ifdef __SSE2__
+        for (;;) {  /* the first byte that ends the plain run, by the masks */
+            uint64_t off = (uintptr_t)p - c->sbase;
+            if (off < 64) {
+                uint64_t bits = c->special >> off;
+                if (bits) {
+                    p += __builtin_ctzll(bits);
+                    if ((c->quotes >> off) & bits & -bits) goto closed;  /* the closing quote */
+                    break;
+                }
+                p = (const unsigned char *)c->sbase + 64;
+            }
+            if (end - p < 64) break;
+            classify(c, p);
+        }
         /* 16 bytes at a time: the first quote, backslash, control or non-ASCII byte (signed: < 0x20 or >= 0x80) */
         const __m128i quote = _mm_set1_epi8('"'), slash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
         while (p + 16 <= end) {
             __m128i v = _mm_loadu_si128((const __m128i *)p);
-            int mask = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash)),
-                                                      _mm_cmplt_epi8(v, space)));
-            if (mask) { p += __builtin_ctz((unsigned)mask); break; }
+            __m128i q = _mm_cmpeq_epi8(v, quote);
+            unsigned mask = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(q, _mm_cmpeq_epi8(v, slash)),
+                                                                      _mm_cmplt_epi8(v, space)));
+            if (mask) {
+                unsigned first = mask & -mask;
+                p += __builtin_ctz(mask);
+                if (first & (unsigned)_mm_movemask_epi8(q)) goto closed;  /* the closing quote: no byte to reload */
+                break;
+            }
             p += 16;
         }
 #endif
@@ -258,6 +331,9 @@ static inline int string_tok(ks_t *t, cur_t *c, const char **start, int64_t *len
             return foreign(t, "invalid UTF-8");
         p += n;
     }
+#ifdef __SSE2__
+closed:
+#endif
     *start = c->p;
     *len = (const char *)p + 1 - c->p;
     c->p = (const char *)p + 1;
@@ -267,14 +343,34 @@ static inline int string_tok(ks_t *t, cur_t *c, const char **start, int64_t *len
 enum { N_INT, N_BIG, N_FLOAT };
 typedef struct { int kind; int64_t value; int time_ok; int64_t ns; } num_t;
 
+/* How many ASCII digits start at p (up to the end of the buffer) */
+HOT int64_t digit_run(cur_t *c, const char *p) {
+    const char *q = p, *end = c->end;
+    while (q + 8 <= end) {
+        uint64_t x; memcpy(&x, q, 8);
+        x ^= 0x3030303030303030ULL;
+        uint64_t other = ((x + 0x0606060606060606ULL) | x) & 0xF0F0F0F0F0F0F0F0ULL;
+        if (other) return q - p + (__builtin_ctzll(other) >> 3);
+        q += 8;
+    }
+    while (q < end && (unsigned char)(*q - '0') < 10) q++;
+    return q - p;
+}
+
 /* A JSON number: an integer within int64 (N_INT), beyond it (N_BIG), or with a fraction or exponent (N_FLOAT);
-   time_ok and ns: it is Kineto's microseconds (no sign or exponent, at most three decimals, within int64 ns), as exact ns. */
-static inline int number_tok(ks_t *t, cur_t *c, num_t *out) {
+   time_ok and ns: it is Kineto's microseconds (no sign or exponent, at most three decimals, within int64 ns), as exact ns.
+   With out NULL the number is only checked (a skipped value). */
+HOT int number_tok(ks_t *t, cur_t *c, num_t *out) {
     const char *p = c->p, *end = c->end;
     int neg = 0;
     if (*p == '-') { neg = 1; p++; }
     const char *digits = p;
-    while (p < end && *p >= '0' && *p <= '9') p++;
+    uint64_t v = 0;  /* the integer part, exact up to 19 digits (< 2^64); a longer one is N_BIG whatever v wraps to */
+    if (out) {
+        while (p < end && (unsigned char)(*p - '0') < 10) { v = v * 10 + (uint64_t)(*p - '0'); p++; }
+    } else {
+        p += digit_run(c, p);
+    }
     if (p >= end) return R_MORE;
     int64_t nd = p - digits;
     if (nd == 0 || (nd > 1 && *digits == '0')) return foreign(t, "not a JSON number");
@@ -282,7 +378,7 @@ static inline int number_tok(ks_t *t, cur_t *c, num_t *out) {
     const char *frac = NULL; int64_t nf = 0;
     if (*p == '.') {
         frac = ++p;
-        while (p < end && *p >= '0' && *p <= '9') p++;
+        p += digit_run(c, p);
         if (p >= end) return R_MORE;
         nf = p - frac;
         if (nf == 0) return foreign(t, "not a JSON number");
@@ -299,35 +395,30 @@ static inline int number_tok(ks_t *t, cur_t *c, num_t *out) {
         if (p == ed) return foreign(t, "not a JSON number");
         if (p - ed > 4) return foreign(t, "a number too long");
     }
-    out->time_ok = 0;
-    if (!frac && !exp) {
-        uint64_t v = 0; int big = nd > 19;
-        for (const char *d = digits; !big && d < digits + nd; d++) {
-            if (v > (UINT64_MAX - 9) / 10) big = 1;
-            else v = v * 10 + (uint64_t)(*d - '0');
+    if (!out && neg && nd == 19)  /* a skipped number's value matters only here */
+        for (const char *d = digits; d < digits + nd; d++) v = v * 10 + (uint64_t)(*d - '0');
+    int big = nd > 19 || v > (uint64_t)INT64_MAX;  /* -2^63 too: the readers differ on it, see below */
+    if (!frac && !exp && big && neg && nd <= 19 && v == (uint64_t)INT64_MAX + 1) return foreign(t, "-2^63");
+    if (out) {
+        out->time_ok = 0;
+        if (!frac && !exp) {
+            if (big) out->kind = N_BIG;
+            else { out->kind = N_INT; out->value = neg ? -(int64_t)v : (int64_t)v; }
+        } else {
+            out->kind = N_FLOAT;
         }
-        if (!big && v > (uint64_t)INT64_MAX) big = 1;  /* -2^63 too: the readers differ on it, see below */
-        if (big && neg && nd <= 19 && v == (uint64_t)INT64_MAX + 1) return foreign(t, "-2^63");
-        if (big) out->kind = N_BIG;
-        else { out->kind = N_INT; out->value = neg ? -(int64_t)v : (int64_t)v; }
-    } else {
-        out->kind = N_FLOAT;
-    }
-    if (!neg && !exp && nd <= 16 && nf <= 3) {
-        int64_t v = 0;
-        for (const char *d = digits; d < digits + nd; d++) v = v * 10 + (*d - '0');
-        int64_t f = 0;
-        for (int i = 0; i < 3; i++) f = f * 10 + (i < nf ? frac[i] - '0' : 0);
-        if (v <= (INT64_MAX - 999) / 1000) {
+        if (!neg && !exp && nd <= 16 && nf <= 3 && v <= (uint64_t)(INT64_MAX - 999) / 1000) {
+            int64_t f = 0;
+            for (int i = 0; i < 3; i++) f = f * 10 + (i < nf ? frac[i] - '0' : 0);
             out->time_ok = 1;
-            out->ns = v * 1000 + f;
+            out->ns = (int64_t)v * 1000 + f;
         }
     }
     c->p = p;
     return R_OK;
 }
 
-static int literal(ks_t *t, cur_t *c, const char *word, int n) {
+HOT int literal(ks_t *t, cur_t *c, const char *word, int n) {
     if (c->end - c->p < n) return memcmp(c->p, word, (size_t)(c->end - c->p)) == 0 ? R_MORE : foreign(t, "bad literal");
     if (memcmp(c->p, word, (size_t)n) != 0) return foreign(t, "not JSON");
     c->p += n;
@@ -338,38 +429,72 @@ static int literal(ks_t *t, cur_t *c, const char *word, int n) {
 enum { V_ABSENT, V_NULL, V_INT, V_BIG, V_FLOAT, V_STR, V_BOOL, V_LIST, V_OBJ };
 typedef struct { int form; int64_t value; const char *s; int64_t n; int bs; int time_ok; int64_t ns; } val_t;
 
-static int value(ks_t *t, cur_t *c, val_t *v, int depth);
+/* A JSON value other than a list or an object at c->p, checked as value() checks it and passed over. */
+HOT int skip_scalar(ks_t *t, cur_t *c) {
+    char ch = *c->p;
+    if (ch == '"') { const char *s; int64_t n; int bs; return string_tok(t, c, &s, &n, &bs); }
+    if (ch == '-' || (ch >= '0' && ch <= '9')) return number_tok(t, c, NULL);
+    if (ch == 'n') return literal(t, c, "null", 4);
+    if (ch == 't') return literal(t, c, "true", 4);
+    if (ch == 'f') return literal(t, c, "false", 5);
+    return foreign(t, "not a JSON value");
+}
 
-static int skip_container(ks_t *t, cur_t *c, int depth) {
-    char close = *c->p == '[' ? ']' : '}';
-    int object = close == '}';
-    if (depth >= MAX_DEPTH) return foreign(t, "nested too deeply");
-    c->p++;
-    int r = skip_ws(c); if (r != R_OK) return r;
-    if (*c->p == close) { c->p++; return R_OK; }
+/* The list or object at c->p (at `depth`), checked and passed over; nested ones in the same loop (a bit per level
+   says list or object), so a shape's inner lists cost no call. */
+static int skip_container(ks_t *t, cur_t *cp, int depth) {
+    cur_t c = *cp;
+    uint64_t objects = 0;  /* bit i: the container open at level i is an object */
+    int level = 0, r;
+open:  /* c.p at a [ or { */
+    if (depth + level >= MAX_DEPTH) { r = foreign(t, "nested too deeply"); goto out; }
+    if (*c.p == '{') objects |= 1ULL << level; else objects &= ~(1ULL << level);
+    level++;
+    c.p++;
+    if ((r = skip_ws(&c)) != R_OK) goto out;
+    if (*c.p == (objects >> (level - 1) & 1 ? '}' : ']')) { c.p++; goto closed; }
     for (;;) {
-        val_t v;
-        if (object) {
+        if (objects >> (level - 1) & 1) {
             const char *ks; int64_t kn; int bs;
-            if (*c->p != '"') return foreign(t, "not JSON (a key)");
-            if ((r = string_tok(t, c, &ks, &kn, &bs)) != R_OK) return r;
-            if ((r = skip_ws(c)) != R_OK) return r;
-            if (*c->p != ':') return foreign(t, "not JSON (no colon)");
-            c->p++;
-            if ((r = skip_ws(c)) != R_OK) return r;
+            if (*c.p != '"') { r = foreign(t, "not JSON (a key)"); goto out; }
+            if ((r = string_tok(t, &c, &ks, &kn, &bs)) != R_OK) goto out;
+            if ((r = skip_ws(&c)) != R_OK) goto out;
+            if (*c.p != ':') { r = foreign(t, "not JSON (no colon)"); goto out; }
+            c.p++;
+            if ((r = skip_ws(&c)) != R_OK) goto out;
         }
-        if ((r = value(t, c, &v, depth + 1)) != R_OK) return r;
-        if ((r = skip_ws(c)) != R_OK) return r;
-        if (*c->p == close) { c->p++; return R_OK; }
-        if (*c->p != ',') return foreign(t, "not JSON (no comma)");
-        c->p++;
-        if ((r = skip_ws(c)) != R_OK) return r;
+        if (*c.p == '[' || *c.p == '{') goto open;
+        if ((r = skip_scalar(t, &c)) != R_OK) goto out;
+    next:  /* after a member */
+        if ((r = skip_ws(&c)) != R_OK) goto out;
+        if (*c.p == (objects >> (level - 1) & 1 ? '}' : ']')) { c.p++; goto closed; }
+        if (*c.p != ',') { r = foreign(t, "not JSON (no comma)"); goto out; }
+        c.p++;
+        if ((r = skip_ws(&c)) != R_OK) goto out;
+        continue;
+    closed:
+        if (--level == 0) { r = R_OK; goto out; }
+        goto next;
     }
+out:
+    *cp = c;
+    return r;
+}
+
+/* Any JSON value at c->p (no whitespace before it), checked as value() checks it and passed over. */
+HOT int skip_value(ks_t *t, cur_t *c, int depth) {
+    if (*c->p == '[' || *c->p == '{') {
+        cur_t sub = *c;
+        int r = skip_container(t, &sub, depth);
+        *c = sub;
+        return r;
+    }
+    return skip_scalar(t, c);
 }
 
 /* Any JSON value at c->p (no whitespace before it): its form, its number, or its span (strings: quotes included;
    lists and objects: the whole text). */
-static int value(ks_t *t, cur_t *c, val_t *v, int depth) {
+HOT int value(ks_t *t, cur_t *c, val_t *v, int depth) {
     const char *start = c->p;
     int r;
     char ch = *c->p;
@@ -384,7 +509,10 @@ static int value(ks_t *t, cur_t *c, val_t *v, int depth) {
         v->form = num.kind == N_INT ? V_INT : num.kind == N_BIG ? V_BIG : V_FLOAT;
         v->value = num.value; v->time_ok = num.time_ok; v->ns = num.ns;
     } else if (ch == '[' || ch == '{') {
-        if ((r = skip_container(t, c, depth)) != R_OK) return r;
+        cur_t sub = *c;
+        r = skip_container(t, &sub, depth);
+        *c = sub;
+        if (r != R_OK) return r;
         v->form = ch == '[' ? V_LIST : V_OBJ;
     } else if (ch == 'n') {
         if ((r = literal(t, c, "null", 4)) != R_OK) return r;
@@ -404,33 +532,49 @@ static int value(ks_t *t, cur_t *c, val_t *v, int depth) {
 
 /* ------------------------------------------------------------------ one event */
 enum { E_PH, E_CAT, E_NAME, E_PID, E_TID, E_TS, E_DUR, E_ARGS, E_N };
-static const char *const EVENT_KEYS[E_N] = {"ph", "cat", "name", "pid", "tid", "ts", "dur", "args"};
-enum { A_DEVICE, A_STREAM, A_CORR, A_EXT, A_SEQ, A_FWD, A_DIMS, A_TYPES, A_STRIDES, A_CONCRETE, A_ALLOC, A_DTYPE,
-       A_DID, A_N };
-static const char *const ARG_KEYS[A_N] = {"device", "stream", "correlation", "External id", "Sequence number",
-                                          "Fwd thread id", "Input Dims", "Input type", "Input Strides",
-                                          "Concrete Inputs", "Total Allocated", "Device Type", "Device Id"};
+/* the args read; the others (Sequence number, Fwd thread id... which no table keeps) are checked and skipped */
+enum { A_DEVICE, A_STREAM, A_CORR, A_EXT, A_DIMS, A_TYPES, A_STRIDES, A_CONCRETE, A_ALLOC, A_DTYPE, A_DID, A_N };
 
 typedef struct { val_t e[E_N]; val_t a[A_N]; } event_t;
 
-static int EVENT_LENS[E_N], ARG_LENS[A_N];
+#define IS(s, word) (memcmp((s), word, sizeof word - 1) == 0) /* s (of the length of word) is the word */
 
-static void init_keys(void) {
-    for (int i = 0; i < E_N; i++) EVENT_LENS[i] = (int)strlen(EVENT_KEYS[i]);
-    for (int i = 0; i < A_N; i++) ARG_LENS[i] = (int)strlen(ARG_KEYS[i]);
+/* Which of E_* the key s[0:n] (quotes excluded) is, or -1: a switch on the length, then one comparison. */
+static inline int event_key(const char *s, int64_t n) {
+    switch (n) {
+    case 2: return IS(s, "ph") ? E_PH : IS(s, "ts") ? E_TS : -1;
+    case 3:
+        switch (s[0]) {
+        case 'c': return IS(s, "cat") ? E_CAT : -1;
+        case 'p': return IS(s, "pid") ? E_PID : -1;
+        case 't': return IS(s, "tid") ? E_TID : -1;
+        case 'd': return IS(s, "dur") ? E_DUR : -1;
+        default: return -1;
+        }
+    case 4: return IS(s, "name") ? E_NAME : IS(s, "args") ? E_ARGS : -1;
+    default: return -1;
+    }
 }
 
-static inline int key_index(const char *const *keys, const int *lens, int n, const char *s, int64_t len) {
-    for (int i = 0; i < n; i++)
-        if (lens[i] == len && keys[i][0] == s[0] && memcmp(keys[i], s, (size_t)len) == 0) return i;
-    return -1;
+static inline int arg_key(const char *s, int64_t n) {
+    switch (n) {
+    case 6: return IS(s, "device") ? A_DEVICE : IS(s, "stream") ? A_STREAM : -1;
+    case 9: return IS(s, "Device Id") ? A_DID : -1;
+    case 10: return IS(s, "Input Dims") ? A_DIMS : IS(s, "Input type") ? A_TYPES : -1;
+    case 11: return IS(s, "correlation") ? A_CORR : IS(s, "External id") ? A_EXT : IS(s, "Device Type") ? A_DTYPE : -1;
+    case 13: return IS(s, "Input Strides") ? A_STRIDES : -1;
+    case 15: return IS(s, "Concrete Inputs") ? A_CONCRETE : IS(s, "Total Allocated") ? A_ALLOC : -1;
+    default: return -1;
+    }
 }
 
-/* An object's members: those named in `keys` into out[] (each at most once), the others checked and skipped; with
-   args_out, an event's `args` object is read in the same pass, its members into args_out[]. */
-static int members(ks_t *t, cur_t *c, const char *const *keys, int nkeys, val_t *out, int depth, val_t *args_out) {
+/* An object's members: the event's (args_out NULL: the args') keys into out[] (each at most once), the others
+   checked and skipped; an event's `args` object is read in the same pass, its members into args_out[]. */
+static int members(ks_t *t, cur_t *cp, val_t *out, int nkeys, int depth, val_t *args_out);
+
+HOT int members_in(ks_t *t, cur_t *c, val_t *out, int nkeys, int depth, val_t *args_out) {
     int r;
-    memset(out, 0, (size_t)nkeys * sizeof *out);  /* all V_ABSENT, no time */
+    for (int i = 0; i < nkeys; i++) { out[i].form = V_ABSENT; out[i].time_ok = 0; }  /* all absent, no time */
     c->p++;  /* the { */
     if ((r = skip_ws(c)) != R_OK) return r;
     if (*c->p == '}') { c->p++; return R_OK; }
@@ -443,17 +587,23 @@ static int members(ks_t *t, cur_t *c, const char *const *keys, int nkeys, val_t 
         if (*c->p != ':') return foreign(t, "not JSON (no colon)");
         c->p++;
         if ((r = skip_ws(c)) != R_OK) return r;
-        int which = key_index(keys, keys == EVENT_KEYS ? EVENT_LENS : ARG_LENS, nkeys, ks + 1, kn - 2);
-        val_t scratch;
-        val_t *v = which >= 0 ? &out[which] : &scratch;
-        if (which >= 0 && v->form != V_ABSENT) return foreign(t, "a key given twice");
-        if (args_out && which == E_ARGS && *c->p == '{') {
-            const char *s = c->p;
-            if ((r = members(t, c, ARG_KEYS, A_N, args_out, depth + 1, NULL)) != R_OK) return r;
-            v->form = V_OBJ; v->s = s; v->n = c->p - s;
-        } else if ((r = value(t, c, v, depth)) != R_OK) {
-            return r;
+        int which = args_out ? event_key(ks + 1, kn - 2) : arg_key(ks + 1, kn - 2);
+        if (which < 0) {
+            r = skip_value(t, c, depth);
+        } else {
+            val_t *v = &out[which];
+            if (v->form != V_ABSENT) return foreign(t, "a key given twice");
+            if (args_out && which == E_ARGS && *c->p == '{') {
+                const char *s = c->p;
+                cur_t sub = *c;
+                r = members(t, &sub, args_out, A_N, depth + 1, NULL);
+                *c = sub;
+                v->form = V_OBJ; v->s = s; v->n = c->p - s;
+            } else {
+                r = value(t, c, v, depth);
+            }
         }
+        if (r != R_OK) return r;
         if ((r = skip_ws(c)) != R_OK) return r;
         if (*c->p == '}') { c->p++; return R_OK; }
         if (*c->p != ',') return foreign(t, "not JSON (no comma)");
@@ -462,9 +612,16 @@ static int members(ks_t *t, cur_t *c, const char *const *keys, int nkeys, val_t 
     }
 }
 
+static int members(ks_t *t, cur_t *cp, val_t *out, int nkeys, int depth, val_t *args_out) {
+    cur_t c = *cp;
+    int r = members_in(t, &c, out, nkeys, depth, args_out);
+    *cp = c;
+    return r;
+}
+
 static int parse_event(ks_t *t, cur_t *c, event_t *ev) {
-    memset(ev->a, 0, sizeof ev->a);
-    return members(t, c, EVENT_KEYS, E_N, ev->e, 1, ev->a);
+    for (int i = 0; i < A_N; i++) { ev->a[i].form = V_ABSENT; ev->a[i].time_ok = 0; }
+    return members(t, c, ev->e, E_N, 1, ev->a);
 }
 
 static int is_str(const val_t *v, const char *s) {
@@ -619,7 +776,7 @@ static int commit(ks_t *t, const event_t *ev) {
         return R_OK;
     }
     table_t *tb = &t->tables[T_HOST];
-    int64_t ext = id_of(&a[A_EXT], &ok, 0), seq = id_of(&a[A_SEQ], &ok, 0), fwd = id_of(&a[A_FWD], &ok, 0);
+    int64_t ext = id_of(&a[A_EXT], &ok, 0);
     if (!ok) return foreign(t, "an id not an integer");
     int32_t shapes[4];
     for (int i = 0; i < 4; i++) {
@@ -634,7 +791,7 @@ static int commit(ks_t *t, const event_t *ev) {
     if (row < 0) return nomem(t);
     I32(tb, H_NAME, row) = nid; I32(tb, H_CAT, row) = cat_id;
     I64(tb, H_PID, row) = p; I64(tb, H_TID, row) = th; I64(tb, H_START, row) = start; I64(tb, H_END, row) = end;
-    I64(tb, H_EXT, row) = ext; I64(tb, H_SEQ, row) = seq; I64(tb, H_FWD, row) = fwd;
+    I64(tb, H_EXT, row) = ext;
     for (int i = 0; i < 4; i++) I32(tb, H_DIMS + i, row) = shapes[i];
     if (comm) {
         table_t *ct = &t->tables[T_COMM];
@@ -648,8 +805,9 @@ static int commit(ks_t *t, const event_t *ev) {
 /* The events in buf[0:n]: how many bytes were consumed (whole events); the status says foreign or done. */
 static int64_t scan(ks_t *t, const char *buf, int64_t n) {
     int64_t done = 0;
+    cur_t c = {buf, buf + n, 0, 0, 0, 0};
     for (;;) {
-        cur_t c = {buf + done, buf + n};
+        c.p = buf + done;
         if (skip_ws(&c) != R_OK) return done;
         if (*c.p == ']') {
             c.p++;
@@ -679,7 +837,7 @@ static int64_t scan(ks_t *t, const char *buf, int64_t n) {
 /* ------------------------------------------------------------------ the API */
 ks_t *ks_new(const char *kinds, int64_t len) {
     static int ready = 0;
-    if (!ready) { init_class(); init_keys(); ready = 1; }
+    if (!ready) { init_class(); ready = 1; }
     ks_t *t = calloc(1, sizeof *t);
     if (!t) return NULL;
     t->kinds_spec = malloc((size_t)len + 1);
