@@ -42,7 +42,7 @@ import polars as pl
 
 from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.reports import cpu_ops, dispatches, phases
+from madengine_rocprof.reports import cpu_ops, dispatches, heap, phases
 from madengine_rocprof.reports.model import CopyStats, Iteration, TimingSource
 
 try:  # ISA-L's inflate: about a third of zlib's CPU on a trace (requirements.txt); the standard library otherwise
@@ -1109,6 +1109,8 @@ def read_kineto(src: TimingSource, tables_of: Callable[[Path, Read], Any],
     src.peak_memory_bytes = dict(sorted(got.memory.items()))
     if len(got.kernels):  # the analyses of a GPU trace read its kernel and copy tables: built now, from the reader's
         tables.kernels, tables.copies  # noqa: B018 (arrays, which are then freed rather than held beside them)
+    del got, read
+    heap.release()  # the aggregate's and the reader's frames
     return src
 
 
