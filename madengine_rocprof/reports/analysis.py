@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.reports import kineto_reader, multinode, phases
+from madengine_rocprof.reports import heap, kineto_reader, multinode, phases
 from madengine_rocprof.reports.analyses import idle, launch, run_efficiency
 from madengine_rocprof.reports.analyses.collectives import of_run as collectives_of_run
 from madengine_rocprof.reports.analyses.ranks import per_rank, rank_of
@@ -438,10 +438,17 @@ def analyze_run(run: RunData, steady_state: bool = False, definitions: str = "ou
         "per_rank": per_rank(run, timeline),
         "collectives": collectives,
         "multi_node": multinode.analyze(run, collectives),
-        "efficiency": run_efficiency.for_run(run),
-        "idle_causes": idle.analyze_run(run, timeline),
-        "launch": launch.analyze_run(run, timeline),
+        "efficiency": _released(run_efficiency.for_run(run)),
+        "idle_causes": _released(idle.analyze_run(run, timeline)),
+        "launch": _released(launch.analyze_run(run, timeline)),
     }
+
+
+def _released(result: Any) -> Any:
+    """An analysis' result, once the pages its frames freed are given back (heap.release: a 1M-kernel trace's
+    analyses would otherwise each add their own to the report's peak)."""
+    heap.release()
+    return result
 
 
 # where a timing source's kernel durations come from (TimingSource.counter_time -> words for the report)

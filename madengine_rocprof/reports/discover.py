@@ -15,6 +15,8 @@ import re
 from pathlib import Path
 from typing import cast
 
+import polars as pl
+
 from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports import (
@@ -289,6 +291,20 @@ def _read_timing(source: TimingSource, copy_files: list[Path]) -> None:
         pftrace_reader.read_pftrace(source)
     elif source.fmt == kineto_reader.FORMAT:
         kineto_reader.read_kineto(source, trace_tables.from_kineto, kineto_native.read)
+
+
+def dispatch_frame(source: TimingSource) -> pl.DataFrame | None:
+    """A Kineto source's kernels as a frame (name, start, end, track), taken from the trace tables its report read:
+    what iter_dispatches gives, without reading the file again. None where the tables cannot tell it exactly (no
+    tables, a CPU-operator trace, or a device or stream that is not an integer: iter_kineto writes such a value as
+    the trace spells it)."""
+    tables = source.tables
+    if source.fmt != kineto_reader.FORMAT or tables is None or source.cpu_operators:
+        return None
+    kernels = tables.kernels
+    if not kernels.height or kernels["device"].null_count() or kernels["stream"].null_count():
+        return None
+    return kernels.select("name", "start", "end", pl.format("GPU {} stream {}", "device", "stream").alias("track"))
 
 
 def iter_dispatches(source: TimingSource):

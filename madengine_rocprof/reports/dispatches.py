@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from madengine_rocprof.inputs import INT64_MAX
+from madengine_rocprof.reports import id_lookup
 from madengine_rocprof.reports.categories import categorize
 from madengine_rocprof.reports.model import BusyTime, DeviceTime, IterationTime, KernelStats, TimingSource
 
@@ -92,7 +93,7 @@ def busy_time(part: pl.DataFrame, into: BusyTime) -> None:
             return 0
         if selected == total:  # one group only (the common single-GPU case): no copy of the table
             return busy
-        sub = part.filter(mask)
+        sub = part.select("start", "end").filter(mask)  # only the columns the union reads are copied
         return union_ns(sub["start"], sub["end"])
 
     into.busy_ns = busy
@@ -125,14 +126,14 @@ def _launch_windows(part: pl.DataFrame, its: list) -> tuple[list[int], list[int]
         return None
     key = part.select(pl.coalesce("launch", "start").alias("key"), "end").sort("key")
     latest = key["end"].cum_max()  # last end of the work launched up to each key
-
-    def ended_by(t: int) -> int:
-        """The later of t and the last end of the work launched before t."""
-        n = int(key["key"].search_sorted(t, side="left"))
-        return t if n == 0 else max(t, int(latest[n - 1]))
-
-    device_lo = [lo[0]] + [ended_by(t) for t in lo[1:]]
-    device_hi = [ended_by(t) for t in hi]
+    # for every window edge t at once: the later of t and the last end of the work launched before t
+    edges = lo[1:] + hi
+    before = key["key"].search_sorted(pl.Series(edges, dtype=key.schema["key"]), side="left").to_list()
+    ended = latest.gather([max(n - 1, 0) for n in before]).to_list() if key.height else []
+    ended_by = [t if n == 0 else max(t, int(e)) for t, n, e in zip(edges, before, ended or [0] * len(edges),
+                                                                  strict=True)]
+    device_lo = [lo[0]] + ended_by[:len(lo) - 1]
+    device_hi = ended_by[len(lo) - 1:]
     starts = pl.Series("lo", lo, dtype=part.schema["start"])
     ends = pl.Series("hi", hi, dtype=part.schema["start"])
     keys = part.select(pl.coalesce("launch", "start")).to_series()
@@ -166,34 +167,42 @@ def _iterations(part: pl.DataFrame, src: TimingSource) -> list[IterationTime]:
     if not (lo.is_sorted() and hi.is_sorted()):
         return [_window(part, it) for it in its]
     base = win_lo[0] if its else 0
+    first = hi.search_sorted(part["start"], side="right").cast(pl.Int64)  # the first window that ends after the start
+    last = lo.search_sorted(part["end"], side="left").cast(pl.Int64) - 1  # the last that starts before the end
+    # most traces put each interval in one window at most: it is then that window, with no row repeated, and rows
+    # sorted by start stay sorted by (window, start in it); lazy, so each column is dropped once no step reads it
+    single = bool((last <= first).all())
+    cut_q = part.lazy().with_columns(first=first, last=last).filter(pl.col("first") <= pl.col("last"))
+    cut_q = cut_q.with_columns(it=pl.col("first")) if single else cut_q.with_columns(
+        it=pl.int_ranges("first", pl.col("last") + 1)).explode("it")
+    del first, last
     cut = (
-        part.with_columns(
-            first=hi.search_sorted(part["start"], side="right"),  # the first window that ends after the start
-            last=lo.search_sorted(part["end"], side="left").cast(pl.Int64) - 1,  # the last that starts before the end
-        )
-        .filter(pl.col("first") <= pl.col("last"))
-        .with_columns(it=pl.int_ranges("first", pl.col("last") + 1))
-        .explode("it")
-        .with_columns(lo=pl.lit(lo).gather(pl.col("it")), hi=pl.lit(hi).gather(pl.col("it")))
+        cut_q.with_columns(lo=pl.lit(lo).gather(pl.col("it")), hi=pl.lit(hi).gather(pl.col("it")))
         .with_columns(
             # in the window: relative to the first window's start, so Int64 whatever the timestamps' width
             s=(pl.max_horizontal("start", "lo") - base).cast(pl.Int64),
             e=(pl.min_horizontal("end", "hi") - base).cast(pl.Int64),
             counted=(pl.col("start") >= pl.col("lo")) & ~pl.col("copy_engine"),
-            duration=(pl.col("end") - pl.col("start")).cast(pl.Int128),
         )
-        .select("it", "s", "e", "ours", "hta", "counted", "duration")
-        .sort(["it", "s"], maintain_order=True)
+        # the kernels' own time per window, read below only where no launch links say which window owns a kernel
+        .with_columns(*([] if by_launch is not None else [(pl.col("end") - pl.col("start")).cast(pl.Int128)
+                                                          .alias("duration")]))
+        .select("it", "s", "e", "ours", "hta", "counted", *([] if by_launch is not None else ["duration"]))
+        .collect()
     )
+    if not (single and cut.select(((pl.col("it").diff() > 0) | (pl.col("it").diff() == 0) & (pl.col("s").diff() >= 0))
+                                  .fill_null(True).all()).item()):
+        cut = cut.sort(["it", "s"], maintain_order=True)
 
     def union(mask: pl.Expr) -> dict[int, int]:
         covered = (
-            cut.filter(mask)
+            cut.lazy().filter(mask).select("it", "s", "e")
             .with_columns(latest=pl.col("e").cum_max().shift(1).over("it"))
             .select("it", (pl.col("e") - pl.max_horizontal("s", pl.col("latest").fill_null(pl.col("s"))))
                     .clip(lower_bound=0).cast(pl.Int128).alias("covered"))
             .group_by("it")
             .agg(pl.col("covered").sum())
+            .collect()
         )
         return {int(i): int(c) for i, c in covered.iter_rows()}
 
@@ -242,11 +251,10 @@ def _window(part: pl.DataFrame, it) -> IterationTime:
 
 def launch_times(gpu: pl.DataFrame, runtime: pl.DataFrame) -> pl.Series:
     """Per GPU row (column `correlation`), the start of the runtime call with the same correlation id, null where
-    none (runtime correlation ids are unique within a process; a CUDA graph's kernels share their cudaGraphLaunch's).
-    """
-    joined = gpu.select("correlation").join(_launch_calls(runtime, gpu.schema["correlation"]), on="correlation",
-                                            how="left", maintain_order="left")
-    return joined["launch"]
+    none (runtime correlation ids are unique within a process; a CUDA graph's kernels share their cudaGraphLaunch's;
+    where a trace repeats an id, its first call counts)."""
+    return id_lookup.lookup(_launch_calls(runtime, gpu.schema["correlation"]), "correlation",
+                            gpu["correlation"])["launch"]
 
 
 # the last runtime table's calls by correlation id: the reader asks for its kernels' and copies' launches and the idle
@@ -255,15 +263,12 @@ _LAUNCH_CALLS: dict[str, Any] = {"frame": None, "dtype": None, "calls": None}
 
 
 def _launch_calls(runtime: pl.DataFrame, dtype: Any) -> pl.DataFrame:
-    """correlation -> launch (the call's start), the first call of each correlation id."""
+    """correlation (sorted, each id once: id_lookup.index) -> launch (the start of the id's first call)."""
     cached = _LAUNCH_CALLS["frame"]
     if cached is not None and cached() is runtime and _LAUNCH_CALLS["dtype"] == dtype:
         return _LAUNCH_CALLS["calls"]
-    calls = (
-        runtime.filter(pl.col("correlation").is_not_null())
-        .select(pl.col("correlation").cast(dtype), pl.col("start").alias("launch"))
-        .unique(subset="correlation", keep="first")
-    )
+    calls = id_lookup.index(runtime.select(pl.col("correlation").cast(dtype), pl.col("start").alias("launch")),
+                            "correlation")
     _LAUNCH_CALLS.update(frame=weakref.ref(runtime), dtype=dtype, calls=calls)
     return calls
 
@@ -309,11 +314,15 @@ def aggregate(src: TimingSource, table: pl.DataFrame, copies: pl.DataFrame | Non
     if not table.height and copies is None:
         return src
     launches = any("launch" in t.columns for t in (table, copies) if t is not None)
+    # device labels as the readers give them (a Kineto trace's are Categorical: 4 bytes a row), String where the
+    # two tables differ
+    device = pl.col("device") if copies is None or copies.schema["device"] == table.schema["device"] else pl.col(
+        "device").cast(pl.String)
     parts = [
         table.select(
             "start",
             "end",
-            pl.col("device").cast(pl.String),
+            device,
             _group_column(list(src.kernels), lambda n: OUR_GROUP.get(categorize(n), COMPUTE)).alias("ours"),
             _group_column(list(src.kernels), _hta_group).alias("hta"),
             pl.lit(False).alias("copy_engine"),
@@ -325,7 +334,7 @@ def aggregate(src: TimingSource, table: pl.DataFrame, copies: pl.DataFrame | Non
             copies.select(
                 "start",
                 "end",
-                pl.col("device").cast(pl.String),
+                device,
                 pl.lit(COPY, dtype=pl.Int8).alias("ours"),
                 pl.lit(COPY, dtype=pl.Int8).alias("hta"),
                 pl.lit(True).alias("copy_engine"),
@@ -340,13 +349,14 @@ def aggregate(src: TimingSource, table: pl.DataFrame, copies: pl.DataFrame | Non
         part = part.drop("device")
         if not part["start"].is_sorted():  # traces are mostly written in start order: skip the sort then
             part = part.sort("start")
-        kernels = part.filter(~pl.col("copy_engine")) if copies is not None else part
+        kernel_count, kernel_ns = part.select((~pl.col("copy_engine")).sum(),
+                                              duration.filter(~pl.col("copy_engine")).sum()).row(0)
         row = DeviceTime(
             device=str(device),
-            dispatches=kernels.height,
-            copies=part.height - kernels.height,
+            dispatches=kernel_count,
+            copies=part.height - kernel_count,
             span_ns=int(part["end"].max() - part["start"][0]),
-            kernel_time_sum_ns=int((kernels["end"] - kernels["start"]).cast(pl.Int128).sum()),
+            kernel_time_sum_ns=int(kernel_ns or 0),
         )
         busy_time(part, row)
         if src.iterations:

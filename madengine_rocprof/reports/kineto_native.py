@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import array
 import ctypes
-import ctypes.util
 import os
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import polars as pl
 
 from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
+from madengine_rocprof.reports import heap
 from madengine_rocprof.reports import kineto_reader as kr
 from madengine_rocprof.tracer import api_recorder
 
@@ -45,7 +44,6 @@ SHAPES = ("input_dims", "input_types", "input_strides", "concrete_inputs")
 _KIND_CODES = {kr._KERNEL: 1, kr._COPY: 2, kr._CPU: 3, kr._ANNOTATION: 3}
 _ARGS = msgspec.json.Decoder(kr._Args, float_hook=str)
 _lib: ctypes.CDLL | None = None
-_trim: Any = None  # glibc's malloc_trim, False where the C library has none (musl, macOS)
 why_not = ""  # why the last read did not use the native path (tests, doctor), "" when it did
 
 
@@ -128,21 +126,8 @@ def read(path: Path) -> kr.Read | None:
         return None
     why_not = ""
     kr._narrow_host(got.got)  # the scanner's ids are int32 already, unless a value did not fit
-    _return_freed_memory()
+    heap.release()  # the scanner's columns (and any Int64 ids narrowing replaced): freed C heap pages
     return got
-
-
-def _return_freed_memory() -> None:
-    """Give the C heap's free pages back to the system (glibc's malloc_trim). The scanner's columns (and any Int64
-    ids narrowing replaced) were freed by glibc, which keeps such pages: ~0.2 GB of a 1M-kernel trace's report
-    peak that nothing after the read would reuse (polars allocates from its own heap)."""
-    global _trim
-    if _trim is None:
-        found = ctypes.util.find_library("c")
-        libc = ctypes.CDLL(found) if found else None
-        _trim = getattr(libc, "malloc_trim", False) if libc is not None else False
-    if _trim:
-        _trim(0)
 
 
 def _read(lib: ctypes.CDLL, path: Path) -> kr.Read:

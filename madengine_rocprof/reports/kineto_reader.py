@@ -42,7 +42,7 @@ import polars as pl
 
 from madengine_rocprof import inputs
 from madengine_rocprof.errors import UserError
-from madengine_rocprof.reports import cpu_ops, dispatches, phases
+from madengine_rocprof.reports import cpu_ops, dispatches, heap, phases
 from madengine_rocprof.reports.model import CopyStats, Iteration, TimingSource
 
 try:  # ISA-L's inflate: about a third of zlib's CPU on a trace (requirements.txt); the standard library otherwise
@@ -572,7 +572,7 @@ class _Columns:
     def frame(self, names: dict[str, int], devices: dict[Any, int], base: int) -> pl.DataFrame:
         """The dispatch table (dispatches.DISPATCH_SCHEMA, names categorical), times from baseTimeNanoseconds."""
         name_list = pl.Series(list(names), dtype=pl.String).cast(pl.Categorical)
-        device_list = pl.Series([f"GPU {d}" for d in devices], dtype=pl.String)
+        device_list = pl.Series([f"GPU {d}" for d in devices], dtype=pl.Categorical)
         # base + a time past 2^63 (a uint64 timestamp) needs Int128 columns; _read has checked [0, 2^64)
         wide = dispatches.time_dtype(base + min(self.start, default=0), base + max(self.end, default=0))
         return pl.DataFrame(
@@ -1107,6 +1107,10 @@ def read_kineto(src: TimingSource, tables_of: Callable[[Path, Read], Any],
         src.last_end_ns = base + last
     src.copies = _copy_stats(got)
     src.peak_memory_bytes = dict(sorted(got.memory.items()))
+    if len(got.kernels):  # the analyses of a GPU trace read its kernel and copy tables: built now, from the reader's
+        tables.kernels, tables.copies  # noqa: B018 (arrays, which are then freed rather than held beside them)
+    del got, read
+    heap.release()  # the aggregate's and the reader's frames
     return src
 
 

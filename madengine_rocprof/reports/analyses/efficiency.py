@@ -27,6 +27,7 @@ from typing import Any
 import polars as pl
 
 from madengine_rocprof.insights.peaks import Peak
+from madengine_rocprof.reports import id_lookup
 from madengine_rocprof.reports.analyses import nesting, op_models
 
 DEFAULT_TARGET = 0.8  # the fraction of the roofline a tuned kernel is taken to reach when ranking what to fix first
@@ -86,39 +87,44 @@ def _kernel_ops(kernels: pl.DataFrame, runtime: pl.DataFrame, ops: pl.DataFrame)
     its runtime call (correlation -> the call's `External id`), which older Kineto traces need less and some
     write as the correlation itself."""
     ids64 = [pl.col(c).cast(pl.Int64, strict=False) for c in ("correlation", "external_id")]
-    k = kernels.select("name", "start", "end", *ids64)  # a column of nulls only may come typed Null: not a join key
-    runtime = runtime.with_columns(ids64)
-    # millions of host rows: only those the kernels name are looked at (each filter keeps the rows' order, so
-    # `first` and `last` below pick what they would pick among all rows)
-    runtime = runtime.filter(pl.col("correlation").is_in(k["correlation"].drop_nulls().implode()))
+    k = kernels.select("name", "start", "end", *ids64)  # a column of nulls only may come typed Null: not a key
+    # each kernel's runtime call (its first by correlation id) and operators by External id: sorted-id lookups
+    # (id_lookup), not hash joins of millions of rows
     if runtime.height:
         names = runtime["name"].unique().cast(pl.String)  # matched once per distinct name (String or Categorical)
         launches = names.filter(names.str.contains(GRAPH_LAUNCH))
-        links = (runtime.select("correlation", pl.col("external_id").alias("_rt_ext"),
-                                pl.col("name").is_in(launches.implode()).alias("graph"))
-                 .unique("correlation", keep="first"))
-        k = k.join(links, on="correlation", how="left").with_columns(pl.col("graph").fill_null(False))
+        calls = id_lookup.index(runtime.select(
+            pl.col("correlation").cast(pl.Int64, strict=False), pl.col("external_id").alias("_rt_ext"),
+            pl.col("name").is_in(launches.implode()).alias("graph"), "pid", "tid", pl.col("start").alias("_at")),
+            "correlation")
+        k = k.with_columns(id_lookup.lookup(calls.select("correlation", "_rt_ext", "graph"), "correlation",
+                                            k["correlation"])).with_columns(pl.col("graph").fill_null(False))
     else:
+        calls = None
         k = k.with_columns(pl.lit(None, dtype=pl.Int64).alias("_rt_ext"), pl.lit(False).alias("graph"))
-    ops = ops.with_columns(pl.col("external_id").cast(pl.Int64, strict=False))
-    named = pl.concat([k["external_id"], k["_rt_ext"]]).drop_nulls().unique()
-    ids = (ops.filter(pl.col("external_id").is_in(named.implode()))
-           .select(pl.col("external_id").alias("_ext"), "op").unique("_ext", keep="last"))
-    k = (k.join(ids.rename({"op": "_own"}), left_on="external_id", right_on="_ext", how="left")
-         .join(ids.rename({"op": "_via"}), left_on="_rt_ext", right_on="_ext", how="left"))
+    named = pl.concat([k["external_id"], k["_rt_ext"].cast(pl.Int64)]).drop_nulls().unique()
+    if ops.schema["external_id"] not in (pl.Int32, pl.Int64):  # a column of nulls only may come typed Null
+        ops = ops.with_columns(pl.col("external_id").cast(pl.Int64, strict=False))
+    ext = ops.schema["external_id"]
+    by_id = id_lookup.index(ops.filter(pl.col("external_id").is_in(named.cast(ext, strict=False).drop_nulls()
+                                                                   .implode())).select("external_id", "op"),
+                            "external_id", keep="last")
+    k = k.with_columns(id_lookup.lookup(by_id, "external_id", k["external_id"])["op"].alias("_own"),
+                       id_lookup.lookup(by_id, "external_id", k["_rt_ext"])["op"].alias("_via"))
     # a kernel replayed from a CUDA/HIP graph belongs to the operator that ran at capture, which the trace does not
     # hold: it stays unattributed (the graph launch's enclosing op is not the one that did the work). A graph
     # launch is the one call whose correlation id several kernels share, also where the call itself is not in
     # the trace (a replay in the profiler's warm-up step)
-    k = k.with_columns((pl.col("graph") | (pl.len().over("correlation") > 1) & pl.col("correlation").is_not_null())
+    k = k.with_columns((pl.col("graph") | pl.col("correlation").is_duplicated() & pl.col("correlation").is_not_null())
                        .alias("graph"))
     k = k.with_columns(pl.when(pl.col("graph")).then(None).otherwise(pl.coalesce("_own", "_via")).alias("op")).drop(
         "_own", "_via", "_rt_ext")
     # a kernel launched outside any operator's id (a Triton kernel called from Python, e.g. a fused optimizer):
     # the innermost op or annotation that encloses its runtime call on the calling thread, where one does
-    calls = (k.filter(pl.col("op").is_null() & pl.col("correlation").is_not_null() & ~pl.col("graph"))
-             .join(runtime.select("correlation", "pid", "tid", pl.col("start").alias("_at")).unique("correlation"),
-                   on="correlation", how="inner"))
+    unlinked = k.filter(pl.col("op").is_null() & pl.col("correlation").is_not_null() & ~pl.col("graph"))
+    calls = pl.DataFrame() if calls is None else unlinked.select("correlation").with_columns(
+        id_lookup.lookup(calls.select("correlation", "pid", "tid", "_at"), "correlation", unlinked["correlation"])
+    ).filter(pl.col("_at").is_not_null())
     if 0 < calls.height <= MAX_ENCLOSING_QUERIES:
         found = _enclosing(ops, list(set(calls.select("pid", "tid", "_at").iter_rows())))
         if found:
@@ -168,29 +174,30 @@ def _owners(ops: pl.DataFrame, launchers: pl.Series, modelled: list[bool], compo
     found = nesting.tree(ops)
     if found is None or (found.height and found["depth"].max() >= CHAIN_LIMIT):  # type: ignore[operator]
         return _owners_by_walk(ops, launchers, modelled, composite)
-    flags = pl.DataFrame({"key": range(len(modelled)), "_cost": modelled, "_fused": composite},
-                         schema={"key": ops.schema["key"], "_cost": pl.Boolean, "_fused": pl.Boolean})
-    found = found.join(ops.select("op", "key").join(flags, on="key", how="left"), on="op", how="left")
-    # top down, a level at a time: an op takes its parent's innermost modelled op and outermost composite
-    levels = found.partition_by("depth", as_dict=True, include_key=False)
-    done: list[pl.DataFrame] = []
-    above: pl.DataFrame | None = None
-    for depth in sorted(key[0] for key in levels):
-        level = levels[(depth,)]
-        if above is None:
-            inherited = level.with_columns(pl.lit(None, pl.UInt32).alias("_inner"), pl.lit(None, pl.UInt32)
-                                           .alias("_outer"))
-        else:
-            inherited = level.join(above.select(pl.col("op").alias("parent"), pl.col("inner").alias("_inner"),
-                                                pl.col("outer").alias("_outer")),
-                                   on="parent", how="left")
-        above = inherited.select(
-            "op", pl.when(pl.col("_cost")).then(pl.col("op")).otherwise(pl.col("_inner")).alias("inner"),
-            pl.coalesce(pl.col("_outer"), pl.when(pl.col("_fused")).then(pl.col("op"))).alias("outer"))
-        done.append(above)
-    if not done:  # no op: no launching op either
+    # by position in the tree's (sweep) order: each op's flags and its parent's position (id_lookup, no joins)
+    n = found.height
+    if not n:  # no op: no launching op either
         return pl.DataFrame(schema={"op": ops.schema["op"], "owner": ops.schema["op"]})
-    every = pl.concat(done)
+    key = id_lookup.lookup(id_lookup.index(ops.select("op", "key"), "op"), "op", found["op"])["key"]
+    cost = pl.Series(modelled, dtype=pl.Boolean).gather(key)
+    fused = pl.Series(composite, dtype=pl.Boolean).gather(key)
+    positions = found.select("op", pl.int_range(n, dtype=pl.UInt32).alias("pos"))
+    parent = id_lookup.lookup(id_lookup.index(positions, "op"), "op", found["parent"].cast(pl.Int64))["pos"]
+    op = found["op"]
+    inner = pl.select(pl.when(pl.lit(cost)).then(pl.lit(op))).to_series()
+    outer = pl.select(pl.when(pl.lit(fused)).then(pl.lit(op))).to_series()
+    # top down, a level at a time: an op takes its parent's innermost modelled op and outermost composite
+    by_depth = found.select(pl.int_range(n, dtype=pl.UInt32).alias("row"), "depth").sort("depth", maintain_order=True)
+    depths = by_depth["depth"]
+    bounds = depths.search_sorted(pl.Series(range(int(depths[-1]) + 2), dtype=depths.dtype), side="left").to_list()
+    for depth in range(1, int(depths[-1]) + 1):
+        rows = by_depth["row"].slice(bounds[depth], bounds[depth + 1] - bounds[depth])
+        if not rows.len():
+            continue
+        up = parent.gather(rows)
+        inner.scatter(rows, inner.gather(rows).fill_null(inner.gather(up)))
+        outer.scatter(rows, outer.gather(up).fill_null(outer.gather(rows)))
+    every = pl.DataFrame({"op": op, "inner": inner, "outer": outer}).gather(by_depth["row"])
     return (every.filter(pl.col("op").is_in(launchers.implode()))
             .select("op", pl.coalesce("outer", "inner", "op").alias("owner")))
 

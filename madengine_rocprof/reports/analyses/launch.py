@@ -83,21 +83,30 @@ def distribution(values: pl.Series) -> dict[str, Any]:
     }
 
 
-def queue_series(launched: pl.DataFrame) -> pl.DataFrame:
-    """Per (device, stream) the queue length after all events of each timestamp: columns device, stream, ts, length.
-    One stream at a time: its +1/-1 events sorted by time, summed, and the last value of each timestamp kept."""
-    parts = []
-    for (device, stream), part in launched.group_by("device", "stream", maintain_order=True):
-        events = pl.concat([
-            part.select(pl.col("call_start").alias("ts"), pl.lit(1, dtype=pl.Int64).alias("d")),
-            part.select(pl.col("start").alias("ts"), pl.lit(-1, dtype=pl.Int64).alias("d")),
-        ]).sort("ts")
-        parts.append(
-            events.with_columns(length=pl.col("d").cum_sum())
+def _queue(part: pl.DataFrame) -> pl.DataFrame:
+    """One stream's queue length after all events of each timestamp (ts, length): its +1/-1 events sorted by time,
+    summed, and the last value of each timestamp kept. Lazy, so only the two columns of the answer are held at the
+    end (a 1M-launch stream: 2M events)."""
+    return (pl.concat([part.lazy().select(pl.col("call_start").alias("ts"), pl.lit(1, dtype=pl.Int8).alias("d")),
+                       part.lazy().select(pl.col("start").alias("ts"), pl.lit(-1, dtype=pl.Int8).alias("d"))])
+            .sort("ts")
+            .with_columns(length=pl.col("d").cast(pl.Int64).cum_sum())
             .filter(pl.col("ts") != pl.col("ts").shift(-1, fill_value=None).fill_null(pl.col("ts") + 1))
-            .select(pl.lit(device, dtype=pl.Int64).alias("device"), pl.lit(stream, dtype=pl.Int64).alias("stream"),
-                    "ts", "length")
-        )
+            .select("ts", "length")
+            .collect())
+
+
+def _streams(launched: pl.DataFrame) -> list:
+    """((device, stream), its launches' call_start and start), in the order streams first appear."""
+    return list(launched.select("device", "stream", "call_start", "start").group_by("device", "stream",
+                                                                                    maintain_order=True))
+
+
+def queue_series(launched: pl.DataFrame) -> pl.DataFrame:
+    """Per (device, stream) the queue length after all events of each timestamp: columns device, stream, ts, length."""
+    parts = [_queue(part).select(pl.lit(device, dtype=pl.Int64).alias("device"),
+                                 pl.lit(stream, dtype=pl.Int64).alias("stream"), "ts", "length")
+             for (device, stream), part in _streams(launched)]
     return pl.concat(parts) if parts else pl.DataFrame(
         schema={"device": pl.Int64, "stream": pl.Int64, "ts": pl.Int64, "length": pl.Int64})
 
@@ -106,12 +115,14 @@ def _stream_summary(part: pl.DataFrame) -> dict[str, Any]:
     """Max, time-weighted mean and share of time empty, from the first to the last event of the stream."""
     ts, length = part["ts"], part["length"]
     span = int(ts[-1]) - int(ts[0])
-    held = (ts.shift(-1) - ts).fill_null(0).cast(pl.Int128)  # how long each value holds
-    weighted = int((held * length.cast(pl.Int128)).sum())
-    empty = int(held.filter(length == 0).sum())
+    held = (pl.col("ts").shift(-1) - pl.col("ts")).fill_null(0).cast(pl.Int128)  # how long each value holds
+    weighted, empty = part.lazy().select((held * pl.col("length").cast(pl.Int128)).sum().alias("weighted"),
+                                         held.filter(pl.col("length") == 0).sum().alias("empty")).collect().row(0)
+    weighted, empty = int(weighted), int(empty)
     step = max(1, part.height // SERIES_POINTS)
-    picture = part.with_row_index("i").group_by((pl.col("i") // step).alias("slice"), maintain_order=True).agg(
-        pl.col("ts").first(), pl.col("length").max(), pl.col("length").min().alias("low"))
+    picture = part.lazy().group_by((pl.int_range(pl.len(), dtype=pl.UInt32) // step).alias("slice"),
+                                   maintain_order=True).agg(
+        pl.col("ts").first(), pl.col("length").max(), pl.col("length").min().alias("low")).collect()
     return {
         "points": part.height,
         "max": int(length.max()),  # type: ignore[arg-type]
@@ -128,11 +139,7 @@ def analyze(kernels: pl.DataFrame, copies: pl.DataFrame, runtime: pl.DataFrame) 
     launched = launches(kernels, copies, runtime)
     if launched.height == 0:
         return None
-    queues = queue_series(launched)
-    streams = []
-    for (device, stream), part in queues.group_by("device", "stream", maintain_order=True):
-        streams.append({"device": device, "stream": stream} | _stream_summary(part))
-    return {
+    out = {
         "launches": launched.height,
         "delay": distribution(launched["delay"]),
         "delay_histogram": log_histogram.histogram(launched["delay"]),
@@ -140,8 +147,12 @@ def analyze(kernels: pl.DataFrame, copies: pl.DataFrame, runtime: pl.DataFrame) 
         "long_calls": int((launched["cpu_duration"] > RUNTIME_CUTOFF_NS).sum()),
         "long_delays": int((launched["delay"] > LAUNCH_DELAY_CUTOFF_NS).sum()),
         "by_call": {str(n): int(c) for n, c in launched.group_by("call").len().sort("call").iter_rows()},
-        "streams": streams,
     }
+    streams = _streams(launched)
+    del launched  # only the columns of the queues are kept while their series are built
+    out["streams"] = [{"device": device, "stream": stream} | _stream_summary(_queue(part))
+                      for (device, stream), part in streams]  # a stream's series is summarised, then freed
+    return out
 
 
 def source_tables(src: TimingSource) -> TraceTables | None:

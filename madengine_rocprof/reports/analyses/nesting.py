@@ -44,51 +44,57 @@ def reference_parents(ops: pl.DataFrame) -> dict[int, int]:
 
 def tree(ops: pl.DataFrame) -> pl.DataFrame | None:
     """`op`, `parent` (-1 for none) and `depth` (0 at the top) of every op, in sweep order; None where some thread's
-    ops do not nest properly (then only `reference_parents` gives the answer)."""
+    ops do not nest properly, or the times span more than 2^62 ns over the threads (then only `reference_parents`
+    gives the answer)."""
     s = _order(ops).with_row_index("pos").with_columns(
         (pl.col("pid").ne_missing(pl.col("pid").shift(1)) | pl.col("tid").ne_missing(pl.col("tid").shift(1)))
-        .cum_sum().alias("thread"))
+        .cum_sum().cast(pl.Int64).alias("thread"))
     if s.height and s.select((pl.col("start").is_null() | pl.col("end").is_null()
                               | (pl.col("end") < pl.col("start"))).any()).item():
         return None
-    # depth: earlier ops of the thread still open at an op's start. Ends at or before each start are counted by one
-    # sort of ends and starts by thread and time (ends first at equal times): the running count of ends there, less
-    # the ends of the threads before (one per op, so the thread's first position), less the earlier ops gives the
-    # depth, once the zero-length ops at that very start that sort at or after the op are given back
-    events = pl.concat([
-        s.select("thread", pl.col("end").alias("t"), pl.lit(0, pl.Int8).alias("kind"),
-                 pl.lit(None, pl.UInt32).alias("pos")),
-        s.select("thread", pl.col("start").alias("t"), pl.lit(1, pl.Int8).alias("kind"), "pos")])
-    closed = (events.sort("thread", "t", "kind")
-              .with_columns((pl.col("kind") == 0).cast(pl.Int64).cum_sum().alias("closed"))
-              .filter(pl.col("kind") == 1).select("pos", "closed"))
-    s = s.with_columns(depth=pl.col("pos").cast(pl.Int64) - _by_position(s.height, closed["pos"], closed["closed"]))
+    if not s.height:
+        return s.select("op", pl.lit(0, pl.Int64).alias("depth"), pl.lit(-1, pl.Int64).alias("parent"))
+    # a time on its thread as one sortable Int64: thread * (span + 1) + (t - first start), where that fits (any real
+    # trace); binary searches of such keys replace sorts of every op's start and end events (a million ops: a
+    # quarter of the memory and half the time)
+    first, last = s.select(pl.col("start").min(), pl.col("end").max()).row(0)
+    threads = int(s["thread"][-1]) + 1
+    if threads * (int(last) - int(first) + 1) >= 2**62:
+        return None
+    span = int(last) - int(first) + 1
+
+    def key(column: str) -> pl.Series:
+        return s.select(pl.col("thread") * span + (pl.col(column) - first).cast(pl.Int64)).to_series()
+
+    # depth: earlier ops of the thread still open at an op's start. The ends at or before each start (ends of the
+    # threads before included, one per op, so the thread's first position) less the earlier ops gives the depth,
+    # once the zero-length ops at that very start that sort at or after the op are given back
+    closed = key("end").sort().search_sorted(key("start"), side="right").cast(pl.Int64)
+    s = s.with_columns(depth=pl.col("pos").cast(pl.Int64) - closed)
+    del closed
     zero = pl.col("start") == pl.col("end")
     if s.select(zero.any()).item():
         at = s.filter(zero).select("thread", "start").unique()
         back = (s.join(at, on=["thread", "start"], how="semi")
                 .select("pos", zero.cast(pl.Int64).cum_sum(reverse=True).over("thread", "start").alias("_zero")))
-        s = (s.join(back, on="pos", how="left").sort("pos")
-             .with_columns(pl.col("depth") + pl.col("_zero").fill_null(0)).drop("_zero"))
-    # parent: the last earlier op of the thread one level up. Candidates (each op at its depth) and queries (each op
-    # at its depth - 1) in one sort by that level and position (thread order follows position); the last candidate
-    # before a query is its parent when it is of the query's thread and level
-    candidates = s.select(pl.col("depth").alias("level"), (pl.col("pos").cast(pl.Int64) * 2).alias("at"),
-                          pl.col("op").alias("_op"), pl.col("thread").alias("_thread"),
-                          pl.col("depth").alias("_level"), pl.col("end").alias("_end"))
-    queries = s.filter(pl.col("depth") > 0).select(
-        (pl.col("depth") - 1).alias("level"), (pl.col("pos").cast(pl.Int64) * 2 + 1).alias("at"),
-        *(pl.lit(None, candidates.schema[c]).alias(c) for c in ("_op", "_thread", "_level", "_end")))
-    found = (pl.concat([candidates, queries]).sort("level", "at")
-             .with_columns(pl.col("_op", "_thread", "_level", "_end").forward_fill())
-             .filter(pl.col("at") % 2 == 1)
-             .select((pl.col("at") // 2).cast(pl.UInt32).alias("pos"), "level", "_op", "_thread", "_level", "_end"))
+        s = s.with_columns(pl.col("depth") + _by_position(s.height, back["pos"], back["_zero"]))
+    # parent: the last earlier op of the thread one level up, found by a search of (level, position) keys: each op
+    # as a candidate at its depth, each op with a depth as a query one level up
+    level_at = s.select(pl.col("depth") * 2**32 + pl.col("pos").cast(pl.Int64)).to_series()
+    order = level_at.arg_sort()
+    ranked = level_at.gather(order)
+    del level_at
+    queries = s.filter(pl.col("depth") > 0).select("pos", "thread", "depth", "end")
+    wanted = queries.select((pl.col("depth") - 1) * 2**32 + pl.col("pos").cast(pl.Int64)).to_series()
+    index = ranked.search_sorted(wanted, side="left").cast(pl.Int64) - 1
+    found = order.gather(index.clip(lower_bound=0))  # the candidate's position
     # nested properly exactly when every op ends within the parent found so (by induction over the sweep: with the
     # ops before it nested, the ops open at its start are one chain whose innermost is that parent)
-    if found.height and (~((found["_thread"] == s["thread"].gather(found["pos"])) & (found["_level"] == found["level"])
-                           & (found["_end"] >= s["end"].gather(found["pos"]))).fill_null(False)).any():
+    if queries.height and not ((index >= 0) & (ranked.gather(index.clip(lower_bound=0)) // 2**32 == wanted // 2**32)
+                               & (s["thread"].gather(found) == queries["thread"])
+                               & (s["end"].gather(found) >= queries["end"])).all():
         return None
-    parent = _by_position(s.height, found["pos"], found["_op"].cast(pl.Int64), missing=-1).alias("parent")
+    parent = _by_position(s.height, queries["pos"], s["op"].gather(found).cast(pl.Int64), missing=-1).alias("parent")
     return s.select("op", "depth").with_columns(parent)
 
 
