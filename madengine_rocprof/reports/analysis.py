@@ -16,7 +16,7 @@ from madengine_rocprof.reports import heap, kineto_reader, multinode, phases
 from madengine_rocprof.reports.analyses import idle, launch, run_efficiency
 from madengine_rocprof.reports.analyses.collectives import of_run as collectives_of_run
 from madengine_rocprof.reports.analyses.ranks import per_rank, rank_of
-from madengine_rocprof.reports.categories import CATEGORIES, classify
+from madengine_rocprof.reports.categories import CATEGORIES, classify_many
 from madengine_rocprof.reports.model import CounterStats, KernelStats, RunData
 from madengine_rocprof.reports.roles import roles_of
 from madengine_rocprof.wrapper.contracts import Report, ReportRun
@@ -293,12 +293,13 @@ def analyze_run(run: RunData, steady_state: bool = False, definitions: str = "ou
     dispatches = sum(k.calls for k in kernels.values())
     order = (lambda item: (-ranked_ns(item[1]), item[0])) if timed else (lambda item: (-item[1].calls, item[0]))
     rows = sorted(kernels.items(), key=order)
+    classes = classify_many(name for name, _ in rows)
     kernel_rows: list[dict[str, Any]] = [
         {
             "name": name,
-            "category": classify(name).category,
-            "role": classify(name).role,
-            "library": classify(name).library,
+            "category": kind.category,
+            "role": kind.role,
+            "library": kind.library,
             "calls": k.calls,
             "total_ns": k.total_ns if timed else None,
             "self_ns": k.self_ns if timed else None,
@@ -307,7 +308,7 @@ def analyze_run(run: RunData, steady_state: bool = False, definitions: str = "ou
             "max_ns": k.max_ns,
             "share": (ranked_ns(k) / gpu_time if gpu_time else 0.0) if timed else None,
         }
-        for name, k in rows
+        for (name, k), kind in zip(rows, classes)
     ]
     by_category: dict[str, dict[str, Any]] = {
         c: {"category": c, "calls": 0, "total_ns": 0, "kernels": 0} for c in CATEGORIES

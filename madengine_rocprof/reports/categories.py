@@ -22,11 +22,13 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
 from madengine_rocprof.errors import UserError
 from madengine_rocprof.reports.kernel_names import key as kernel_key
+from madengine_rocprof.reports.rule_columns import OrderedPatterns, first_match
 from madengine_rocprof.reports.user_regex import SYNTAX_HELP, UserPattern, compile_user
 
 CATEGORIES = (
@@ -128,18 +130,6 @@ LIBRARIES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ("PyTorch ATen", r"\bat::native::|\bat::cuda::|^aten::"),
     )
 )
-
-
-def library_of(name: str) -> str:
-    return _library_of_key(match_key(name))
-
-
-def _library_of_key(key: str) -> str:
-    lower = key.lower()
-    for library, pattern in LIBRARIES:
-        if pattern.search(lower):
-            return library
-    return UNKNOWN
 
 
 # ---- GEMM shape class --------------------------------------------------------------------------------------
@@ -566,14 +556,14 @@ def configure(explicit: str | os.PathLike[str] | None = None) -> Path | None:
     global _user_rules
     path = rules_path(explicit)
     _user_rules = load_rules(path) if path else ()
-    classify.cache_clear()
+    clear_cache()
     return path
 
 
 def set_rules(rules: tuple[UserRule, ...]) -> None:
     global _user_rules
     _user_rules = tuple(rules)
-    classify.cache_clear()
+    clear_cache()
 
 
 # The built-in rules are linear in the name's length (quantifiers between literals bounded; tested on crafted
@@ -581,25 +571,85 @@ def set_rules(rules: tuple[UserRule, ...]) -> None:
 # CUTLASS templates) are a few KB.
 MAX_RULE_TEXT = 16 * 1024
 
+# The classes of names `classify_many` worked out (all at once, per pattern over the column of names), and the few
+# distinct classes they share: a trace of 1M distinct kernel names has a few dozen (category, role, library, rule).
+_known: dict[str, KernelClass] = {}
+_interned: dict[KernelClass, KernelClass] = {}
+_LIBRARY_PATTERNS = OrderedPatterns([pattern for _, pattern in LIBRARIES])
+_RULE_PATTERNS = OrderedPatterns([pattern for _, _, _, pattern in RULES])
 
-@lru_cache(maxsize=65536)
+
+def clear_cache() -> None:
+    """Forget every class worked out (the rules in force changed)."""
+    _known.clear()
+    _interned.clear()
+    _classify_one.cache_clear()
+
+
 def classify(kernel_name: str) -> KernelClass:
     """Category, role and library of a kernel (or CPU operator) name. User rules search the whole name as
-    documented; the built-in rules match `match_key(name)`, so parameter types never decide."""
+    documented; the built-in rules match `match_key(name)`, so parameter types never decide.
+    For many names at once, `classify_many` is the fast way (and makes later calls for them a look-up)."""
+    known = _known.get(kernel_name)
+    return known if known is not None else _classify_one(kernel_name)
+
+
+def _rule_text(kernel_name: str) -> tuple[str, str]:
+    """What the built-in rules read (`match_key`, cut to MAX_RULE_TEXT) and the words that say it was cut."""
     key = match_key(kernel_name)
-    cut = ""
     if len(key) > MAX_RULE_TEXT:  # no real kernel is named so long: the rules read its first part, and say so
-        key, cut = key[:MAX_RULE_TEXT], f" (on the first {MAX_RULE_TEXT:,} characters of a {len(key):,}-character name)"
-    library = _library_of_key(key)
+        return key[:MAX_RULE_TEXT], f" (on the first {MAX_RULE_TEXT:,} characters of a {len(key):,}-character name)"
+    return key, ""
+
+
+def _user_rule_of(kernel_name: str) -> UserRule | None:
     for rule in _user_rules:
         if rule.pattern.search(kernel_name):
-            return KernelClass(rule.category, rule.role, rule.library or library, rule.where)
+            return rule
+    return None
+
+
+def _class_of(key: str, cut: str, library: str, rule_index: int, user: UserRule | None) -> KernelClass:
+    if user is not None:
+        found = KernelClass(user.category, user.role, user.library or library, user.where)
+    elif rule_index < 0:
+        found = KernelClass(UNKNOWN, UNKNOWN, library, cut.strip())
+    else:
+        rule_id, category, role, _ = RULES[rule_index]
+        found = KernelClass(category, role(key) if callable(role) else str(role), library, f"built-in {rule_id}{cut}")
+    return _interned.setdefault(found, found)
+
+
+@lru_cache(maxsize=65536)
+def _classify_one(kernel_name: str) -> KernelClass:
+    key, cut = _rule_text(kernel_name)
     lower = key.lower()
-    for rule_id, category, role, pattern in RULES:
-        if pattern.search(lower):
-            return KernelClass(category, role(key) if callable(role) else str(role), library,
-                               f"built-in {rule_id}{cut}")
-    return KernelClass(UNKNOWN, UNKNOWN, library, cut.strip())
+    library = LIBRARIES[i][0] if (i := first_match(lower, _LIBRARY_PATTERNS.patterns)) >= 0 else UNKNOWN
+    user = _user_rule_of(kernel_name)
+    rule_index = -1 if user is not None else first_match(lower, _RULE_PATTERNS.patterns)
+    return _class_of(key, cut, library, rule_index, user)
+
+
+def classify_many(kernel_names: Iterable[str]) -> list[KernelClass]:
+    """`classify` of each name, in order. The distinct names not seen before are classified together: each built-in
+    pattern runs once over all of them as a column operation (rule_columns.py), not once per name in Python, so a
+    trace of 1M distinct kernel names classifies in seconds; every name's class is then a look-up."""
+    names = list(kernel_names)
+    new = [name for name in dict.fromkeys(names) if name not in _known]
+    if new:
+        texts = [_rule_text(name) for name in new]
+        lowers = [key.lower() for key, _ in texts]
+        libraries = _LIBRARY_PATTERNS.first_matches(lowers)
+        users = [_user_rule_of(name) for name in new] if _user_rules else [None] * len(new)
+        by_rules = [i for i, user in enumerate(users) if user is None]  # a user rule decides the others
+        rule_index = [-1] * len(new)
+        for i, found in zip(by_rules, _RULE_PATTERNS.first_matches([lowers[i] for i in by_rules])):
+            rule_index[i] = found
+        for i, name in enumerate(new):
+            key, cut = texts[i]
+            library = LIBRARIES[libraries[i]][0] if libraries[i] >= 0 else UNKNOWN
+            _known[name] = _class_of(key, cut, library, rule_index[i], users[i])
+    return [_known[name] for name in names]
 
 
 # transfers a DMA/copy engine runs, as profilers name them: Kineto `Memcpy HtoD (Pinned -> Device)` / `Memset (Device)`,

@@ -23,7 +23,7 @@ import polars as pl
 
 from madengine_rocprof.inputs import INT64_MAX
 from madengine_rocprof.reports import heap, id_lookup
-from madengine_rocprof.reports.categories import categorize
+from madengine_rocprof.reports.categories import categorize, classify_many
 from madengine_rocprof.reports.model import BusyTime, DeviceTime, IterationTime, KernelStats, TimingSource
 
 DISPATCH_SCHEMA = {"name": pl.String, "start": pl.Int64, "end": pl.Int64, "device": pl.String}
@@ -318,6 +318,7 @@ def aggregate(src: TimingSource, table: pl.DataFrame, copies: pl.DataFrame | Non
     # two tables differ
     device = pl.col("device") if copies is None or copies.schema["device"] == table.schema["device"] else pl.col(
         "device").cast(pl.String)
+    classify_many(src.kernels)  # every name's category at once, then each `categorize` below is a look-up
     parts = [
         table.select(
             "start",
