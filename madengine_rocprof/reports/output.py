@@ -16,6 +16,7 @@ from pathlib import Path
 
 from madengine_rocprof import atomic
 from madengine_rocprof.errors import UserError, from_os_error
+from madengine_rocprof.reports import json_indented
 from madengine_rocprof.wrapper.contracts import Report
 
 _LOOP_FIX = "a symbolic link on this path points (directly or through others) back at itself: remove it, or give a " \
@@ -109,7 +110,7 @@ class OutputSet:
 def write_json_to(files: atomic.FileSet, path: Path, data: Report | dict) -> None:
     """The report JSON (indent 1 keeps big reports small; no NaN)."""
     with files.open(path) as fh:
-        json.dump(data, fh, indent=1, default=str, allow_nan=False)
+        json_indented.dump(data, fh)  # json.dump(indent=1, default=str, allow_nan=False), byte for byte, faster
         fh.write("\n")
 
 
