@@ -574,7 +574,7 @@ MAX_RULE_TEXT = 16 * 1024
 # The classes of names `classify_many` worked out (all at once, per pattern over the column of names), and the few
 # distinct classes they share: a trace of 1M distinct kernel names has a few dozen (category, role, library, rule).
 _known: dict[str, KernelClass] = {}
-_interned: dict[KernelClass, KernelClass] = {}
+_interned: dict[tuple[str, str, str, str], KernelClass] = {}
 _LIBRARY_PATTERNS = OrderedPatterns([pattern for _, pattern in LIBRARIES])
 _RULE_PATTERNS = OrderedPatterns([pattern for _, _, _, pattern in RULES])
 
@@ -611,13 +611,16 @@ def _user_rule_of(kernel_name: str) -> UserRule | None:
 
 def _class_of(key: str, cut: str, library: str, rule_index: int, user: UserRule | None) -> KernelClass:
     if user is not None:
-        found = KernelClass(user.category, user.role, user.library or library, user.where)
+        fields = (user.category, user.role, user.library or library, user.where)
     elif rule_index < 0:
-        found = KernelClass(UNKNOWN, UNKNOWN, library, cut.strip())
+        fields = (UNKNOWN, UNKNOWN, library, cut.strip())
     else:
         rule_id, category, role, _ = RULES[rule_index]
-        found = KernelClass(category, role(key) if callable(role) else str(role), library, f"built-in {rule_id}{cut}")
-    return _interned.setdefault(found, found)
+        fields = (category, role(key) if callable(role) else str(role), library, f"built-in {rule_id}{cut}")
+    found = _interned.get(fields)
+    if found is None:
+        found = _interned[fields] = KernelClass(*fields)
+    return found
 
 
 @lru_cache(maxsize=65536)
@@ -635,8 +638,10 @@ def classify_many(kernel_names: Iterable[str]) -> list[KernelClass]:
     pattern runs once over all of them as a column operation (rule_columns.py), not once per name in Python, so a
     trace of 1M distinct kernel names classifies in seconds; every name's class is then a look-up."""
     names = list(kernel_names)
-    new = [name for name in dict.fromkeys(names) if name not in _known]
+    known = _known
+    new = [name for name in names if name not in known]
     if new:
+        new = list(dict.fromkeys(new))
         texts = [_rule_text(name) for name in new]
         lowers = [key.lower() for key, _ in texts]
         libraries = _LIBRARY_PATTERNS.first_matches(lowers)
@@ -648,8 +653,8 @@ def classify_many(kernel_names: Iterable[str]) -> list[KernelClass]:
         for i, name in enumerate(new):
             key, cut = texts[i]
             library = LIBRARIES[libraries[i]][0] if libraries[i] >= 0 else UNKNOWN
-            _known[name] = _class_of(key, cut, library, rule_index[i], users[i])
-    return [_known[name] for name in names]
+            known[name] = _class_of(key, cut, library, rule_index[i], users[i])
+    return [known[name] for name in names]
 
 
 # transfers a DMA/copy engine runs, as profilers name them: Kineto `Memcpy HtoD (Pinned -> Device)` / `Memset (Device)`,

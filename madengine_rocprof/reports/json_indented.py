@@ -10,8 +10,10 @@ handed to json itself and indented to its place.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from json.encoder import encode_basestring_ascii as _string  # json.dump's own string encoder (ensure_ascii)
+from operator import itemgetter
 from typing import IO, Any
 
 
@@ -51,6 +53,44 @@ def _flat_dict(value: dict, level: int) -> str | None:
     return "{" + inner + ("," + inner).join(parts) + "\n" + " " * level + "}"
 
 
+def _plain(value: Any) -> str:
+    return _PLAIN[type(value)](value)
+
+
+def _same_rows(rows: list, level: int) -> str | None:
+    """Dicts with the same string keys in the same order and plain values (the kernel rows), encoded a column at a
+    time (one `map` of json's own encoder per key) and set in one format string per row; None for other lists."""
+    first = rows[0]
+    if type(first) is not dict or not first or any(type(key) is not str for key in first):
+        return None
+    keys = tuple(first)
+    if any(type(row) is not dict or tuple(row) != keys for row in rows):
+        return None
+    columns = []
+    for key in keys:
+        column = list(map(itemgetter(key), rows))
+        kinds = set(map(type, column))
+        if not kinds <= _PLAIN.keys():
+            return None
+        if kinds == {str}:
+            columns.append(list(map(_string, column)))
+        elif kinds == {int}:
+            columns.append(list(map(int.__repr__, column)))
+        elif kinds == {float} and all(map(math.isfinite, column)):
+            columns.append(list(map(float.__repr__, column)))
+        elif kinds == {type(None)}:
+            columns.append(["null"] * len(column))
+        else:
+            columns.append(list(map(_plain, column)))
+    inner = "\n" + " " * (level + 1)
+    fields = ("," + inner).join(_string(key).replace("{", "{{").replace("}", "}}") + ": {}" for key in keys)
+    template = "{{" + inner + fields + "\n" + " " * level + "}}"
+    return ("," + "\n" + " " * level).join(map(template.format, *columns))
+
+
+_ROWS_AT_ONCE = 4096  # the column encoding holds this many rows' text at a time
+
+
 def chunks(value: Any, level: int = 0) -> Iterator[str]:
     """The JSON text of `value` in pieces (one per list item or dict entry at most)."""
     encode = _PLAIN.get(type(value))
@@ -62,10 +102,18 @@ def chunks(value: Any, level: int = 0) -> Iterator[str]:
             return
         inner = "\n" + " " * (level + 1)
         yield "[" + inner
-        for i, item in enumerate(value):
-            if i:
+        for start in range(0, len(value), _ROWS_AT_ONCE):
+            part = value[start : start + _ROWS_AT_ONCE]
+            if start:
                 yield "," + inner
-            yield from chunks(item, level + 1)
+            rows = _same_rows(part, level + 1) if type(part[0]) is dict else None
+            if rows is not None:
+                yield rows
+                continue
+            for i, item in enumerate(part):
+                if i:
+                    yield "," + inner
+                yield from chunks(item, level + 1)
         yield "\n" + " " * level + "]"
     elif type(value) is dict:
         flat = _flat_dict(value, level)

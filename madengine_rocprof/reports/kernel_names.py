@@ -176,6 +176,13 @@ def split_name(name: str) -> KernelName:
     return KernelName(text, "")
 
 
+# a name with no bracket and no white space (Triton `triton_poi_fused_add_0`, `nvjet_*`, Tensile `Cijk_*`): no
+# return type, parameter list or template arguments to take off, only a `.kd` suffix
+_PLAIN_NAME = re.compile(r"[^\s<>(){}\[\]]*")
+
+
 def key(name: str) -> str:
     """The part of a kernel name the taxonomy matches on (see `KernelName.key`)."""
+    if _PLAIN_NAME.fullmatch(name):
+        return _strip_trailers(name)
     return split_name(name).key
