@@ -124,13 +124,12 @@ class OrderedPatterns:
             hit = left["text"].str.contains(column)
             if not hit.any():
                 continue
-            taken = left.filter(hit)
-            if exact:
-                rows = taken["i"].to_list()
-            else:  # a superset took these: Python's `re` keeps those the pattern itself matches
-                rows = [i for i, text in zip(taken["i"].to_list(), taken["text"].to_list()) if pattern.search(text)]
-                hit = left["i"].is_in(pl.Series(rows, dtype=pl.UInt32))
-            for i in rows:
+            taken, left = left.filter(hit), left.filter(~hit)
+            if not exact:  # a superset took these: Python's `re` keeps those the pattern itself matches
+                matched = pl.Series([pattern.search(text) is not None for text in taken["text"]], dtype=pl.Boolean)
+                taken, rest = taken.filter(matched), taken.filter(~matched)
+                if rest.height:
+                    left = pl.concat([left, rest])  # row order does not matter: each row carries its index
+            for i in taken["i"]:
                 result[i] = index
-            left = left.filter(~hit)
         return result
