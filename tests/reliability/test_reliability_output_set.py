@@ -119,14 +119,15 @@ def _umask() -> int:
 
 
 SIGNAL_DURING_WRITE = """
-import json, os, signal, sys
-real_dump = json.dump
+import os, signal, sys
+from madengine_rocprof.reports import json_indented  # the report JSON's writer
+real_dump = json_indented.dump
 def dump(obj, fh, **kw):
     fh.write('{"partial": ')
     fh.flush()
     os.kill(os.getpid(), int(sys.argv[1]))
     real_dump(obj, fh, **kw)
-json.dump = dump
+json_indented.dump = dump
 from madengine_rocprof.cli import main
 sys.exit(main(sys.argv[2:]))
 """
