@@ -308,7 +308,7 @@ def analyze_run(run: RunData, steady_state: bool = False, definitions: str = "ou
             "max_ns": k.max_ns,
             "share": (ranked_ns(k) / gpu_time if gpu_time else 0.0) if timed else None,
         }
-        for (name, k), kind in zip(rows, classes)
+        for (name, k), kind in zip(rows, classes, strict=True)
     ]
     by_category: dict[str, dict[str, Any]] = {
         c: {"category": c, "calls": 0, "total_ns": 0, "kernels": 0} for c in CATEGORIES

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -648,7 +648,7 @@ def classify_many(kernel_names: Iterable[str]) -> list[KernelClass]:
         users = [_user_rule_of(name) for name in new] if _user_rules else [None] * len(new)
         by_rules = [i for i, user in enumerate(users) if user is None]  # a user rule decides the others
         rule_index = [-1] * len(new)
-        for i, found in zip(by_rules, _RULE_PATTERNS.first_matches([lowers[i] for i in by_rules])):
+        for i, found in zip(by_rules, _RULE_PATTERNS.first_matches([lowers[i] for i in by_rules]), strict=True):
             rule_index[i] = found
         for i, name in enumerate(new):
             key, cut = texts[i]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from json.encoder import encode_basestring_ascii as _string  # json.dump's own string encoder (ensure_ascii)
 from operator import itemgetter
 from typing import IO, Any
@@ -24,7 +24,7 @@ def _float(value: float) -> str:
 
 
 # exact types only: a subclass (an IntEnum, a str subclass) goes the general way, as in json
-_PLAIN = {
+_PLAIN: dict[type, Callable[[Any], str]] = {
     str: _string,
     int: int.__repr__,
     float: _float,

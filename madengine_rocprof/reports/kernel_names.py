@@ -97,7 +97,8 @@ def _last_top_level_space(text: str) -> int:
     """Index of the last space of `text` outside brackets, -1 when none (`_top_level_split(text, " ")`)."""
     scan, last, at = _no_arrows(text), -1, 0
     while True:
-        at = _TOP_WORD.match(scan, at).end()
+        word = _TOP_WORD.match(scan, at)  # always matches (maybe empty)
+        at = word.end() if word else at
         if at == len(scan):
             return last
         if scan[at] != " ":  # nested deeper than the regex, or a group never closed: step by step

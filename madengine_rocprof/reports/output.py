@@ -8,7 +8,6 @@ link), is refused with exit 2; so are two outputs naming one file, and a link th
 from __future__ import annotations
 
 import errno
-import json
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager

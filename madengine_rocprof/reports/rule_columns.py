@@ -118,7 +118,7 @@ class OrderedPatterns:
             {"i": pl.Series(in_column, dtype=pl.UInt32), "text": pl.Series([texts[i] for i in in_column],
                                                                             dtype=pl.String)}
         )
-        for index, (pattern, (column, exact)) in enumerate(zip(self.patterns, self.columns)):
+        for index, (pattern, (column, exact)) in enumerate(zip(self.patterns, self.columns, strict=True)):
             if left.height == 0:
                 break
             hit = left["text"].str.contains(column)

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from madengine_rocprof.cli import main
-from madengine_rocprof.reports import categories, json_indented, kernel_names, rule_columns
+from madengine_rocprof.reports import categories, json_indented, kernel_names
 from madengine_rocprof.reports.rule_columns import OrderedPatterns, column_pattern
 
 from ..insights.insights_builders import HEADER_7
@@ -116,7 +116,7 @@ def test_patterns_run_as_columns_python_only_confirms_lookaround_candidates():
     exact = _CountingPattern(r"^triton_poi_")
     lookaround = _CountingPattern(r"(?<!fb)gemm")
     plain = _CountingPattern(r"nvjet")
-    found = OrderedPatterns([exact, lookaround, plain]).first_matches(names)
+    found = OrderedPatterns([exact, lookaround, plain]).first_matches(names)  # type: ignore[list-item]
     assert found == [0] * 100_000 + [2] * 50_000 + [-1] * 25_000 + [1] * 25_000
     # one pass per pattern over 200k names: no per-name search for exact patterns, and the lookaround one only for the
     # 50k names its superset (`gemm`) took
@@ -127,7 +127,7 @@ def test_patterns_run_as_columns_python_only_confirms_lookaround_candidates():
 def test_text_the_column_engine_could_read_differently_goes_to_python():
     pattern = _CountingPattern(r"\bnorm\b")
     texts = ["a norm b", "\u00e9norm", "x\nnorm", "normal"]
-    assert OrderedPatterns([pattern]).first_matches(texts) == [0, -1, 0, -1]
+    assert OrderedPatterns([pattern]).first_matches(texts) == [0, -1, 0, -1]  # type: ignore[list-item]
     assert pattern.searches == 2  # the non-ASCII text and the one with a line break
 
 
@@ -161,13 +161,24 @@ def test_a_report_classifies_each_distinct_name_once_as_columns(tmp_path, monkey
     _report_trace(tmp_path / "run" / "node" / "7_kernel_trace.csv", names + names[:100])
     categories.clear_cache()
     per_name, keys, passes = [], [], []
-    spy = functools.lru_cache(maxsize=0)(lambda n: per_name.append(n) or _slow_path(n))  # has cache_clear
-    monkeypatch.setattr(categories, "_classify_one", spy)
-    real_key = categories.match_key
-    monkeypatch.setattr(categories, "match_key", lambda n: keys.append(n) or real_key(n))
-    real_first = OrderedPatterns.first_matches
-    monkeypatch.setattr(OrderedPatterns, "first_matches", lambda self, texts: passes.append(len(texts))
-                        or real_first(self, texts))
+    real_key, real_first = categories.match_key, OrderedPatterns.first_matches
+
+    @functools.lru_cache(maxsize=0)  # a cache_clear, as the real one has
+    def per_name_spy(name):
+        per_name.append(name)
+        return _slow_path(name)
+
+    def key_spy(name):
+        keys.append(name)
+        return real_key(name)
+
+    def passes_spy(self, texts):
+        passes.append(len(texts))
+        return real_first(self, texts)
+
+    monkeypatch.setattr(categories, "_classify_one", per_name_spy)
+    monkeypatch.setattr(categories, "match_key", key_spy)
+    monkeypatch.setattr(OrderedPatterns, "first_matches", passes_spy)
     assert main(["report", str(tmp_path / "run"), "--json", str(tmp_path / "r.json"), "-q"]) == 0
     assert per_name == []  # no name went the per-name way
     assert sorted(keys) == sorted(names)  # each distinct name split once
