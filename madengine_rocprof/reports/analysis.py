@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import statistics
 from collections.abc import Mapping
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -291,8 +292,9 @@ def analyze_run(run: RunData, steady_state: bool = False, definitions: str = "ou
 
     gpu_time = sum(ranked_ns(k) for k in kernels.values()) if timed else None
     dispatches = sum(k.calls for k in kernels.values())
-    order = (lambda item: (-ranked_ns(item[1]), item[0])) if timed else (lambda item: (-item[1].calls, item[0]))
-    rows = sorted(kernels.items(), key=order)
+    # largest first, then by name: two stable sorts, no key tuple per kernel (a trace may have 1M distinct names)
+    rows = sorted(kernels.items(), key=itemgetter(0))
+    rows.sort(key=(lambda item: -ranked_ns(item[1])) if timed else (lambda item: -item[1].calls))
     classes = classify_many(name for name, _ in rows)
     kernel_rows: list[dict[str, Any]] = [
         {
