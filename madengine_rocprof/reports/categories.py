@@ -623,11 +623,15 @@ def _class_of(key: str, cut: str, library: str, rule_index: int, user: UserRule 
     return found
 
 
+def _library_name(index: int) -> str:
+    return LIBRARIES[index][0] if index >= 0 else UNKNOWN
+
+
 @lru_cache(maxsize=65536)
 def _classify_one(kernel_name: str) -> KernelClass:
     key, cut = _rule_text(kernel_name)
     lower = key.lower()
-    library = LIBRARIES[i][0] if (i := first_match(lower, _LIBRARY_PATTERNS.patterns)) >= 0 else UNKNOWN
+    library = _library_name(first_match(lower, _LIBRARY_PATTERNS.patterns))
     user = _user_rule_of(kernel_name)
     rule_index = -1 if user is not None else first_match(lower, _RULE_PATTERNS.patterns)
     return _class_of(key, cut, library, rule_index, user)
@@ -642,7 +646,8 @@ def classify_many(kernel_names: Iterable[str]) -> list[KernelClass]:
     new = [name for name in names if name not in known]
     if new:
         new = list(dict.fromkeys(new))
-        texts = [_rule_text(name) for name in new]
+        texts = [(key, "") if len(key) <= MAX_RULE_TEXT else _rule_text(name)
+                 for name, key in zip(new, map(match_key, new), strict=True)]
         lowers = [key.lower() for key, _ in texts]
         libraries = _LIBRARY_PATTERNS.first_matches(lowers)
         users = [_user_rule_of(name) for name in new] if _user_rules else [None] * len(new)
@@ -650,10 +655,18 @@ def classify_many(kernel_names: Iterable[str]) -> list[KernelClass]:
         rule_index = [-1] * len(new)
         for i, found in zip(by_rules, _RULE_PATTERNS.first_matches([lowers[i] for i in by_rules]), strict=True):
             rule_index[i] = found
+        # a rule with a fixed role gives every name it takes one class per library: worked out once
+        fixed: dict[tuple[int, int], KernelClass] = {}
         for i, name in enumerate(new):
             key, cut = texts[i]
-            library = LIBRARIES[libraries[i]][0] if libraries[i] >= 0 else UNKNOWN
-            known[name] = _class_of(key, cut, library, rule_index[i], users[i])
+            rule, library = rule_index[i], libraries[i]
+            if users[i] is None and not cut and (rule < 0 or not callable(RULES[rule][2])):
+                found = fixed.get((rule, library))
+                if found is None:
+                    found = fixed[rule, library] = _class_of(key, cut, _library_name(library), rule, None)
+            else:
+                found = _class_of(key, cut, _library_name(library), rule, users[i])
+            known[name] = found
     return [known[name] for name in names]
 
 
