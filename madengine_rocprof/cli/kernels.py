@@ -62,16 +62,17 @@ def _classify(args: argparse.Namespace) -> int:
             # the run's kernels by total time, longest first (ties by name): the same order every time
             merged = merge_kernels(run)
             ranked = sorted(merged, key=lambda n: (-merged[n].total_ns, n))
-            names += [n for n in ranked if n not in names]
+            seen = set(names)  # a set, not the list: a run may have 1M distinct kernel names
+            names += [n for n in ranked if n not in seen]
     if not names:
         raise UserError("nothing to classify", where="kernels classify", fix="give kernel names or --run RUN")
     rows = [
         {
             "name": n,
-            **{k: getattr(categories.classify(n), k) for k in ("category", "role", "library", "rule")},
+            **{k: getattr(kind, k) for k in ("category", "role", "library", "rule")},
             "matched_on": categories.match_key(n),  # what the built-in rules saw: no return type, no parameters
         }
-        for n in names
+        for n, kind in zip(names, categories.classify_many(names), strict=True)
     ]
     if args.json:
         sys.stdout.write(json.dumps(rows, indent=1, allow_nan=False) + "\n")
