@@ -136,9 +136,12 @@ def chunks(value: Any, level: int = 0) -> Iterator[str]:
 def dump(value: Any, fh: IO[str]) -> None:
     """Write `value` as `json.dump(value, fh, indent=1, default=str, allow_nan=False)` would."""
     batch: list[str] = []
+    size = 0
     for piece in chunks(value):
         batch.append(piece)
-        if len(batch) >= 4096:
+        size += len(piece)
+        if size >= 1 << 20:  # written by the MiB: a report listing 1M kernels is ~500 MB of text
             fh.write("".join(batch))
             batch.clear()
+            size = 0
     fh.write("".join(batch))
