@@ -653,8 +653,8 @@ def classify_many(kernel_names: Iterable[str]) -> list[KernelClass]:
         users = [_user_rule_of(name) for name in new] if _user_rules else [None] * len(new)
         by_rules = [i for i, user in enumerate(users) if user is None]  # a user rule decides the others
         rule_index = [-1] * len(new)
-        for i, found in zip(by_rules, _RULE_PATTERNS.first_matches([lowers[i] for i in by_rules]), strict=True):
-            rule_index[i] = found
+        for i, first in zip(by_rules, _RULE_PATTERNS.first_matches([lowers[i] for i in by_rules]), strict=True):
+            rule_index[i] = first
         # a rule with a fixed role gives every name it takes one class per library: worked out once
         fixed: dict[tuple[int, int], KernelClass] = {}
         for i, name in enumerate(new):

@@ -292,3 +292,19 @@ def test_json_text_in_row_batches_non_string_keys_and_refused_floats(monkeypatch
     for bad in ([{"a": math.nan}] * 3, {"x": math.inf}):
         with pytest.raises(ValueError, match="Out of range float"):
             json_indented.dump(bad, io.StringIO())
+
+
+def test_json_text_is_written_in_pieces_of_about_a_mebibyte():
+    """A report listing 1M kernels is ~500 MB of JSON: never held whole (it doubled the report's peak memory)."""
+    value = {"kernels": [{"name": f"triton_poi_fused_{i}" * 4, "calls": i, "share": i / 7} for i in range(40_000)]}
+    writes: list[int] = []
+    text: list[str] = []
+
+    class Sink:
+        def write(self, piece: str) -> None:
+            writes.append(len(piece))
+            text.append(piece)
+
+    json_indented.dump(value, Sink())  # type: ignore[arg-type]
+    assert "".join(text) == json.dumps(value, indent=1, default=str, allow_nan=False)
+    assert sum(writes) > 5 * 2**20 and len(writes) > 4 and max(writes) < 2 * 2**20
