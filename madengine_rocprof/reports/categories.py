@@ -646,19 +646,22 @@ def classify_many(kernel_names: Iterable[str]) -> list[KernelClass]:
     new = [name for name in names if name not in known]
     if new:
         new = list(dict.fromkeys(new))
-        texts = [(key, "") if len(key) <= MAX_RULE_TEXT else _rule_text(name)
-                 for name, key in zip(new, map(match_key, new), strict=True)]
-        lowers = [key.lower() for key, _ in texts]
-        libraries = _LIBRARY_PATTERNS.first_matches(lowers)
+        keys = list(map(match_key, new))
+        cuts = {i: _rule_text(new[i]) for i, key in enumerate(keys) if len(key) > MAX_RULE_TEXT}  # rare
+        for i, (key, _) in cuts.items():
+            keys[i] = key
+        libraries = _LIBRARY_PATTERNS.first_matches(keys, lower=True)
         users = [_user_rule_of(name) for name in new] if _user_rules else [None] * len(new)
         by_rules = [i for i, user in enumerate(users) if user is None]  # a user rule decides the others
         rule_index = [-1] * len(new)
-        for i, first in zip(by_rules, _RULE_PATTERNS.first_matches([lowers[i] for i in by_rules]), strict=True):
+        ruled = _RULE_PATTERNS.first_matches(keys if len(by_rules) == len(new) else [keys[i] for i in by_rules],
+                                             lower=True)
+        for i, first in zip(by_rules, ruled, strict=True):
             rule_index[i] = first
         # a rule with a fixed role gives every name it takes one class per library: worked out once
         fixed: dict[tuple[int, int], KernelClass] = {}
         for i, name in enumerate(new):
-            key, cut = texts[i]
+            key, cut = keys[i], cuts[i][1] if i in cuts else ""
             rule, library = rule_index[i], libraries[i]
             if users[i] is None and not cut and (rule < 0 or not callable(RULES[rule][2])):
                 found = fixed.get((rule, library))

@@ -106,18 +106,19 @@ class OrderedPatterns:
             if p.flags & ~re.UNICODE:
                 raise ValueError(f"a pattern for columns takes no flags (lower-case the text instead): {p.pattern!r}")
 
-    def first_matches(self, texts: Sequence[str]) -> list[int]:
+    def first_matches(self, texts: Sequence[str], lower: bool = False) -> list[int]:
+        """`first_match` of each text (of `text.lower()` with `lower`: lower-cased in the column, no copy of the
+        texts in Python; ASCII lower-cases the same in both)."""
         result = [-1] * len(texts)
         in_column = []
         for i, text in enumerate(texts):
             if _column_safe(text):
                 in_column.append(i)
             else:
-                result[i] = first_match(text, self.patterns)
-        left = pl.DataFrame(
-            {"i": pl.Series(in_column, dtype=pl.UInt32), "text": pl.Series([texts[i] for i in in_column],
-                                                                            dtype=pl.String)}
-        )
+                result[i] = first_match(text.lower() if lower else text, self.patterns)
+        values = pl.Series([texts[i] for i in in_column], dtype=pl.String)
+        left = pl.DataFrame({"i": pl.Series(in_column, dtype=pl.UInt32),
+                             "text": values.str.to_lowercase() if lower else values})
         for index, (pattern, (column, exact)) in enumerate(zip(self.patterns, self.columns, strict=True)):
             if left.height == 0:
                 break

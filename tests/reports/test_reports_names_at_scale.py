@@ -124,6 +124,13 @@ def test_patterns_run_as_columns_python_only_confirms_lookaround_candidates():
     assert lookaround.searches == 50_000
 
 
+def test_lower_casing_in_the_column_is_pythons_lower():
+    pattern = _CountingPattern(r"^nvjet|\u0131|i\u0307")
+    texts = ["NVJET_x", "nvJet", "I", "\u0130x", "xnvjet"]  # the Turkish dotted capital I lower-cases to 2 characters
+    assert OrderedPatterns([pattern]).first_matches(texts, lower=True) == [  # type: ignore[list-item]
+        0 if pattern._re.search(t.lower()) else -1 for t in texts] == [0, 0, -1, 0, -1]
+
+
 def test_text_the_column_engine_could_read_differently_goes_to_python():
     pattern = _CountingPattern(r"\bnorm\b")
     texts = ["a norm b", "\u00e9norm", "x\nnorm", "normal"]
@@ -172,9 +179,9 @@ def test_a_report_classifies_each_distinct_name_once_as_columns(tmp_path, monkey
         keys.append(name)
         return real_key(name)
 
-    def passes_spy(self, texts):
+    def passes_spy(self, texts, lower=False):
         passes.append(len(texts))
-        return real_first(self, texts)
+        return real_first(self, texts, lower)
 
     monkeypatch.setattr(categories, "_classify_one", per_name_spy)
     monkeypatch.setattr(categories, "match_key", key_spy)
