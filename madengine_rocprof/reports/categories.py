@@ -279,7 +279,7 @@ _BUILTIN = (
         "reduction",
         "embedding bwd",
         r"compute_grad_weight|krn_partial|partials_per_segment|compute_num_of_partial_segments|sum_and_scatter|"
-        r"embedding\w*_backward|embedding backward|split_embedding_codegen_grad_indice|SplitLookupFunction",
+        r"embedding\w{0,200}?_backward|embedding backward|split_embedding_codegen_grad_indice|SplitLookupFunction",
     ),
     # the lookup: a gather of table rows (FBGEMM's `..._lookup_rowwise_adagrad_function` names the optimizer that its
     # backward will apply; the lookup itself is the forward)
