@@ -16,8 +16,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-import polars as pl
-
 _LOOKAROUND_START = ("(?<!", "(?<=", "(?!", "(?=")
 
 
@@ -109,6 +107,8 @@ class OrderedPatterns:
     def first_matches(self, texts: Sequence[str], lower: bool = False) -> list[int]:
         """`first_match` of each text (of `text.lower()` with `lower`: lower-cased in the column, no copy of the
         texts in Python; ASCII lower-cases the same in both)."""
+        import polars as pl  # here, not at the top: `run`/`validate` classify nothing and must parse without polars
+
         result = [-1] * len(texts)
         in_column = []
         for i, text in enumerate(texts):
