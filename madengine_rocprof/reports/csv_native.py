@@ -63,10 +63,9 @@ def library() -> ctypes.CDLL | None:
         return _lib
     from madengine_rocprof.tracer import api_recorder  # the compile-once helper of the native parts
 
-    try:
-        lib = ctypes.CDLL(str(api_recorder.build(SOURCE)))
-    except (api_recorder.Unavailable, OSError) as exc:
-        _failed = why_not = str(exc) or type(exc).__name__
+    lib, why_not = api_recorder.open_built(SOURCE)
+    if lib is None:
+        _failed = why_not
         return None
     p = ctypes.c_void_p
     lib.cc_scan.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int),

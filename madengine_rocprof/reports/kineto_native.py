@@ -79,10 +79,8 @@ def library() -> ctypes.CDLL | None:
         return None
     if _lib is not None:
         return _lib
-    try:
-        lib = ctypes.CDLL(str(api_recorder.build(SOURCE)))
-    except (api_recorder.Unavailable, OSError) as exc:
-        why_not = str(exc)
+    lib, why_not = api_recorder.open_built(SOURCE)
+    if lib is None:
         return None
     p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
     lib.ks_new.argtypes, lib.ks_new.restype = [ctypes.c_char_p, i64], p

@@ -118,6 +118,15 @@ def build(source: Path = SOURCE, folder: Path | None = None) -> Path:
     raise Unavailable(f"no writable folder for the native {source.stem}: " + "; ".join(tried))
 
 
+def open_built(source: Path) -> tuple[ctypes.CDLL | None, str]:
+    """`source` built (once per source version) and loaded, or None and why not (no compiler, a failed build or
+    load): the readers' native parts, which fall back to Python when it is None."""
+    try:
+        return ctypes.CDLL(str(build(source))), ""
+    except (Unavailable, OSError) as exc:
+        return None, str(exc) or type(exc).__name__
+
+
 def load(source: Path, version_symbol: str, version: int, what: str, native_path: Path | None = None):
     """`source` built with the system's C compiler (or the library at `native_path`) and loaded, checked to be the
     version this module reads: its `version_symbol()` returns `version`. Raises Unavailable otherwise."""
