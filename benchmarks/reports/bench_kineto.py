@@ -29,6 +29,7 @@ import importlib.util
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -81,9 +82,13 @@ def measure(cmd: list[str], env: dict | None = None, cwd: Path = REPO) -> dict:
     return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mib": usage.ru_maxrss / 1024}
 
 
-def ours(run_dir: Path, out: Path, expected: dict, checkout: Path = REPO) -> dict:
+def ours(run_dir: Path, out: Path, expected: dict, checkout: Path = REPO, perfetto: bool = False) -> dict:
+    extra = []
+    if perfetto:  # the Perfetto JSON too (a fresh folder each run: an existing output is refused)
+        shutil.rmtree(out / "pf", ignore_errors=True)
+        extra = ["--perfetto", str(out / "pf")]
     result = measure([sys.executable, "-m", "madengine_rocprof", "report", str(run_dir), "--json",
-                      str(out / "r.json"), "--html", str(out / "r.html"), "-q"], cwd=checkout)
+                      str(out / "r.json"), "--html", str(out / "r.html"), *extra, "-q"], cwd=checkout)
     report = json.loads((out / "r.json").read_text())["runs"][0]
     got = {k["name"]: [k["calls"], k["total_ns"]] for k in report["kernels"]}
     if got != expected["kernels"] or report["summary"]["dispatches"] != expected["by_category"]["kernel"]:
@@ -109,6 +114,7 @@ def main() -> int:
                         help="a Python with HolisticTraceAnalysis installed (side-by-side runs)")
     parser.add_argument("--hta-runs", type=int, help="HTA runs (default: --runs)")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "madengine-rocprof-bench")
+    parser.add_argument("--perfetto", action="store_true", help="every report writes --perfetto DIR as well")
     parser.add_argument("--json", type=Path, help="write the results here as well")
     parser.add_argument("--out", type=Path, help="write DIR/results.jsonl, one line per variant (benchmarks runner)")
     args = parser.parse_args()
@@ -119,7 +125,7 @@ def main() -> int:
     load_start = os.getloadavg()
     print(f"machine: {os.cpu_count()} CPUs, load average {load_start[0]:.1f}; Python {platform.python_version()}; "
           f"trace {trace.stat().st_size / 2**20:.0f} MiB gzip, {expected['gpu_events']:,} GPU events")
-    ours(run_dir, out, expected)  # warm the page cache
+    ours(run_dir, out, expected, perfetto=args.perfetto)  # warm the page cache
     mine: list[dict] = []
     before: list[dict] = []
     hta: list[dict] = []
@@ -127,10 +133,10 @@ def main() -> int:
     env = dict(os.environ, HTA_DISABLE_NS_ROUNDING="1")
     for i in range(max(args.runs, hta_runs if args.hta_python else 0)):
         if i < args.runs:
-            mine.append(ours(run_dir, out, expected))
+            mine.append(ours(run_dir, out, expected, perfetto=args.perfetto))
             print(f"  ours: {mine[-1]}")
             if args.baseline:
-                before.append(ours(run_dir, out, expected, args.baseline))
+                before.append(ours(run_dir, out, expected, args.baseline, perfetto=args.perfetto))
                 print(f"  baseline: {before[-1]}")
         if args.hta_python and i < hta_runs:
             hta.append(measure([args.hta_python, "-c", HTA_SCRIPT, str(run_dir)], env=env))
@@ -141,6 +147,7 @@ def main() -> int:
                   f"{expected.get('events', 0):,} events"),
         "events_by_category": expected["by_category"],
         "trace_gzip_mib": trace.stat().st_size / 2**20,
+        "perfetto": args.perfetto,
         "ours": {key: summary(mine, key) for key in ("wall_s", "cpu_s", "peak_rss_mib")} | {"runs": mine},
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
@@ -191,14 +198,15 @@ def json_lines(result: dict) -> list[dict]:
               "details": {"gpu_events": result["gpu_events"], "events_by_category": result["events_by_category"],
                           "load_average": [result["load_average_at_start"][0], result["load_average_at_end"][0]],
                           "trace": result.get("trace")}}
-    lines = [dict(common, variant=f"report, {result['gpu_events']:,} GPU events",
+    also = ", with --perfetto" if result.get("perfetto") else ""
+    lines = [dict(common, variant=f"report, {result['gpu_events']:,} GPU events{also}",
                   wall_s=result["ours"]["wall_s"], cpu_s=result["ours"]["cpu_s"],
                   peak_rss_mib=result["ours"]["peak_rss_mib"]["max"],
                   checks={"kernels equal the generator's": "yes",
                           "targets met (10 s CPU, 1 GiB)": str(result["met"])})]
     if "baseline" in result:
         commit = result["baseline"]["commit"][:7]
-        lines.append(dict(common, variant=f"before (commit {commit}), same trace, alternating",
+        lines.append(dict(common, variant=f"before (commit {commit}), same trace{also}, alternating",
                           wall_s=result["baseline"]["wall_s"], cpu_s=result["baseline"]["cpu_s"],
                           peak_rss_mib=result["baseline"]["peak_rss_mib"]["max"],
                           checks={"kernels equal the generator's": "yes"}))

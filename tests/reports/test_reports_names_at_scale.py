@@ -24,18 +24,10 @@ from madengine_rocprof.reports import categories, json_indented, kernel_names
 from madengine_rocprof.reports.rule_columns import OrderedPatterns, column_pattern
 
 from ..insights.insights_builders import HEADER_7
+from .test_reports_categories import builtin_rules_only  # noqa: F401 (autouse: the built-in rules, no user file)
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE_NAMES = REPO / "tests" / "fixtures" / "kernel_names"
-
-
-@pytest.fixture(autouse=True)
-def builtin_rules_only(monkeypatch, tmp_path):
-    monkeypatch.delenv(categories.RULES_ENV, raising=False)
-    monkeypatch.setenv("MADENGINE_ROCPROF_HOME", str(tmp_path / "home"))
-    categories.set_rules(())
-    yield
-    categories.set_rules(())
 
 
 def _fixture_names() -> list[str]:
