@@ -129,9 +129,8 @@ def _launch_windows(part: pl.DataFrame, its: list) -> tuple[list[int], list[int]
     # for every window edge t at once: the later of t and the last end of the work launched before t
     edges = lo[1:] + hi
     before = key["key"].search_sorted(pl.Series(edges, dtype=key.schema["key"]), side="left").to_list()
-    ended = latest.gather([max(n - 1, 0) for n in before]).to_list() if key.height else []
-    ended_by = [t if n == 0 else max(t, int(e)) for t, n, e in zip(edges, before, ended or [0] * len(edges),
-                                                                  strict=True)]
+    ended = latest.gather([max(n - 1, 0) for n in before]).to_list()  # the part has rows: launch is not all null
+    ended_by = [t if n == 0 else max(t, int(e)) for t, n, e in zip(edges, before, ended, strict=True)]
     device_lo = [lo[0]] + ended_by[:len(lo) - 1]
     device_hi = ended_by[len(lo) - 1:]
     starts = pl.Series("lo", lo, dtype=part.schema["start"])
